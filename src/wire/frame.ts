@@ -1,0 +1,289 @@
+/**
+ * `StreamFrame` bodies (protocol.md §6), encoded as the reference's rmp-serde does: unit variants
+ * as the variant-name string, newtype variants as a one-entry map `{ "<Variant>": value }`.
+ *
+ * The shapes a token stream sends all the time (`Item` carrying a string or bytes, and the unit
+ * sentinels) are written and read by hand; everything else goes through `@msgpack/msgpack`.
+ */
+import { decode as msgpackDecode, encode as msgpackEncode } from '@msgpack/msgpack';
+import { WireError } from './errors.ts';
+import { utf8Decode, utf8Length, utf8Write } from './utf8.ts';
+
+/** A frame on a stream: the user's items plus the sender's lifecycle signals. */
+export type StreamFrame<T = unknown> =
+  | { readonly kind: 'Item'; readonly value: T }
+  | { readonly kind: 'SenderError'; readonly message: string }
+  | { readonly kind: 'Dropped' }
+  | { readonly kind: 'Detached' }
+  | { readonly kind: 'Finalized' }
+  | { readonly kind: 'Heartbeat' }
+  | { readonly kind: 'TransportError'; readonly message: string };
+
+export type StreamFrameKind = StreamFrame['kind'];
+
+const ascii = (s: string): number[] => Array.from(s, (c) => c.charCodeAt(0));
+const fixstr = (s: string): Uint8Array => Uint8Array.from([0xa0 | s.length, ...ascii(s)]);
+
+/** Cached encoding of `Dropped`: `a7 44 72 6f 70 70 65 64`. */
+export const FRAME_DROPPED: Uint8Array = /*@__PURE__*/ fixstr('Dropped');
+/** Cached encoding of `Detached`: `a8 44 65 74 61 63 68 65 64`. */
+export const FRAME_DETACHED: Uint8Array = /*@__PURE__*/ fixstr('Detached');
+/** Cached encoding of `Finalized`: `a9 46 69 6e 61 6c 69 7a 65 64`. */
+export const FRAME_FINALIZED: Uint8Array = /*@__PURE__*/ fixstr('Finalized');
+/** Cached encoding of `Heartbeat`: `a9 48 65 61 72 74 62 65 61 74` (what a SlotHeartbeat delivers). */
+export const FRAME_HEARTBEAT: Uint8Array = /*@__PURE__*/ fixstr('Heartbeat');
+
+/** `81 a4 "Item"`: the first 6 bytes of every Item frame. */
+const ITEM_PREFIX = /*@__PURE__*/ Uint8Array.from([0x81, ...fixstr('Item')]);
+const SENDER_ERROR_PREFIX = /*@__PURE__*/ Uint8Array.from([0x81, ...fixstr('SenderError')]);
+const TRANSPORT_ERROR_PREFIX = /*@__PURE__*/ Uint8Array.from([0x81, ...fixstr('TransportError')]);
+/** Length of the Item prefix. */
+export const ITEM_PREFIX_LEN = 6;
+
+const UNIT_NAMES: ReadonlySet<string> = new Set(['Dropped', 'Detached', 'Finalized', 'Heartbeat']);
+
+// ───────────────────────── writing ─────────────────────────
+
+function binHeaderLen(n: number): number {
+  return n < 0x100 ? 2 : n < 0x1_0000 ? 3 : 5;
+}
+
+function strHeaderLen(n: number): number {
+  return n < 32 ? 1 : n < 0x100 ? 2 : n < 0x1_0000 ? 3 : 5;
+}
+
+function writeLenHeader(buf: Uint8Array, off: number, n: number, hlen: number, str: boolean): void {
+  if (hlen === 1) {
+    buf[off] = 0xa0 | n;
+  } else if (hlen === 2) {
+    buf[off] = str ? 0xd9 : 0xc4;
+    buf[off + 1] = n;
+  } else if (hlen === 3) {
+    buf[off] = str ? 0xda : 0xc5;
+    buf[off + 1] = n >>> 8;
+    buf[off + 2] = n & 0xff;
+  } else {
+    buf[off] = str ? 0xdb : 0xc6;
+    buf[off + 1] = n >>> 24;
+    buf[off + 2] = (n >>> 16) & 0xff;
+    buf[off + 3] = (n >>> 8) & 0xff;
+    buf[off + 4] = n & 0xff;
+  }
+}
+
+/** Body length of `Item(bytes)` (msgpack bin). */
+export function itemBytesLength(byteLength: number): number {
+  return ITEM_PREFIX_LEN + binHeaderLen(byteLength) + byteLength;
+}
+
+/** Upper bound of the body length of `Item(str)`, without scanning the string. */
+export function itemStringMaxLength(str: string): number {
+  return ITEM_PREFIX_LEN + 5 + str.length * 3;
+}
+
+/** Exact body length of `Item(str)`. */
+export function itemStringLength(str: string): number {
+  const n = utf8Length(str);
+  return ITEM_PREFIX_LEN + strHeaderLen(n) + n;
+}
+
+/** Write `Item(bytes)` at `off`. Returns the number of bytes written. */
+export function writeItemBytes(buf: Uint8Array, off: number, bytes: Uint8Array): number {
+  buf.set(ITEM_PREFIX, off);
+  const n = bytes.byteLength;
+  const h = binHeaderLen(n);
+  writeLenHeader(buf, off + ITEM_PREFIX_LEN, n, h, false);
+  buf.set(bytes, off + ITEM_PREFIX_LEN + h);
+  return ITEM_PREFIX_LEN + h + n;
+}
+
+/**
+ * Write `Item(str)` at `off` in the most compact msgpack form. `buf` must have
+ * `itemStringMaxLength(str)` bytes free at `off`. Returns the number of bytes written.
+ */
+export function writeItemString(buf: Uint8Array, off: number, str: string): number {
+  return writeNewtypeString(buf, off, ITEM_PREFIX, str);
+}
+
+function writeNewtypeString(buf: Uint8Array, off: number, prefix: Uint8Array, str: string): number {
+  buf.set(prefix, off);
+  const start = off + prefix.length;
+  // Guess the header from the upper bound, write, then move the bytes if the real length is shorter.
+  const guess = strHeaderLen(str.length * 3);
+  const n = utf8Write(str, buf, start + guess);
+  const h = strHeaderLen(n);
+  if (h !== guess) buf.copyWithin(start + h, start + guess, start + guess + n);
+  writeLenHeader(buf, start, n, h, true);
+  return prefix.length + h + n;
+}
+
+/**
+ * Encode a frame to fresh bytes. `Item` values that are strings or `Uint8Array`s use the hand
+ * path; any other value is encoded with `@msgpack/msgpack`.
+ */
+export function encodeFrame(frame: StreamFrame): Uint8Array {
+  switch (frame.kind) {
+    case 'Item': {
+      const v = frame.value;
+      if (typeof v === 'string') {
+        const out = new Uint8Array(itemStringMaxLength(v));
+        return out.subarray(0, writeItemString(out, 0, v));
+      }
+      if (v instanceof Uint8Array) {
+        const out = new Uint8Array(itemBytesLength(v.byteLength));
+        writeItemBytes(out, 0, v);
+        return out;
+      }
+      return encodeNewtype(ITEM_PREFIX, msgpackEncode(v === undefined ? null : v));
+    }
+    case 'SenderError':
+    case 'TransportError': {
+      const prefix = frame.kind === 'SenderError' ? SENDER_ERROR_PREFIX : TRANSPORT_ERROR_PREFIX;
+      const out = new Uint8Array(prefix.length + 5 + frame.message.length * 3);
+      return out.subarray(0, writeNewtypeString(out, 0, prefix, frame.message));
+    }
+    case 'Dropped':
+      return FRAME_DROPPED.slice();
+    case 'Detached':
+      return FRAME_DETACHED.slice();
+    case 'Finalized':
+      return FRAME_FINALIZED.slice();
+    case 'Heartbeat':
+      return FRAME_HEARTBEAT.slice();
+  }
+}
+
+function encodeNewtype(prefix: Uint8Array, value: Uint8Array): Uint8Array {
+  const out = new Uint8Array(prefix.length + value.byteLength);
+  out.set(prefix, 0);
+  out.set(value, prefix.length);
+  return out;
+}
+
+// ───────────────────────── reading ─────────────────────────
+
+function startsWith(body: Uint8Array, prefix: Uint8Array): boolean {
+  if (body.byteLength < prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (body[i] !== prefix[i]) return false;
+  return true;
+}
+
+function equals(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * Read a msgpack str or bin at `off` that must end exactly at the end of `body`.
+ * Returns the payload bounds, or -1 in `start` when it is not such a value.
+ */
+function readStrOrBin(body: Uint8Array, off: number, out: { start: number; end: number; str: boolean }): boolean {
+  const b = body[off];
+  if (b === undefined) return false;
+  let n: number;
+  let h: number;
+  let str = true;
+  if ((b & 0xe0) === 0xa0) {
+    n = b & 0x1f;
+    h = 1;
+  } else if (b === 0xd9 || b === 0xc4) {
+    if (off + 2 > body.byteLength) return false;
+    n = body[off + 1]!;
+    h = 2;
+    str = b === 0xd9;
+  } else if (b === 0xda || b === 0xc5) {
+    if (off + 3 > body.byteLength) return false;
+    n = (body[off + 1]! << 8) | body[off + 2]!;
+    h = 3;
+    str = b === 0xda;
+  } else if (b === 0xdb || b === 0xc6) {
+    if (off + 5 > body.byteLength) return false;
+    n = ((body[off + 1]! << 24) | (body[off + 2]! << 16) | (body[off + 3]! << 8) | body[off + 4]!) >>> 0;
+    h = 5;
+    str = b === 0xdb;
+  } else {
+    return false;
+  }
+  if (off + h + n !== body.byteLength) return false;
+  out.start = off + h;
+  out.end = off + h + n;
+  out.str = str;
+  return true;
+}
+
+const scratch = { start: 0, end: 0, str: false };
+
+/**
+ * True if a Data body is a terminal: it equals the cached `Dropped`, `Detached` or `Finalized`
+ * bytes, or it is `TransportError(_)`. `SenderError` is not terminal, nor is an `Item` whose
+ * payload is the unit value.
+ */
+export function isTerminalSentinel(body: Uint8Array): boolean {
+  const n = body.byteLength;
+  if (n === 8 || n === 9 || n === 10) {
+    return equals(body, FRAME_DROPPED) || equals(body, FRAME_DETACHED) || equals(body, FRAME_FINALIZED);
+  }
+  return startsWith(body, TRANSPORT_ERROR_PREFIX) && readStrOrBin(body, TRANSPORT_ERROR_PREFIX.length, scratch) && scratch.str;
+}
+
+/** True if the body is the `Heartbeat` unit frame. */
+export function isHeartbeatFrame(body: Uint8Array): boolean {
+  return equals(body, FRAME_HEARTBEAT);
+}
+
+/**
+ * Decode a frame body. `Item(bytes)` returns a view into `body` (no copy). Accepts a unit variant
+ * as a string or as a one-entry map. Throws a `WireError` with code `ERR_DESERIALIZATION` on
+ * malformed input (e.g. body `c1`).
+ */
+export function decodeFrame<T = unknown>(body: Uint8Array): StreamFrame<T> {
+  // Fast path: Item carrying a string or bytes.
+  if (startsWith(body, ITEM_PREFIX) && readStrOrBin(body, ITEM_PREFIX_LEN, scratch)) {
+    const view = body.subarray(scratch.start, scratch.end);
+    return { kind: 'Item', value: (scratch.str ? decodeUtf8(view) : view) as T };
+  }
+  if (equals(body, FRAME_HEARTBEAT)) return HEARTBEAT;
+  if (equals(body, FRAME_FINALIZED)) return FINALIZED;
+  if (equals(body, FRAME_DROPPED)) return DROPPED;
+  if (equals(body, FRAME_DETACHED)) return DETACHED;
+  let decoded: unknown;
+  try {
+    decoded = msgpackDecode(body);
+  } catch (cause) {
+    throw new WireError('ERR_DESERIALIZATION', `stream frame is not valid MessagePack (${body.byteLength} bytes)`, { cause });
+  }
+  return interpretFrame<T>(decoded);
+}
+
+const HEARTBEAT: StreamFrame<never> = Object.freeze({ kind: 'Heartbeat' });
+const FINALIZED: StreamFrame<never> = Object.freeze({ kind: 'Finalized' });
+const DROPPED: StreamFrame<never> = Object.freeze({ kind: 'Dropped' });
+const DETACHED: StreamFrame<never> = Object.freeze({ kind: 'Detached' });
+
+function decodeUtf8(view: Uint8Array): string {
+  try {
+    return utf8Decode(view);
+  } catch (cause) {
+    throw new WireError('ERR_DESERIALIZATION', 'Item string is not valid UTF-8', { cause });
+  }
+}
+
+function interpretFrame<T>(decoded: unknown): StreamFrame<T> {
+  if (typeof decoded === 'string') {
+    if (UNIT_NAMES.has(decoded)) return { kind: decoded as 'Dropped' | 'Detached' | 'Finalized' | 'Heartbeat' };
+    throw new WireError('ERR_DESERIALIZATION', `unknown stream frame variant ${JSON.stringify(decoded.slice(0, 40))}`);
+  }
+  if (decoded instanceof Map || (typeof decoded === 'object' && decoded !== null && !Array.isArray(decoded) && !(decoded instanceof Uint8Array))) {
+    const entries = decoded instanceof Map ? [...decoded.entries()] : Object.entries(decoded);
+    if (entries.length === 1) {
+      const [key, value] = entries[0]!;
+      if (key === 'Item') return { kind: 'Item', value: value as T };
+      if ((key === 'SenderError' || key === 'TransportError') && typeof value === 'string') return { kind: key, message: value };
+      if (typeof key === 'string' && UNIT_NAMES.has(key) && (value === null || value === undefined)) {
+        return { kind: key as 'Dropped' | 'Detached' | 'Finalized' | 'Heartbeat' };
+      }
+    }
+  }
+  throw new WireError('ERR_DESERIALIZATION', 'body is not a StreamFrame (expected a variant name or a one-entry map)');
+}

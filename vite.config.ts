@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+// One config for the playground build (vite) and the test runner (vitest).
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    environment: 'node',
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    pool: 'forks',
+  },
+});
