@@ -1,0 +1,150 @@
+/**
+ * The receiver's per-slot credit account (protocol.md §10.2 "Data / SlotHeartbeat", §10.3).
+ */
+import { CreditClass } from './classify.ts';
+import { assertCount } from './count.ts';
+import { DEFAULT_SLOT_BYTE_BUDGET, MAX_CREDIT } from './constants.ts';
+import { CreditError } from './errors.ts';
+import { CreditOutcome } from './outcome.ts';
+
+/** Options of {@link ReceiverAccount}. */
+export interface ReceiverAccountOptions {
+  /**
+   * Byte watermark: grants are withheld while the slot buffers at least this many bytes. It is the slot byte budget.
+   * Must be ≥ 1 (resolve a wire 0 with `resolveLimits` first). Defaults to 1,048,576.
+   */
+  readonly watermark?: number | undefined;
+}
+
+const TERMINAL_UNSPENT = 0;
+const TERMINAL_HELD = 1; // admitted, not yet taken by the consumer
+const TERMINAL_TAKEN = 2;
+
+/**
+ * Credit account of one ingress slot: `limit` C, data outstanding, ungranted credit, one terminal reserve, and the
+ * bytes buffered in the slot.
+ *
+ * - The slot buffer is C+1 deep: C data records plus the terminal. Control records are admitted without using it.
+ * - A data record is admitted only within the window the sender was granted: `limit − dataOutstanding − ungranted`
+ *   (the model's `remaining`). Beyond it the answer is `DataExhausted`, an overspend (`ProtocolError`).
+ * - Credit returns only when the consumer **takes** records ({@link ReceiverAccount.release}), never on delivery;
+ *   it accrues as ungranted until {@link ReceiverAccount.takeGrant}.
+ *
+ * Hot-path methods answer with strings or numbers and never allocate.
+ */
+export class ReceiverAccount {
+  /** The data credit C this receiver advertised. */
+  readonly limit: number;
+  /** Grants are withheld while `bufferedBytes ≥ watermark`. */
+  readonly watermark: number;
+  #dataOutstanding = 0;
+  #ungranted = 0;
+  #terminal = TERMINAL_UNSPENT;
+  #bufferedBytes = 0;
+
+  /**
+   * @param limit - the receiver's own C, 0..2^32−1.
+   * @param options - the byte watermark.
+   */
+  constructor(limit: number, options: ReceiverAccountOptions = {}) {
+    assertCount(limit, 'limit');
+    if (limit > MAX_CREDIT) throw new CreditError('ERR_INVALID_ARGUMENT', `limit ${String(limit)} exceeds 2^32-1`);
+    const watermark = options.watermark ?? DEFAULT_SLOT_BYTE_BUDGET;
+    assertCount(watermark, 'watermark');
+    if (watermark === 0) {
+      throw new CreditError('ERR_INVALID_ARGUMENT', 'watermark must be at least 1 byte (a wire 0 means the default)');
+    }
+    this.limit = limit;
+    this.watermark = watermark;
+  }
+
+  /** Slot buffer depth: C data records plus the terminal reserve. */
+  get depth(): number {
+    return this.limit + 1;
+  }
+
+  /** Data records admitted and not yet taken by the consumer. */
+  get dataOutstanding(): number {
+    return this.#dataOutstanding;
+  }
+
+  /** Records admitted and not yet taken, the terminal included: never more than {@link depth}. */
+  get occupancy(): number {
+    return this.#dataOutstanding + (this.#terminal === TERMINAL_HELD ? 1 : 0);
+  }
+
+  /** Credit released by consumption and not yet granted. */
+  get ungranted(): number {
+    return this.#ungranted;
+  }
+
+  /** Data records the sender may still send, as this receiver counts them. */
+  get remaining(): number {
+    return this.limit - this.#dataOutstanding - this.#ungranted;
+  }
+
+  /** Whether the terminal reserve has been used. */
+  get terminalAdmitted(): boolean {
+    return this.#terminal !== TERMINAL_UNSPENT;
+  }
+
+  /** Bytes currently buffered in the slot (see {@link addBuffered}). */
+  get bufferedBytes(): number {
+    return this.#bufferedBytes;
+  }
+
+  /**
+   * Admits an arriving record. Control → `ok`, nothing used. Data → `ok` within the granted window, else
+   * `DataExhausted`. Terminal → `ok` once, then `TerminalAlreadySpent`. A refusal changes nothing.
+   */
+  admit(cls: CreditClass): CreditOutcome {
+    if (cls === CreditClass.Data) {
+      if (this.#dataOutstanding + this.#ungranted >= this.limit) return CreditOutcome.DataExhausted;
+      this.#dataOutstanding += 1;
+      return CreditOutcome.Ok;
+    }
+    if (cls === CreditClass.Terminal) {
+      if (this.#terminal !== TERMINAL_UNSPENT) return CreditOutcome.TerminalAlreadySpent;
+      this.#terminal = TERMINAL_HELD;
+      return CreditOutcome.Ok;
+    }
+    return CreditOutcome.Ok;
+  }
+
+  /** Counts `bytes` that entered the slot buffer (for the grant watermark). */
+  addBuffered(bytes: number): void {
+    assertCount(bytes, 'bytes');
+    this.#bufferedBytes += bytes;
+  }
+
+  /**
+   * The consumer took `records` records (and `bytes` bytes) out of the slot buffer. Data records are taken
+   * before the terminal, which is always last. Each data record accrues one credit; the terminal accrues none.
+   * Releasing more than was admitted is clamped, so credit never exceeds what was admitted; bytes never go below 0.
+   *
+   * @param records - records the consumer took.
+   * @param bytes - their total size in bytes. Defaults to 0.
+   * @returns the data credit accrued by this call.
+   */
+  release(records: number, bytes = 0): number {
+    assertCount(records, 'records');
+    assertCount(bytes, 'bytes');
+    const data = records < this.#dataOutstanding ? records : this.#dataOutstanding;
+    this.#dataOutstanding -= data;
+    this.#ungranted += data;
+    if (records > data && this.#terminal === TERMINAL_HELD) this.#terminal = TERMINAL_TAKEN;
+    this.#bufferedBytes = bytes < this.#bufferedBytes ? this.#bufferedBytes - bytes : 0;
+    return data;
+  }
+
+  /**
+   * Takes the credit to advertise in a `CreditUpdate`: 0 while the slot buffers at least `watermark` bytes (the
+   * credit stays owed), else all ungranted credit, which is then zeroed.
+   */
+  takeGrant(): number {
+    if (this.#bufferedBytes >= this.watermark) return 0;
+    const grant = this.#ungranted;
+    this.#ungranted = 0;
+    return grant;
+  }
+}
