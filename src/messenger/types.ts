@@ -29,6 +29,11 @@ export interface PeerInfo {
   readonly protocolVersion: number;
   /** Transport-specific address the peer can be dialled at, if it listens (else undefined). */
   readonly address?: string | undefined;
+  /**
+   * Local epoch of the connection this info describes: unique per messenger and increasing with
+   * each established link (0 for `self`). A reconnect, even to the same worker, has a new epoch.
+   */
+  readonly epoch: number;
 }
 
 /**
@@ -47,9 +52,40 @@ export type RequestHandler = (from: PeerId, body: unknown, signal: AbortSignal) 
 /** Why a peer went away. */
 export interface PeerGoneEvent {
   readonly peer: PeerId;
-  /** A LanemuxError code, e.g. `ERR_PEER_GONE`, `ERR_HEALTH_CHECK_FAILED`, `ERR_PROTOCOL`. */
+  /**
+   * A LanemuxError code: `ERR_PEER_GONE` (connection lost or peer shut down), `ERR_HEALTH_CHECK_FAILED`,
+   * `ERR_MALFORMED_ENVELOPE`, `ERR_FRAME_TOO_LARGE`, `ERR_PROTOCOL`, `ERR_CLOSED` (we closed), …
+   */
   readonly code: string;
   readonly reason: string;
+  /** Epoch of the link that is gone (see {@link PeerInfo.epoch}); a newer link may already exist. */
+  readonly epoch: number;
+  /** The full error (code, message, retryable, cause). */
+  readonly error: Error;
+}
+
+/** Something went wrong that has no caller to reject: a handler threw, or the peer sent a notice. */
+export interface MessengerErrorEvent {
+  /** `handler`: a local handler or listener threw; `remote`: the peer reported an error about our message. */
+  readonly source: 'handler' | 'remote';
+  readonly peer?: PeerId | undefined;
+  /** The handler name involved, if any. */
+  readonly handler?: string | undefined;
+  readonly error: Error;
+}
+
+/** Counters of things that have no caller to report to (see {@link Messenger.stats}). */
+export interface MessengerStats {
+  /** Handlers (ordered or unary) and listeners that threw. */
+  readonly handlerErrors: number;
+  /** Messages for a handler nobody registered (received). */
+  readonly unknownHandler: number;
+  /** Notices received from peers about our messages. */
+  readonly remoteNotices: number;
+  /** Replies for requests that were no longer pending (timed out or aborted). */
+  readonly lateReplies: number;
+  /** Links closed because the peer broke the envelope. */
+  readonly malformed: number;
 }
 
 /** The messenger as the mux and stream layers see it. */
@@ -68,13 +104,21 @@ export interface Messenger {
 
   /** Send a fire-and-forget message on a lane. Never throws: refusals reject the returned promise. */
   send(peer: PeerId, lane: number, name: string, payload: Uint8Array): Admission;
-  /** Send a batch on the lane's reserved handler name. Same admission contract as `send`. */
-  sendBatch(peer: PeerId, lane: number, payload: Uint8Array): Admission;
+  /**
+   * Send a batch on the lane's reserved handler name. Same admission contract as `send`. With
+   * `epoch`, the batch is refused (`ERR_PEER_GONE`) unless the peer's current link has that epoch, so
+   * a batch encoded for a dead connection never reaches its successor.
+   */
+  sendBatch(peer: PeerId, lane: number, payload: Uint8Array, options?: { epoch?: number }): Admission;
   /** Unary request/response (MessagePack body), with a timeout (default 10 s) and an AbortSignal. */
   request(peer: PeerId, name: string, body: unknown, options?: { timeoutMs?: number; signal?: AbortSignal }): Promise<unknown>;
 
-  /** Dial an address; resolves with the peer once the hello exchange completed. */
-  connect(address: string, options?: { signal?: AbortSignal }): Promise<PeerInfo>;
+  /** Dial an address; resolves with the peer once the hello exchange completed (default timeout 10 s). */
+  connect(address: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<PeerInfo>;
+  /** Every connected peer. */
+  peers(): readonly PeerInfo[];
+  /** Close the link to one peer (it is reported gone with `ERR_CLOSED`). */
+  disconnect(peer: PeerId, reason?: string): void;
   /** The connected peer with this id, if any. */
   peer(id: PeerId): PeerInfo | undefined;
   /** Lanes toward a peer (1..16), 0 if unknown. */
@@ -83,11 +127,24 @@ export interface Messenger {
   maxMessageSize(peer: PeerId): number;
   /** Health check: resolves with the round trip in ms, rejects if the peer does not answer in time. */
   ping(peer: PeerId, options?: { timeoutMs?: number }): Promise<number>;
+  /** Bytes taken for a lane toward a peer but not yet on the wire (socket buffer + waiting admissions). */
+  bufferedAmount(peer: PeerId, lane: number): number;
+  /**
+   * Stop reading from a peer (its admissions then wait): receive-side back-pressure. Returns false
+   * if a transport cannot pause (the WHATWG WebSocket client).
+   */
+  pause(peer: PeerId): boolean;
+  /** Resume reading after {@link Messenger.pause}. */
+  resume(peer: PeerId): void;
 
   /** Called when a peer connects (after hello). Returns an unsubscribe function. */
   onPeer(listener: (peer: PeerInfo) => void): () => void;
   /** Called when a peer is gone (connection lost, health check failed, protocol error). */
   onPeerGone(listener: (event: PeerGoneEvent) => void): () => void;
+  /** Called for errors with no caller to reject (handler threw, peer notice). Returns an unsubscribe function. */
+  onError(listener: (event: MessengerErrorEvent) => void): () => void;
+  /** Counters of handler failures, unknown handlers, notices and late replies. */
+  stats(): MessengerStats;
 
   /** Close every connection and listener. */
   close(): Promise<void>;

@@ -21,6 +21,25 @@ export type StreamFrame<T = unknown> =
 
 export type StreamFrameKind = StreamFrame['kind'];
 
+/** Numeric frame kinds, for hot paths that must not allocate a frame object per record. */
+export const FrameKind = {
+  Item: 0,
+  SenderError: 1,
+  Heartbeat: 2,
+  Finalized: 3,
+  Detached: 4,
+  Dropped: 5,
+  TransportError: 6,
+  /** The body could not be decoded: surfaced to the consumer as a DeserializationError. */
+  Undecodable: 7,
+} as const;
+export type FrameKind = (typeof FrameKind)[keyof typeof FrameKind];
+
+/** True for kinds that end a stream (Finalized, Detached, Dropped, TransportError). */
+export function isTerminalKind(kind: number): boolean {
+  return kind >= FrameKind.Finalized && kind <= FrameKind.TransportError;
+}
+
 const ascii = (s: string): number[] => Array.from(s, (c) => c.charCodeAt(0));
 const fixstr = (s: string): Uint8Array => Uint8Array.from([0xa0 | s.length, ...ascii(s)]);
 
@@ -286,4 +305,68 @@ function interpretFrame<T>(decoded: unknown): StreamFrame<T> {
     }
   }
   throw new WireError('ERR_DESERIALIZATION', 'body is not a StreamFrame (expected a variant name or a one-entry map)');
+}
+
+
+/** Output of {@link decodeFrameInto}. */
+export interface DecodedFrame {
+  /** A {@link FrameKind}. */
+  kind: number;
+  /** Item value, error text, or undefined for unit frames. Bytes are copied out of the body. */
+  value: unknown;
+  /** True when the body is a terminal sentinel (same rule as {@link isTerminalSentinel}). */
+  terminal: boolean;
+}
+
+const KIND_OF: Record<string, number> = {
+  Item: FrameKind.Item,
+  SenderError: FrameKind.SenderError,
+  Heartbeat: FrameKind.Heartbeat,
+  Finalized: FrameKind.Finalized,
+  Detached: FrameKind.Detached,
+  Dropped: FrameKind.Dropped,
+  TransportError: FrameKind.TransportError,
+};
+
+/**
+ * Decode a Data body into `out` without allocating a frame object, and never throw: a body that
+ * is not a StreamFrame yields `FrameKind.Undecodable` with the reason as `value`. `Item(bytes)` is
+ * copied, so the frame does not keep the whole batch alive.
+ */
+export function decodeFrameInto(body: Uint8Array, out: DecodedFrame): number {
+  out.terminal = false;
+  if (startsWith(body, ITEM_PREFIX) && readStrOrBin(body, ITEM_PREFIX_LEN, scratch)) {
+    const view = body.subarray(scratch.start, scratch.end);
+    if (scratch.str) {
+      try {
+        out.value = utf8Decode(view);
+      } catch {
+        out.kind = FrameKind.Undecodable;
+        out.value = 'Item string is not valid UTF-8';
+        return out.kind;
+      }
+    } else out.value = view.slice();
+    out.kind = FrameKind.Item;
+    return out.kind;
+  }
+  const n = body.byteLength;
+  if (n >= 8 && n <= 10) {
+    out.value = undefined;
+    if (equals(body, FRAME_HEARTBEAT)) return (out.kind = FrameKind.Heartbeat);
+    out.terminal = true;
+    if (equals(body, FRAME_FINALIZED)) return (out.kind = FrameKind.Finalized);
+    if (equals(body, FRAME_DROPPED)) return (out.kind = FrameKind.Dropped);
+    if (equals(body, FRAME_DETACHED)) return (out.kind = FrameKind.Detached);
+    out.terminal = false;
+  }
+  try {
+    const f = decodeFrame(body);
+    out.kind = KIND_OF[f.kind]!;
+    out.value = f.kind === 'Item' ? f.value : f.kind === 'SenderError' || f.kind === 'TransportError' ? f.message : undefined;
+    out.terminal = isTerminalSentinel(body);
+  } catch (e) {
+    out.kind = FrameKind.Undecodable;
+    out.value = e instanceof Error ? e.message : String(e);
+  }
+  return out.kind;
 }

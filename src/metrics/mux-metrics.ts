@@ -1,0 +1,139 @@
+/**
+ * The mux's metrics under the reference's series names (protocol.md §16), so dashboards built for
+ * the reference carry over. Hot paths bump plain fields (`m.readerStall++`) or index a typed array
+ * by a constant: no label lookup and no allocation per record. `snapshot()` renders the names.
+ *
+ * @packageDocumentation
+ */
+import { Histogram, RECORDS_PER_BATCH_BUCKETS } from './histogram.ts';
+
+/** Reasons of `records_dropped_total`, indexed by these constants. */
+export const DropReason = {
+  stale_epoch: 0,
+  generation: 1,
+  unknown_slot: 2,
+  closed_slot: 3,
+  slot_collision: 4,
+  withheld_overflow: 5,
+  stale_singleton: 6,
+  duplicate: 7,
+  lane_mismatch: 8,
+} as const;
+export type DropReason = (typeof DropReason)[keyof typeof DropReason];
+const DROP_NAMES = Object.keys(DropReason);
+
+/** `records_sent_total{record_type}` index: the wire record type (0..5). */
+const RECORD_TYPE_NAMES = ['data', 'open_slot', 'close_slot', 'credit_update', 'slot_heartbeat', 'lifecycle'] as const;
+
+/** `batcher_wakes_total{source}`. */
+export const WakeSource = { open: 0, control: 1, frame: 2, inlet_closed: 3, linger: 4 } as const;
+export type WakeSource = (typeof WakeSource)[keyof typeof WakeSource];
+const WAKE_NAMES = Object.keys(WakeSource);
+
+/** Options of {@link MuxMetrics}. */
+export interface MuxMetricsOptions {
+  /** Series prefix replacing `velo_`. Defaults to `velo_` (the reference's names). */
+  readonly prefix?: string;
+}
+
+/** Counters, gauges and histograms of one node's mux and streams. */
+export class MuxMetrics {
+  readonly prefix: string;
+  // gauges
+  liveSlots = 0;
+  heldRecords = 0;
+  withheldRecords = 0;
+  stagedRecords = 0;
+  activeAnchors = 0;
+  // counters
+  readerStall = 0;
+  generationMismatch = 0;
+  slotCreditExhausted = 0;
+  rendezvousSingletons = 0;
+  controlRefused = 0;
+  holdOverflow = 0;
+  epochDeaths = 0;
+  batchSeqGaps = 0;
+  drainVisits = 0;
+  creditReposted = 0;
+  creditLost = 0;
+  unclaimedBindReaped = 0;
+  watchdogFirings = 0;
+  producerSendBackpressure = 0;
+  batchesSent = 0;
+  batchesReceived = 0;
+  readonly recordsDropped = new Float64Array(DROP_NAMES.length);
+  readonly recordsSent = new Float64Array(RECORD_TYPE_NAMES.length);
+  readonly batcherWakes = new Float64Array(WAKE_NAMES.length);
+  readonly recordsPerBatchSent = new Histogram(RECORDS_PER_BATCH_BUCKETS);
+  readonly recordsPerBatchReceived = new Histogram(RECORDS_PER_BATCH_BUCKETS);
+  /** `anchor_operations_total{operation, outcome, transport_scheme}` (not per record). */
+  readonly anchorOperations = new Map<string, number>();
+
+  constructor(options: MuxMetricsOptions = {}) {
+    this.prefix = options.prefix ?? 'velo_';
+  }
+
+  /** Count one anchor operation (attach, detach, finalize, cancel, prebind, open). */
+  anchorOperation(operation: string, outcome: 'success' | 'error', scheme: string): void {
+    const key = `operation="${operation}",outcome="${outcome}",transport_scheme="${scheme}"`;
+    this.anchorOperations.set(key, (this.anchorOperations.get(key) ?? 0) + 1);
+  }
+
+  /** Sum of `records_dropped_total` over every reason, or for one reason. */
+  dropped(reason?: keyof typeof DropReason): number {
+    if (reason !== undefined) return this.recordsDropped[DropReason[reason]]!;
+    return this.recordsDropped.reduce((a, b) => a + b, 0);
+  }
+
+  /** Every series as `name{labels}` → value, with the reference's names. */
+  snapshot(): Record<string, number> {
+    const p = this.prefix;
+    const mux = `${p}streaming_mux_`;
+    const s: Record<string, number> = {
+      [`${mux}live_slots`]: this.liveSlots,
+      [`${mux}held_records`]: this.heldRecords,
+      [`${mux}withheld_records`]: this.withheldRecords,
+      [`${mux}staged_records`]: this.stagedRecords,
+      [`${mux}reader_stall_total`]: this.readerStall,
+      [`${mux}generation_mismatch_total`]: this.generationMismatch,
+      [`${p}streaming_slot_credit_exhausted_total`]: this.slotCreditExhausted,
+      [`${mux}rendezvous_singletons_total`]: this.rendezvousSingletons,
+      [`${mux}control_refused_total`]: this.controlRefused,
+      [`${mux}hold_overflow_total`]: this.holdOverflow,
+      [`${mux}epoch_deaths_total`]: this.epochDeaths,
+      [`${mux}batch_seq_gaps_total`]: this.batchSeqGaps,
+      [`${mux}drain_visits_total`]: this.drainVisits,
+      [`${mux}credit_reposted_total`]: this.creditReposted,
+      [`${mux}credit_lost_total`]: this.creditLost,
+      [`${mux}batches_total{direction="sent"}`]: this.batchesSent,
+      [`${mux}batches_total{direction="received"}`]: this.batchesReceived,
+      [`${p}streaming_unclaimed_bind_reaped_total`]: this.unclaimedBindReaped,
+      [`${p}streaming_heartbeat_watchdog_firings_total`]: this.watchdogFirings,
+      [`${p}streaming_producer_send_backpressure_total`]: this.producerSendBackpressure,
+      [`${p}streaming_active_anchors`]: this.activeAnchors,
+    };
+    DROP_NAMES.forEach((n, i) => (s[`${mux}records_dropped_total{reason="${n}"}`] = this.recordsDropped[i]!));
+    RECORD_TYPE_NAMES.forEach((n, i) => (s[`${mux}records_sent_total{record_type="${n}"}`] = this.recordsSent[i]!));
+    WAKE_NAMES.forEach((n, i) => (s[`${mux}batcher_wakes_total{source="${n}"}`] = this.batcherWakes[i]!));
+    for (const [dir, h] of [['sent', this.recordsPerBatchSent], ['received', this.recordsPerBatchReceived]] as const) {
+      let cum = 0;
+      h.bounds.forEach((b, i) => {
+        cum += h.counts[i]!;
+        s[`${mux}records_per_batch_bucket{direction="${dir}",le="${b}"}`] = cum;
+      });
+      s[`${mux}records_per_batch_bucket{direction="${dir}",le="+Inf"}`] = h.count;
+      s[`${mux}records_per_batch_sum{direction="${dir}"}`] = h.sum;
+      s[`${mux}records_per_batch_count{direction="${dir}"}`] = h.count;
+    }
+    for (const [labels, v] of this.anchorOperations) s[`${p}streaming_anchor_operations_total{${labels}}`] = v;
+    return s;
+  }
+
+  /** The snapshot in the Prometheus text exposition format. */
+  toPrometheus(): string {
+    return Object.entries(this.snapshot())
+      .map(([k, v]) => `${k} ${v}`)
+      .join('\n');
+  }
+}

@@ -1,0 +1,714 @@
+/**
+ * The egress batcher of one (peer, lane) (protocol.md §9; seed chapter "Egress", "Flush policy").
+ *
+ * It owns the slots it opened on that lane, one reusable batch encoder, the flush gate and the
+ * coalesced control inbox. Producers stage records synchronously into the open batch when their
+ * slot holds credit; otherwise records wait in the slot's withheld FIFO. A write that the
+ * transport does not admit at once parks the batcher: nothing is staged until it is admitted, so
+ * producers wait on their slots — back-pressure without queues. A refused write is epoch death.
+ */
+import { SenderLedger } from '../credit/sender-ledger.ts';
+import type { LanemuxError } from '../errors.ts';
+import type { MuxMetrics } from '../metrics/mux-metrics.ts';
+import { WakeSource } from '../metrics/mux-metrics.ts';
+import type { Admission, PeerId } from '../messenger/types.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
+import {
+  BATCH_HEADER_LEN,
+  CLOSE_RECORD_LEN,
+  COALESCE_THRESHOLD,
+  CloseReason,
+  LifecycleAction,
+  MAX_RECORDS_PER_BATCH,
+  MIN_BATCH_CAP,
+  RECORD_HEADER_LEN,
+  RecordType,
+} from '../wire/constants.ts';
+import { BatchEncoder } from '../wire/encoder.ts';
+import { itemBytesLength, itemStringLength, itemStringMaxLength } from '../wire/frame.ts';
+import { formatSlotId } from '../wire/slot-id.ts';
+import type { ResolvedMuxConfig } from './config.ts';
+import { ControlInbox } from './control-inbox.ts';
+import { EgressKind, EgressSlot, Offer } from './egress-slot.ts';
+import type { EgressSlotOwner, SlotBatcher } from './egress-slot.ts';
+import { MuxError } from './errors.ts';
+import { FlushGate, StagedKind } from './flush-gate.ts';
+
+/** The transport as a batcher uses it. */
+export interface BatchSink {
+  sendBatch(peer: PeerId, lane: number, payload: Uint8Array): Admission;
+  maxMessageSize(peer: PeerId): number;
+}
+
+/** What a batcher needs from its mux. */
+export interface BatcherHost {
+  readonly config: ResolvedMuxConfig;
+  readonly metrics: MuxMetrics;
+  readonly runtime: Runtime;
+  readonly sink: BatchSink;
+  /** A fresh epoch from the transport-wide counter (starts at 1). */
+  nextEpoch(): bigint;
+}
+
+/** Per-receiver bound on slot indices: a sender never opens more live slots than a table holds. */
+export const MAX_LIVE_SLOTS_PER_BATCHER = 65_536;
+
+const TYPE_COUNT = 6;
+
+/** Batch cap: max(29, min(maxBatchBytes, eager budget, 65,536)) (protocol.md §9.7). */
+export function batchCap(maxBatchBytes: number, eagerBudget: number): number {
+  const budget = eagerBudget > 0 ? eagerBudget : Number.POSITIVE_INFINITY;
+  return Math.max(MIN_BATCH_CAP, Math.min(maxBatchBytes, budget, COALESCE_THRESHOLD));
+}
+
+/** The egress batcher of one (peer, lane). */
+export class Batcher implements SlotBatcher {
+  readonly peer: PeerId;
+  readonly lane: number;
+  readonly inbox = new ControlInbox();
+  epoch: bigint;
+  batchSeq = 0;
+  /** Live owned slots. */
+  liveSlots = 0;
+  /** Sweep ticks spent idle (for eviction). */
+  idleTicks = 0;
+  /** Last health check time (ms). */
+  lastHealthCheck = 0;
+  retired = false;
+
+  readonly #host: BatcherHost;
+  readonly #enc: BatchEncoder;
+  readonly #gate: FlushGate;
+  readonly #cap: number;
+  #slots: Array<EgressSlot | undefined> = [];
+  #generations = new Uint8Array(64);
+  #free: number[] = [];
+  #nextIndex = 0;
+  #parked = false;
+  #kicked = false;
+  #wakeScheduled = false;
+  #wakeSource: number = WakeSource.frame;
+  #inWake = false;
+  #timer: TimerHandle | null = null;
+  #timerAt = Number.NaN;
+  /** Slots whose withheld FIFO may be releasable. */
+  #ready: EgressSlot[] = [];
+  /** Slots opened while parked: their OpenSlot is still to be written. */
+  #pendingOpens: EgressSlot[] = [];
+  #openWaiters = new Map<EgressSlot, { resolve: () => void; reject: (e: unknown) => void }>();
+  // Open batch bookkeeping.
+  #typeCounts = new Uint32Array(TYPE_COUNT);
+  #replies: number[] = []; // [peerSlot, credit] pairs staged in the open batch
+  #guards: EgressSlot[] = []; // terminals in the open batch (retirement)
+  #opens: EgressSlot[] = []; // OpenSlots in the open batch (open acks)
+  #dataSlots = 0;
+  // In-flight batch (awaiting admission).
+  #inflightReplies: number[] = [];
+  #inflightGuards: EgressSlot[] = [];
+  #inflightOpens: EgressSlot[] = [];
+  #scheduleWake = (): void => this.#runWake();
+  #onTimer = (): void => {
+    this.#timer = null;
+    this.#timerAt = Number.NaN;
+    this.#host.metrics.batcherWakes[WakeSource.linger]! += 1;
+    this.#runWake();
+  };
+
+  constructor(host: BatcherHost, peer: PeerId, lane: number) {
+    this.#host = host;
+    this.peer = peer;
+    this.lane = lane;
+    this.epoch = host.nextEpoch();
+    this.#cap = batchCap(host.config.maxBatchBytes, host.sink.maxMessageSize(peer));
+    this.#enc = new BatchEncoder({ maxBytes: this.#cap, initialBytes: Math.min(this.#cap, 16_384) });
+    this.#gate = new FlushGate(host.config.flushPolicy, host.config.replyLinger);
+    this.inbox.onNotify = () => this.#wake(WakeSource.control);
+  }
+
+  /** The effective batch cap in bytes. */
+  get cap(): number {
+    return this.#cap;
+  }
+  /** True while a write awaits admission. */
+  get parked(): boolean {
+    return this.#parked;
+  }
+  /** Records staged in the open batch. */
+  get staged(): number {
+    return this.#gate.staged;
+  }
+  /** True when the batcher holds nothing: no live slots, nothing staged or pending. */
+  get idle(): boolean {
+    return this.liveSlots === 0 && this.#gate.staged === 0 && !this.#parked && !this.inbox.pending;
+  }
+
+  // ───────────────────────── opening ─────────────────────────
+
+  /**
+   * Open a slot for (anchor, session) holding `credit` (the advertised window). Resolves once the
+   * OpenSlot batch is admitted (the awaited open ack), with the slot ready for records.
+   */
+  openSlot(anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner): Promise<EgressSlot> {
+    if (this.retired) return Promise.reject(new MuxError('ERR_CLOSED', 'batcher retired; re-resolve', { retryable: true }));
+    if (this.liveSlots >= MAX_LIVE_SLOTS_PER_BATCHER) {
+      return Promise.reject(new MuxError('ERR_TOO_MANY_SLOTS', `peer ${this.peer} lane ${this.lane} already holds ${this.liveSlots} live slots`));
+    }
+    const index = this.#free.length > 0 ? this.#free.pop()! : this.#nextIndex++;
+    if (index >= this.#generations.length) {
+      const g = new Uint8Array(Math.max(index + 1, this.#generations.length * 2));
+      g.set(this.#generations);
+      this.#generations = g;
+    }
+    const id = ((index << 8) | this.#generations[index]!) >>> 0;
+    const slot = new EgressSlot(this, id, anchorId, sessionId, new SenderLedger(credit), owner);
+    this.#slots[index] = slot;
+    this.inbox.publish(index, this.#generations[index]!);
+    this.liveSlots++;
+    this.#host.metrics.liveSlots++;
+    this.#host.metrics.batcherWakes[WakeSource.open]! += 1;
+    const acked = new Promise<EgressSlot>((resolve, reject) => {
+      this.#openWaiters.set(slot, { resolve: () => resolve(slot), reject });
+    });
+    if (this.#parked) this.#pendingOpens.push(slot);
+    else this.#writeOpens([slot]);
+    return acked;
+  }
+
+  /** Each OpenSlot goes out in a batch of its own: flush before, stage, flush after. */
+  #writeOpens(slots: EgressSlot[]): void {
+    this.#flush();
+    if (this.#parked) {
+      this.#pendingOpens.push(...slots);
+      return;
+    }
+    for (const slot of slots) {
+      if (slot.closed) continue;
+      this.#begin();
+      this.#enc.appendOpenSlot(slot.id, 0, slot.anchorId, slot.sessionId);
+      this.#typeCounts[RecordType.OpenSlot]! += 1;
+      this.#gate.onStage(this.#host.runtime.now(), StagedKind.Urgent);
+      this.#opens.push(slot);
+      slot.opening = false;
+    }
+    this.#flush();
+  }
+
+  // ───────────────────────── producer path ─────────────────────────
+
+  /**
+   * Offer a record from a producer. Stages it at once when the slot has credit and nothing waits
+   * ahead of it; otherwise queues it in the slot's withheld FIFO. Never throws for a closed slot:
+   * answers `Offer.Closed`.
+   */
+  offer(slot: EgressSlot, kind: number, value: unknown): Offer {
+    if (slot.closed) return Offer.Closed;
+    if (slot.queued === 0 && !slot.fenced && !slot.opening && !this.#parked && this.#affordable(slot, kind)) {
+      const r = this.#emit(slot, kind, value);
+      if (r === EMIT_OK) {
+        if (!this.#inWake) this.#wake(WakeSource.frame);
+        return Offer.Ok;
+      }
+      if (r === EMIT_TOO_LARGE) return Offer.Closed;
+      // EMIT_PARKED: a clamp flush parked us; fall through to queue it.
+    }
+    return this.#withhold(slot, kind, value);
+  }
+
+  #withhold(slot: EgressSlot, kind: number, value: unknown): Offer {
+    const m = this.#host.metrics;
+    if (!slot.starved && !this.#affordable(slot, kind)) {
+      slot.starved = true;
+      m.slotCreditExhausted++;
+    }
+    slot.enqueue(kind, value, recordBytes(kind, value));
+    m.withheldRecords++;
+    // Pause at the byte cap, or at the inlet depth (C+1) while parked on admission.
+    if (slot.withheldBytes >= this.#host.config.slotByteBudget || (this.#parked && slot.queued > this.#host.config.initialCredit + 1)) {
+      if (!slot.paused) m.producerSendBackpressure++;
+      slot.paused = true;
+      return Offer.Wait;
+    }
+    return Offer.Ok;
+  }
+
+  /** The producer left without a terminal: a CloseSlot{PeerGone} follows whatever is withheld. */
+  depart(slot: EgressSlot): void {
+    if (slot.closed || slot.closeOwed) return;
+    slot.closeOwed = true;
+    this.#host.metrics.batcherWakes[WakeSource.inlet_closed]! += 1;
+    if (slot.queued > 0 || slot.fenced || slot.opening || this.#parked) {
+      this.#markReady(slot);
+      this.#wake(WakeSource.inlet_closed);
+      return;
+    }
+    this.#emitClose(slot, CloseReason.PeerGone);
+  }
+
+  #affordable(slot: EgressSlot, kind: number): boolean {
+    return kind === EgressKind.Terminal ? slot.ledger.terminalAvailable : slot.ledger.dataAvailable > 0;
+  }
+
+  /**
+   * Stage one record of `slot` into the open batch (§9.3 step 2). Returns EMIT_OK, EMIT_PARKED
+   * (a clamp flush parked the batcher; nothing staged) or EMIT_TOO_LARGE (the slot was failed).
+   */
+  #emit(slot: EgressSlot, kind: number, value: unknown): number {
+    const terminal = kind === EgressKind.Terminal;
+    const body = bodyUpperBound(kind, value);
+    const needed = RECORD_HEADER_LEN + body + (terminal ? CLOSE_RECORD_LEN : 0);
+    if (BATCH_HEADER_LEN + needed > this.#cap) {
+      const exact = kind === EgressKind.ItemString ? itemStringLength(value as string) : body;
+      if (BATCH_HEADER_LEN + RECORD_HEADER_LEN + exact + (terminal ? CLOSE_RECORD_LEN : 0) > this.#cap) {
+        // No rendezvous in lanemux: a record over the batch cap cannot go. Fail just this stream.
+        this.#closeSlotLocally(
+          slot,
+          new MuxError('ERR_RECORD_TOO_LARGE', `a ${exact}-byte record exceeds the ${this.#cap}-byte batch cap toward ${this.peer}`),
+          false,
+        );
+        return EMIT_TOO_LARGE;
+      }
+    }
+    if (!this.#enc.isOpen) this.#begin();
+    if (!this.#fits(needed, terminal)) {
+      this.#flush();
+      if (this.#parked) return EMIT_PARKED;
+      this.#begin();
+    }
+    const now = this.#host.runtime.now();
+    const seq = slot.nextSeq;
+    if (terminal) slot.ledger.spendTerminal();
+    else if (slot.ledger.spendData() !== 'ok') return EMIT_PARKED; // guarded by #affordable
+    switch (kind) {
+      case EgressKind.ItemString:
+        this.#enc.appendItemString(slot.id, seq, value as string);
+        break;
+      case EgressKind.ItemBytes:
+        this.#enc.appendItemBytes(slot.id, seq, value as Uint8Array);
+        break;
+      default:
+        this.#enc.appendData(slot.id, seq, value as Uint8Array);
+    }
+    slot.nextSeq = (seq + 1) >>> 0 || 0xffff_ffff;
+    this.#typeCounts[RecordType.Data]! += 1;
+    if (!slot.stagedInBatch) {
+      slot.stagedInBatch = true;
+      this.#dataSlots++;
+    }
+    this.#gate.onStage(now, terminal ? StagedKind.Urgent : StagedKind.Data);
+    this.#host.metrics.stagedRecords++;
+    if (terminal) {
+      this.#enc.appendCloseSlot(slot.id, slot.nextSeq, CloseReason.TerminalSent);
+      slot.nextSeq = (slot.nextSeq + 1) >>> 0;
+      this.#typeCounts[RecordType.CloseSlot]! += 1;
+      this.#gate.onStage(now, StagedKind.Urgent);
+      this.#host.metrics.stagedRecords++;
+      slot.terminalStaged = true;
+      this.#guards.push(slot);
+      this.#closeSlotLocally(slot, null, true);
+    }
+    return EMIT_OK;
+  }
+
+  #fits(needed: number, terminal: boolean): boolean {
+    // A terminal and its close need two record slots and must share a batch.
+    if (this.#enc.recordCount + (terminal ? 2 : 1) > MAX_RECORDS_PER_BATCH) return false;
+    return this.#enc.byteLength + needed <= this.#cap;
+  }
+
+  #emitClose(slot: EgressSlot, reason: CloseReason): void {
+    if (!this.#enc.isOpen) this.#begin();
+    if (!this.#fits(CLOSE_RECORD_LEN, false)) {
+      this.#flush();
+      if (this.#parked) {
+        this.#markReady(slot);
+        return;
+      }
+      this.#begin();
+    }
+    this.#enc.appendCloseSlot(slot.id, slot.nextSeq, reason);
+    slot.nextSeq = (slot.nextSeq + 1) >>> 0;
+    this.#typeCounts[RecordType.CloseSlot]! += 1;
+    this.#gate.onStage(this.#host.runtime.now(), StagedKind.Urgent);
+    this.#host.metrics.stagedRecords++;
+    this.#closeSlotLocally(slot, new MuxError('ERR_SLOT_CLOSED', `${formatSlotId(slot.id)} closed: the producer left`), false);
+    this.#wake(WakeSource.inlet_closed);
+  }
+
+  /** Release a slot's withheld records while credit, the fence and the batch allow (§9.4). */
+  #release(slot: EgressSlot): void {
+    const m = this.#host.metrics;
+    while (slot.queued > 0 && !slot.closed && !slot.fenced && !this.#parked) {
+      const kind = slot.qKind[slot.qHead]!;
+      if (!this.#affordable(slot, kind)) break;
+      const value = slot.qValue[slot.qHead];
+      const r = this.#emit(slot, kind, value);
+      if (r === EMIT_PARKED) break;
+      if (r === EMIT_TOO_LARGE) return;
+      if (!slot.closed) {
+        slot.shift();
+        m.withheldRecords--;
+      }
+    }
+    if (slot.closed) return;
+    if (slot.queued === 0) {
+      slot.starved = false;
+      if (slot.closeOwed && !slot.fenced && !this.#parked) {
+        this.#emitClose(slot, CloseReason.PeerGone);
+        return;
+      }
+    }
+    if (slot.paused && slot.withheldBytes < this.#host.config.slotByteBudget && !(this.#parked && slot.queued > this.#host.config.initialCredit + 1)) {
+      slot.resume();
+    }
+  }
+
+  #markReady(slot: EgressSlot): void {
+    if (!slot.ready) {
+      slot.ready = true;
+      this.#ready.push(slot);
+    }
+  }
+
+  // ───────────────────────── closing ─────────────────────────
+
+  /**
+   * Close a slot on this side: free the index (LIFO), bump its generation, drop its withheld
+   * records and fail its producer (unless a terminal went out).
+   */
+  #closeSlotLocally(slot: EgressSlot, error: LanemuxError | null, terminalSent: boolean): void {
+    if (slot.closed) return;
+    slot.closed = true;
+    slot.closeError = error ?? new MuxError('ERR_STREAM_ENDED', `${formatSlotId(slot.id)} already sent its terminal`);
+    const m = this.#host.metrics;
+    m.withheldRecords -= slot.clearQueue();
+    const index = slot.index;
+    if (this.#slots[index] === slot) {
+      this.#slots[index] = undefined;
+      this.#generations[index] = (this.#generations[index]! + 1) & 0xff;
+      this.#free.push(index);
+    }
+    this.liveSlots--;
+    m.liveSlots--;
+    slot.failWaiters(slot.closeError);
+    const open = this.#openWaiters.get(slot);
+    if (open) {
+      this.#openWaiters.delete(slot);
+      open.reject(slot.closeError);
+    }
+    if (!terminalSent) slot.owner.onRetired('Discarded');
+    slot.owner.onSlotClosed(terminalSent ? null : error);
+  }
+
+  /** The owned slot for a SlotId at its live generation, if any. */
+  slotFor(id: number): EgressSlot | undefined {
+    const s = this.#slots[id >>> 8];
+    return s !== undefined && s.id === id ? s : undefined;
+  }
+
+  /** Every live owned slot. */
+  *slots(): IterableIterator<EgressSlot> {
+    for (const s of this.#slots) if (s !== undefined) yield s;
+  }
+
+  // ───────────────────────── waking and flushing ─────────────────────────
+
+  /** `flushBatch()`: kick and run a wake now (synchronous; never throws). */
+  kick(): void {
+    this.#kicked = true;
+    if (!this.#parked && !this.#inWake) this.#runWake();
+  }
+
+  #wake(source: number): void {
+    if (this.#wakeScheduled || this.#inWake) return;
+    this.#wakeScheduled = true;
+    this.#wakeSource = source;
+    this.#host.runtime.macrotask(this.#scheduleWake);
+  }
+
+  /** One wake: drain control, release withheld records, then flush if the gate says so. */
+  #runWake(): void {
+    this.#wakeScheduled = false;
+    if (this.#parked || this.retired) return;
+    const m = this.#host.metrics;
+    m.batcherWakes[this.#wakeSource]! += 1;
+    this.#wakeSource = WakeSource.frame;
+    this.#inWake = true;
+    try {
+      if (this.#pendingOpens.length > 0) {
+        const opens = this.#pendingOpens;
+        this.#pendingOpens = [];
+        this.#writeOpens(opens);
+        if (this.#parked) return;
+      }
+      if (this.inbox.pending) this.#applyInbox();
+      if (this.#ready.length > 0) {
+        const ready = this.#ready;
+        this.#ready = [];
+        for (let i = 0; i < ready.length; i++) {
+          const s = ready[i]!;
+          s.ready = false;
+          if (this.#parked) this.#markReady(s);
+          else this.#release(s);
+        }
+      }
+      if (this.#parked) return;
+      const now = this.#host.runtime.now();
+      if (this.#gate.shouldFlush(now, this.#kicked, this.#enc.byteLength, this.liveSlots, this.#dataSlots)) {
+        this.#flush();
+        if (!this.#parked) this.#kicked = false;
+      } else if (this.#gate.staged === 0) {
+        this.#kicked = false;
+      }
+      if (!this.#parked) this.#armTimer();
+    } finally {
+      this.#inWake = false;
+    }
+  }
+
+  #applyInbox(): void {
+    const d = this.inbox.drain();
+    if (d.kicked) this.#kicked = true;
+    const now = this.#host.runtime.now();
+    // Peer replies: CreditUpdate first, then CloseSlot/RejectSlot, then lifecycle (§9.5).
+    for (const [peerSlot, e] of d.replies) if (e.credit > 0) this.#stageControl(now, RecordType.CreditUpdate, peerSlot, e.credit, 0n);
+    for (const [peerSlot, e] of d.replies) if (e.close >= 0) this.#stageControl(now, RecordType.CloseSlot, peerSlot, e.close, 0n);
+    for (const [peerSlot, reason] of d.rejects) this.#stageControl(now, RecordType.CloseSlot, peerSlot, reason, 0n);
+    for (const l of d.lifecycleReplies.values()) {
+      this.#stageControl(now, RecordType.LifecycleSlot, l.slot, l.cancel ? LifecycleAction.Cancel : LifecycleAction.Stop, l.session);
+    }
+    // Owned control: closes dominate; grants release withheld records.
+    for (const [id, e] of d.owned) {
+      const slot = this.slotFor(id);
+      if (!slot) continue;
+      if (e.close >= 0) {
+        const reason = e.close === CloseReason.ProtocolError ? 'ERR_PROTOCOL' : 'ERR_UNKNOWN_SLOT';
+        this.#closeSlotLocally(
+          slot,
+          new MuxError(reason, `the consumer closed ${formatSlotId(id)}: ${e.close === CloseReason.ProtocolError ? 'ProtocolError' : 'UnknownSlot'}`),
+          false,
+        );
+        continue;
+      }
+      if (e.resolution === 2) {
+        this.epochDeath(new MuxError('ERR_EPOCH_DEATH', `singleton for ${formatSlotId(id)} failed: ${e.resolutionError}`));
+        return;
+      }
+      if (e.resolution === 1) slot.fenced = false;
+      if (e.credit > 0) slot.ledger.grant(e.credit);
+      this.#markReady(slot);
+    }
+    for (const l of d.ownedLifecycle.values()) {
+      const slot = this.slotFor(l.slot);
+      if (slot && slot.sessionId === l.session) slot.owner.onLifecycle(l.cancel);
+    }
+    if (d.retire) this.retire();
+  }
+
+  /** Stage a reply record (frame_seq 0, the peer's SlotId). */
+  #stageControl(now: number, type: number, peerSlot: number, value: number, session: bigint): void {
+    if (!this.#enc.isOpen) this.#begin();
+    const body = type === RecordType.CreditUpdate ? 4 : type === RecordType.CloseSlot ? 1 : 9;
+    if (!this.#fits(RECORD_HEADER_LEN + body, false)) {
+      this.#flush();
+      if (this.#parked) {
+        // Taken from the inbox but not stageable until admission: post it back (coalesced, never lost).
+        if (type === RecordType.CreditUpdate) this.inbox.postReplyCredit(peerSlot, value);
+        else if (type === RecordType.CloseSlot) this.inbox.postReplyClose(peerSlot, value);
+        else this.inbox.postReplyLifecycle(peerSlot, session, value === LifecycleAction.Cancel);
+        return;
+      }
+      this.#begin();
+    }
+    if (type === RecordType.CreditUpdate) {
+      this.#enc.appendCreditUpdate(peerSlot, 0, value);
+      this.#replies.push(peerSlot, value);
+    } else if (type === RecordType.CloseSlot) {
+      this.#enc.appendCloseSlot(peerSlot, 0, value as CloseReason);
+    } else {
+      this.#enc.appendLifecycleSlot(peerSlot, 0, session, value as LifecycleAction);
+    }
+    this.#typeCounts[type]! += 1;
+    this.#gate.onStage(now, type === RecordType.CreditUpdate ? StagedKind.CreditReply : StagedKind.Urgent);
+    this.#host.metrics.stagedRecords++;
+  }
+
+  #begin(): void {
+    this.#enc.begin(this.epoch, this.batchSeq, this.lane & 0x0f);
+  }
+
+  /** Write the open batch (if any records) and await admission; an empty batch gives its seq back. */
+  #flush(): void {
+    const enc = this.#enc;
+    if (!enc.isOpen) return;
+    const count = enc.recordCount;
+    if (count === 0) {
+      enc.discard();
+      this.#gate.reset();
+      return;
+    }
+    const payload = enc.finish();
+    const m = this.#host.metrics;
+    const now = this.#host.runtime.now();
+    const carriedData = this.#typeCounts[RecordType.Data]! > 0;
+    for (let t = 0; t < TYPE_COUNT; t++) {
+      m.recordsSent[t]! += this.#typeCounts[t]!;
+      this.#typeCounts[t] = 0;
+    }
+    m.batchesSent++;
+    m.recordsPerBatchSent.observe(count);
+    m.stagedRecords -= this.#gate.staged;
+    this.#gate.onWrite(now, carriedData);
+    this.#resetDataSlots();
+    this.batchSeq = (this.batchSeq + 1) >>> 0;
+    const replies = this.#replies;
+    const guards = this.#guards;
+    const opens = this.#opens;
+    this.#replies = [];
+    this.#guards = [];
+    this.#opens = [];
+    let admission: Admission;
+    try {
+      admission = this.#host.sink.sendBatch(this.peer, this.lane, payload);
+    } catch (e) {
+      admission = Promise.reject(e);
+    }
+    if (admission === true) {
+      this.#admitted(guards, opens);
+      return;
+    }
+    this.#parked = true;
+    this.#inflightReplies = replies;
+    this.#inflightGuards = guards;
+    this.#inflightOpens = opens;
+    const epoch = this.epoch;
+    admission.then(
+      () => {
+        if (this.epoch !== epoch) return;
+        this.#parked = false;
+        this.#inflightReplies = [];
+        this.#inflightGuards = [];
+        this.#inflightOpens = [];
+        this.#admitted(guards, opens);
+        this.#afterUnpark();
+      },
+      (error: unknown) => {
+        if (this.epoch !== epoch) return;
+        this.#parked = false;
+        this.epochDeath(
+          new MuxError('ERR_EPOCH_DEATH', `the transport refused a batch to ${this.peer} lane ${this.lane}`, { cause: error, retryable: true }),
+        );
+      },
+    );
+  }
+
+  #admitted(guards: EgressSlot[], opens: EgressSlot[]): void {
+    for (const g of guards) g.owner.onRetired('Sent');
+    for (const s of opens) {
+      const w = this.#openWaiters.get(s);
+      if (w) {
+        this.#openWaiters.delete(s);
+        w.resolve();
+      }
+    }
+  }
+
+  #afterUnpark(): void {
+    // Everything withheld while parked may move now; the kick (if any) survives.
+    for (const s of this.#slots) if (s !== undefined && s.queued > 0) this.#markReady(s);
+    this.#runWake();
+  }
+
+  #resetDataSlots(): void {
+    if (this.#dataSlots === 0) return;
+    for (const s of this.#slots) if (s !== undefined) s.stagedInBatch = false;
+    this.#dataSlots = 0;
+  }
+
+  #armTimer(): void {
+    const at = this.#gate.deadline();
+    if (Number.isNaN(at)) return;
+    if (this.#timer !== null && this.#timerAt <= at) return;
+    if (this.#timer !== null) this.#host.runtime.clearTimer(this.#timer);
+    this.#timerAt = at;
+    this.#timer = this.#host.runtime.setTimer(this.#onTimer, Math.max(0, at - this.#host.runtime.now()));
+  }
+
+  // ───────────────────────── failure and retirement ─────────────────────────
+
+  /**
+   * Epoch death (§9.7): fail every live slot once, discard the staged batch (re-posting its credit
+   * replies), take a new epoch and restart batch_seq at 0.
+   */
+  epochDeath(error: LanemuxError): void {
+    const m = this.#host.metrics;
+    m.epochDeaths++;
+    const lostReplies = [...this.#inflightReplies, ...this.#replies];
+    const guards = [...this.#inflightGuards, ...this.#guards];
+    this.#enc.discard();
+    m.stagedRecords -= this.#gate.staged;
+    this.#gate.reset();
+    this.#typeCounts.fill(0);
+    this.#resetDataSlots();
+    this.#replies = [];
+    this.#guards = [];
+    this.#opens = [];
+    this.#inflightReplies = [];
+    this.#inflightGuards = [];
+    this.#inflightOpens = [];
+    this.#parked = false;
+    for (const g of guards) g.owner.onRetired('Discarded');
+    for (const s of this.#slots) if (s !== undefined) this.#closeSlotLocally(s, error, false);
+    for (const s of this.#pendingOpens) this.#closeSlotLocally(s, error, false);
+    this.#pendingOpens = [];
+    this.#ready = [];
+    this.epoch = this.#host.nextEpoch();
+    this.batchSeq = 0;
+    for (let i = 0; i < lostReplies.length; i += 2) {
+      if (this.inbox.postReplyCredit(lostReplies[i]!, lostReplies[i + 1]!)) m.creditReposted += lostReplies[i + 1]!;
+      else m.creditLost += lostReplies[i + 1]!;
+    }
+  }
+
+  /** Stop for good: fail live slots, close the inbox (later posts re-resolve a fresh batcher). */
+  retire(error?: LanemuxError): DrainLeftovers {
+    this.retired = true;
+    if (this.#timer !== null) {
+      this.#host.runtime.clearTimer(this.#timer);
+      this.#timer = null;
+    }
+    const err = error ?? new MuxError('ERR_CLOSED', `batcher for ${this.peer} lane ${this.lane} retired`, { retryable: true });
+    for (const s of this.#slots) if (s !== undefined) this.#closeSlotLocally(s, err, false);
+    for (const s of this.#pendingOpens) this.#closeSlotLocally(s, err, false);
+    this.#pendingOpens = [];
+    const m = this.#host.metrics;
+    m.stagedRecords -= this.#gate.staged;
+    this.#gate.reset();
+    this.#enc.discard();
+    const d = this.inbox.close();
+    const credit: number[] = [...this.#replies];
+    for (const [slot, e] of d.replies) if (e.credit > 0) credit.push(slot, e.credit);
+    this.#replies = [];
+    return { credit };
+  }
+}
+
+/** Credit replies a retired batcher still held, to hand to its replacement. */
+export interface DrainLeftovers {
+  credit: number[];
+}
+
+const EMIT_OK = 0;
+const EMIT_PARKED = 1;
+const EMIT_TOO_LARGE = 2;
+
+function bodyUpperBound(kind: number, value: unknown): number {
+  if (kind === EgressKind.ItemString) return itemStringMaxLength(value as string);
+  if (kind === EgressKind.ItemBytes) return itemBytesLength((value as Uint8Array).byteLength);
+  return (value as Uint8Array).byteLength;
+}
+
+function recordBytes(kind: number, value: unknown): number {
+  if (kind === EgressKind.ItemString) return RECORD_HEADER_LEN + itemStringLength(value as string);
+  return RECORD_HEADER_LEN + bodyUpperBound(kind, value);
+}
+

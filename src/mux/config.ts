@@ -1,0 +1,169 @@
+/**
+ * `MuxConfig`: the mux's knobs, validated with zod at construction (protocol.md §8, §12.6).
+ * A bad value is an error naming the field; every limit is finite.
+ */
+import { z } from 'zod';
+import { LanemuxError } from '../errors.ts';
+import { DEFAULT_INITIAL_CREDIT, DEFAULT_PEER_BYTE_BUDGET, DEFAULT_SLOT_BYTE_BUDGET, MAX_CREDIT } from '../credit/constants.ts';
+import { DEFAULT_MAX_BATCH_BYTES, MIN_BATCH_CAP } from '../wire/constants.ts';
+
+/** When the batcher writes (seed chapter, "Flush policy"). */
+export type FlushPolicy =
+  | { readonly kind: 'auto'; readonly onAdmission: true }
+  | {
+      readonly kind: 'auto';
+      readonly onAdmission: false;
+      /** Longest a staged record waits, in ms. Defaults to none (only clamps, kicks and liveness write). */
+      readonly maxLinger?: number;
+      /** Also write when every live slot on the lane has a data record in the batch. Defaults to false. */
+      readonly onComplete?: boolean;
+      /** Also write when the batch reaches this many bytes. Defaults to none. */
+      readonly atBytes?: number;
+    }
+  | { readonly kind: 'manual' };
+
+/** Mux configuration. Every field is optional; see {@link MUX_DEFAULTS}. */
+export interface MuxConfig {
+  /** Install the mux. Defaults to true. The kill switch `LANEMUX_MUX_DISABLE` (or `VELO_MESSENGER_MUX_DISABLE`) ∈ {1, true, yes, on} wins. */
+  readonly enabled?: boolean;
+  /** Install no per-stream (legacy) listener. Defaults to false. */
+  readonly muxOnly?: boolean;
+  /** Configured batch cap in bytes. Defaults to 61,440 (60 KiB). */
+  readonly maxBatchBytes?: number;
+  /** Per-slot data credit C advertised to senders; the slot buffer holds C+1. Defaults to 32. 0 is refused. */
+  readonly initialCredit?: number;
+  /** Per-slot byte budget (withheld queue cap on egress, hold and grant watermark on ingress). Defaults to 1 MiB; 0 means the default. */
+  readonly slotByteBudget?: number;
+  /** Receive-side byte budget per peer, shared by its lanes. Defaults to 8 MiB. */
+  readonly peerByteBudget?: number;
+  /** Period of the credit sweep (whole-table walk, bind expiry, batcher eviction), ms. Defaults to 200. Must be non-zero. */
+  readonly creditSweepInterval?: number;
+  /** At most one doorbell visit per (peer, lane) per this many ms. Defaults to 2; 0 disables the floor; clamped to ≤ 1 h. */
+  readonly drainVisitFloor?: number;
+  /** An idle batcher with no live slots is evicted after this many ms. Defaults to 60,000. */
+  readonly batcherIdleTtl?: number;
+  /** When batches are written. Defaults to `{ kind: 'auto', onAdmission: true }`. */
+  readonly flushPolicy?: FlushPolicy;
+  /** How long a credit reply may wait for company, ms. Defaults to 1; 0 makes every reply urgent. */
+  readonly replyLinger?: number;
+  /** Accept window of binds and pre-binds, ms. Defaults to 60,000. */
+  readonly acceptWindow?: number;
+  /** Heartbeat interval this node advertises as a consumer, ms. Defaults to 5,000. */
+  readonly heartbeatInterval?: number;
+  /** Peer health-check period while a batcher has live slots, ms. Defaults to 5,000. */
+  readonly healthCheckInterval?: number;
+  /** Peer health-check timeout, ms. Defaults to the health-check interval. */
+  readonly healthCheckTimeout?: number;
+  /** Dead heartbeat windows before the watchdog drops a stream. Defaults to 3. */
+  readonly detectionMultiplier?: number;
+}
+
+/** The resolved configuration. */
+export type ResolvedMuxConfig = { readonly [K in keyof MuxConfig]-?: Exclude<MuxConfig[K], undefined> };
+
+/** Defaults of every {@link MuxConfig} field. */
+export const MUX_DEFAULTS: ResolvedMuxConfig = Object.freeze({
+  enabled: true,
+  muxOnly: false,
+  maxBatchBytes: DEFAULT_MAX_BATCH_BYTES,
+  initialCredit: DEFAULT_INITIAL_CREDIT,
+  slotByteBudget: DEFAULT_SLOT_BYTE_BUDGET,
+  peerByteBudget: DEFAULT_PEER_BYTE_BUDGET,
+  creditSweepInterval: 200,
+  drainVisitFloor: 2,
+  batcherIdleTtl: 60_000,
+  flushPolicy: Object.freeze({ kind: 'auto', onAdmission: true }) as FlushPolicy,
+  replyLinger: 1,
+  acceptWindow: 60_000,
+  heartbeatInterval: 5_000,
+  healthCheckInterval: 5_000,
+  healthCheckTimeout: 5_000,
+  detectionMultiplier: 3,
+});
+
+const HOUR = 3_600_000;
+const ms = (max: number) => z.number().finite().min(0).max(max);
+
+const flushPolicySchema = z.union([
+  z.object({ kind: z.literal('auto'), onAdmission: z.literal(true) }).strict(),
+  z
+    .object({
+      kind: z.literal('auto'),
+      onAdmission: z.literal(false),
+      maxLinger: ms(HOUR).optional(),
+      onComplete: z.boolean().optional(),
+      atBytes: z.number().int().min(MIN_BATCH_CAP).max(1 << 30).optional(),
+    })
+    .strict(),
+  z.object({ kind: z.literal('manual') }).strict(),
+]);
+
+const schema = z
+  .object({
+    enabled: z.boolean(),
+    muxOnly: z.boolean(),
+    maxBatchBytes: z.number().int().min(MIN_BATCH_CAP).max(1 << 30),
+    initialCredit: z.number().int().min(0).max(MAX_CREDIT),
+    slotByteBudget: z.number().int().min(0).max(2 ** 40),
+    peerByteBudget: z.number().int().min(1).max(2 ** 42),
+    creditSweepInterval: ms(HOUR),
+    drainVisitFloor: z.number().finite().min(0),
+    batcherIdleTtl: ms(24 * HOUR),
+    flushPolicy: flushPolicySchema,
+    replyLinger: ms(HOUR),
+    acceptWindow: z.number().finite().min(1).max(24 * HOUR),
+    heartbeatInterval: z.number().finite().min(1).max(HOUR),
+    healthCheckInterval: z.number().finite().min(1).max(HOUR),
+    healthCheckTimeout: z.number().finite().min(1).max(HOUR),
+    detectionMultiplier: z.number().int().min(1).max(255),
+  })
+  .strict();
+
+/** An invalid configuration. The message names the field. */
+export class ConfigError extends LanemuxError<'ERR_INVALID_CONFIG'> {
+  /** Dotted path of the offending field, e.g. `mux.initialCredit`. */
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super('ERR_INVALID_CONFIG', `invalid config ${field}: ${message}`);
+    this.field = field;
+  }
+}
+
+const KILL_VALUES = new Set(['1', 'true', 'yes', 'on']);
+
+/** True if a kill-switch value disables the mux: 1, true, yes or on, case-insensitive. */
+export function killSwitchSet(value: string | undefined): boolean {
+  return value !== undefined && KILL_VALUES.has(value.trim().toLowerCase());
+}
+
+/**
+ * Validate and resolve a mux config. Throws {@link ConfigError} naming the field: unknown keys,
+ * wrong types, out-of-range values, `initialCredit = 0` ("initial_credit = 0") and
+ * `creditSweepInterval = 0`.
+ */
+export function resolveMuxConfig(input: unknown, killSwitch: string | undefined = undefined): ResolvedMuxConfig {
+  if (input !== undefined && (typeof input !== 'object' || input === null || Array.isArray(input))) {
+    throw new ConfigError('mux', 'expected an object');
+  }
+  const merged = { ...MUX_DEFAULTS, ...(input as object | undefined) } as Record<string, unknown>;
+  if (merged['healthCheckTimeout'] === undefined || (input as MuxConfig | undefined)?.healthCheckTimeout === undefined) {
+    merged['healthCheckTimeout'] = merged['healthCheckInterval'];
+  }
+  for (const k of Object.keys(merged)) if (merged[k] === undefined) merged[k] = (MUX_DEFAULTS as Record<string, unknown>)[k];
+  const parsed = schema.safeParse(merged);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const field = `mux.${issue.path.map(String).join('.') || (issue.code === 'unrecognized_keys' ? issue.keys.join(',') : '')}`;
+    throw new ConfigError(field, issue.message);
+  }
+  const c = parsed.data;
+  if (c.initialCredit === 0) throw new ConfigError('mux.initialCredit', 'initial_credit = 0 would let no stream send anything');
+  if (c.creditSweepInterval === 0) throw new ConfigError('mux.creditSweepInterval', 'credit_sweep_interval must be non-zero');
+  return Object.freeze({
+    ...c,
+    enabled: c.enabled && !killSwitchSet(killSwitch),
+    slotByteBudget: c.slotByteBudget === 0 ? DEFAULT_SLOT_BYTE_BUDGET : c.slotByteBudget,
+    drainVisitFloor: Math.min(c.drainVisitFloor, HOUR),
+    flushPolicy: c.flushPolicy as FlushPolicy,
+  });
+}

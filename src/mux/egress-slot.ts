@@ -1,0 +1,161 @@
+/**
+ * The producer side of one slot (protocol.md §9.2): credit ledger, next frame_seq, the withheld
+ * FIFO bounded by the slot byte budget, and the state the producer's `send` waits on.
+ */
+import type { SenderLedger } from '../credit/sender-ledger.ts';
+import type { LanemuxError } from '../errors.ts';
+
+/** Kinds of egress records, as queued before staging. */
+export const EgressKind = {
+  /** `Item(string)`: written into the batch by hand. */
+  ItemString: 0,
+  /** `Item(bytes)`: written into the batch by hand. */
+  ItemBytes: 1,
+  /** A pre-encoded non-terminal Data body (Item of another type, SenderError, Heartbeat). */
+  Body: 2,
+  /** A pre-encoded terminal body (Finalized, Detached, Dropped, TransportError). */
+  Terminal: 3,
+} as const;
+export type EgressKind = (typeof EgressKind)[keyof typeof EgressKind];
+
+/** Answer of {@link EgressSlot.offer}-style calls. */
+export const Offer = {
+  /** Accepted; the producer may go on. */
+  Ok: 0,
+  /** Accepted, but the slot is at its byte cap (or its inlet depth): wait for `waitWritable()`. */
+  Wait: 1,
+  /** The slot is closed: the record was not taken. */
+  Closed: 2,
+} as const;
+export type Offer = (typeof Offer)[keyof typeof Offer];
+
+/** Outcome of a stream's retirement (seed chapter, "Retirement"). */
+export type Retirement = 'Sent' | 'Discarded';
+
+/** Callbacks from the batcher to the stream layer's sender. */
+export interface EgressSlotOwner {
+  /** The slot closed. `error` is null after a terminal was sent; else why (peer close, epoch death …). */
+  onSlotClosed(error: LanemuxError | null): void;
+  /** A stop (cancel=false) or cancel arrived from the consumer. */
+  onLifecycle(cancel: boolean): void;
+  /** The stream's output was handed on (Sent) or lost (Discarded). First outcome stands. */
+  onRetired(outcome: Retirement): void;
+}
+
+/** The batcher operations a producer reaches through its slot. */
+export interface SlotBatcher {
+  offer(slot: EgressSlot, kind: number, value: unknown): Offer;
+  depart(slot: EgressSlot): void;
+}
+
+export class EgressSlot {
+  /** The batcher of the slot's (peer, lane). */
+  readonly batcher: SlotBatcher;
+  id: number;
+  readonly index: number;
+  readonly anchorId: bigint;
+  readonly sessionId: bigint;
+  readonly ledger: SenderLedger;
+  readonly owner: EgressSlotOwner;
+  /** frame_seq of the next record (OpenSlot took 0). */
+  nextSeq = 1;
+  // Withheld FIFO: parallel arrays with a moving head (no object per record).
+  qKind: number[] = [];
+  qValue: unknown[] = [];
+  qBytes: number[] = [];
+  qHead = 0;
+  withheldBytes = 0;
+  /** The producer left without a terminal; a CloseSlot{PeerGone} is owed after the queue. */
+  closeOwed = false;
+  /** Inlet paused at the byte cap: the producer's `send` waits. */
+  paused = false;
+  /** At most one singleton outstanding; later records wait behind it. */
+  fenced = false;
+  /** In a starvation episode (counted once). */
+  starved = false;
+  /** The OpenSlot has not been written yet (batcher parked at open). */
+  opening = true;
+  /** Listed in the batcher's ready set. */
+  ready = false;
+  closed = false;
+  /** A terminal is staged (the slot closes at once; kept for retirement). */
+  terminalStaged = false;
+  closeError: LanemuxError | null = null;
+  /** Data records staged in the open batch (for `onComplete`). */
+  stagedInBatch = false;
+  #waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
+
+  constructor(batcher: SlotBatcher, id: number, anchorId: bigint, sessionId: bigint, ledger: SenderLedger, owner: EgressSlotOwner) {
+    this.batcher = batcher;
+    this.id = id;
+    this.index = id >>> 8;
+    this.anchorId = anchorId;
+    this.sessionId = sessionId;
+    this.ledger = ledger;
+    this.owner = owner;
+  }
+
+  /** Records waiting in the withheld FIFO. */
+  get queued(): number {
+    return this.qKind.length - this.qHead;
+  }
+
+  enqueue(kind: number, value: unknown, bytes: number): void {
+    this.qKind.push(kind);
+    this.qValue.push(value);
+    this.qBytes.push(bytes);
+    this.withheldBytes += bytes;
+  }
+
+  /** Drop the head record of the FIFO. */
+  shift(): void {
+    this.withheldBytes -= this.qBytes[this.qHead]!;
+    this.qValue[this.qHead] = undefined;
+    this.qHead++;
+    if (this.qHead === this.qKind.length) {
+      this.qKind.length = 0;
+      this.qValue.length = 0;
+      this.qBytes.length = 0;
+      this.qHead = 0;
+    } else if (this.qHead > 1024 && this.qHead * 2 > this.qKind.length) {
+      this.qKind.splice(0, this.qHead);
+      this.qValue.splice(0, this.qHead);
+      this.qBytes.splice(0, this.qHead);
+      this.qHead = 0;
+    }
+  }
+
+  /** Empty the FIFO; returns how many records were discarded. */
+  clearQueue(): number {
+    const n = this.queued;
+    this.qKind.length = 0;
+    this.qValue.length = 0;
+    this.qBytes.length = 0;
+    this.qHead = 0;
+    this.withheldBytes = 0;
+    return n;
+  }
+
+  /** Resolves when the producer may send again; rejects if the slot closes first. */
+  waitWritable(): Promise<void> {
+    if (this.closed) return Promise.reject(this.closeError);
+    if (!this.paused) return Promise.resolve();
+    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+  }
+
+  /** Lift the pause and wake waiting producers. */
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    const w = this.#waiters;
+    this.#waiters = [];
+    for (const x of w) x.resolve();
+  }
+
+  /** Fail waiting producers (the slot closed). */
+  failWaiters(error: unknown): void {
+    const w = this.#waiters;
+    this.#waiters = [];
+    for (const x of w) x.reject(error);
+  }
+}

@@ -1,0 +1,448 @@
+/**
+ * The receiver side of one (peer, lane) (protocol.md §10; seed chapter "Ordering is per slot",
+ * "Credit return"). The batch handler never awaits: it checks epoch, lane, generation and
+ * frame_seq, admits credit, and pushes decoded frames into each slot's C+1 buffer (or the hold,
+ * when ahead of sequence). Credit returns only when the consumer takes a record.
+ */
+import { ByteBudget, reservePair, releasePair } from '../credit/byte-budget.ts';
+import { CreditClass } from '../credit/classify.ts';
+import { ReceiverAccount } from '../credit/receiver-account.ts';
+import type { MuxMetrics } from '../metrics/mux-metrics.ts';
+import { DropReason } from '../metrics/mux-metrics.ts';
+import type { PeerId } from '../messenger/types.ts';
+import { CloseReason, RecordType } from '../wire/constants.ts';
+import type { BatchReader } from '../wire/decoder.ts';
+import { FrameKind, decodeFrameInto } from '../wire/frame.ts';
+import type { DecodedFrame } from '../wire/frame.ts';
+import { seqGap, seqNewer } from '../wire/seq.ts';
+import type { Bind, BindEnd } from './bind.ts';
+
+/** Receiver bound: indices per (peer, lane) table. */
+export const MAX_INGRESS_SLOTS_PER_PEER = 65_536;
+
+/** What an ingress table needs from its mux. */
+export interface IngressHost {
+  readonly metrics: MuxMetrics;
+  /** An unclaimed bind for (anchor, session), if any. */
+  findBind(anchorId: bigint, sessionId: bigint): Bind | undefined;
+  /** The bind was claimed by an OpenSlot (or its slot ended): bookkeeping (lane load, accept queue). */
+  bindClaimed(bind: Bind): void;
+  bindEnded(bind: Bind, end: BindEnd): void;
+  /** Post a reply for a slot this side's ingress holds (credit or close), on the arrival lane. */
+  replyCredit(peer: PeerId, lane: number, peerSlot: number, delta: number): void;
+  replyClose(peer: PeerId, lane: number, peerSlot: number, reason: number): void;
+  replyReject(peer: PeerId, lane: number, peerSlot: number, reason: number): void;
+  /** Control addressed to a slot this node owns: credit, peer close, lifecycle. */
+  ownedCredit(peer: PeerId, lane: number, slot: number, delta: number): void;
+  ownedClose(peer: PeerId, lane: number, slot: number, reason: number): void;
+  ownedLifecycle(peer: PeerId, lane: number, slot: number, session: bigint, cancel: boolean): void;
+  /** A consumer drained a slot of this table: ring the doorbell (at most once per floor). */
+  ringDoorbell(table: IngressTable): void;
+}
+
+/** A record waiting in the hold (ahead of sequence). */
+interface Held {
+  kind: number;
+  value: unknown;
+  terminal: boolean;
+  bytes: number;
+}
+
+/** One live ingress slot. */
+export class IngressSlot {
+  readonly id: number;
+  readonly table: IngressTable;
+  readonly bind: Bind;
+  readonly account: ReceiverAccount;
+  readonly holdBudget: ByteBudget;
+  nextSeq: number;
+  hold: Map<number, Held> | null = null;
+  pendingCloseSeq = -1;
+  pendingCloseReason = 0;
+  /** Records delivered (watchdog liveness). */
+  arrivals = 0;
+  /** Watchdog: arrivals seen at the last window, and dead windows in a row. */
+  lastArrivals = 0;
+  deadWindows = 0;
+  /** Drain signal: records and bytes taken since the last reconcile. */
+  drained = 0;
+  drainedBytes = 0;
+  listed = false;
+  touched = false;
+  terminalDelivered = false;
+  closed = false;
+
+  constructor(id: number, table: IngressTable, bind: Bind, nextSeq: number) {
+    this.id = id;
+    this.table = table;
+    this.bind = bind;
+    this.nextSeq = nextSeq;
+    this.account = new ReceiverAccount(bind.limit, { watermark: bind.slotByteBudget });
+    this.holdBudget = new ByteBudget(bind.slotByteBudget);
+  }
+
+  /** True when the sender holds no data credit and nothing waits behind a gap (watchdog exemption). */
+  get senderStarved(): boolean {
+    return this.account.remaining === 0 && (this.hold === null || this.hold.size === 0);
+  }
+}
+
+const scratchFrame: DecodedFrame = { kind: 0, value: undefined, terminal: false };
+
+/** The ingress table of one (peer, lane). */
+export class IngressTable {
+  readonly peer: PeerId;
+  readonly lane: number;
+  readonly peerBudget: ByteBudget;
+  readonly #host: IngressHost;
+  #slots: Array<IngressSlot | undefined> = [];
+  liveSlots = 0;
+  #hasEpoch = false;
+  #epochHi = 0;
+  #epochLo = 0;
+  #hasMark = false;
+  #seqMark = 0;
+  /** Dirty set: slots the consumer drained since their last reconcile. */
+  dirty: IngressSlot[] = [];
+  /** The doorbell is rung and not yet answered. */
+  doorbellPending = false;
+  /** Time of the last doorbell visit (for the floor). */
+  lastVisit = Number.NEGATIVE_INFINITY;
+  #touched: IngressSlot[] = [];
+
+  constructor(host: IngressHost, peer: PeerId, lane: number, peerBudget: ByteBudget) {
+    this.#host = host;
+    this.peer = peer;
+    this.lane = lane;
+    this.peerBudget = peerBudget;
+  }
+
+  /** Every live slot. */
+  *slots(): IterableIterator<IngressSlot> {
+    for (const s of this.#slots) if (s !== undefined) yield s;
+  }
+
+  /** The live slot at an index, if any. */
+  slotAt(index: number): IngressSlot | undefined {
+    return this.#slots[index];
+  }
+
+  /**
+   * Apply one batch (§10.1). `reader` must already be reset on the payload and have a header.
+   * Never throws and never awaits.
+   */
+  handleBatch(reader: BatchReader): void {
+    const m = this.#host.metrics;
+    if (reader.lane !== this.lane) {
+      m.recordsDropped[DropReason.lane_mismatch]! += reader.recordCount;
+      return;
+    }
+    const hi = reader.epochHi;
+    const lo = reader.epochLo;
+    if (!this.#hasEpoch) {
+      this.#adopt(hi, lo);
+    } else if (hi !== this.#epochHi || lo !== this.#epochLo) {
+      const older = hi < this.#epochHi || (hi === this.#epochHi && lo < this.#epochLo);
+      if (older) {
+        m.recordsDropped[DropReason.stale_epoch]! += reader.recordCount;
+        return;
+      }
+      this.retireAll();
+      this.#adopt(hi, lo);
+    }
+    const seq = reader.batchSeq;
+    if (!this.#hasMark) {
+      if (seq !== 0) m.batchSeqGaps += seq;
+      this.#hasMark = true;
+      this.#seqMark = seq;
+    } else if (seqNewer(seq, this.#seqMark)) {
+      m.batchSeqGaps += seqGap(seq, (this.#seqMark + 1) >>> 0);
+      this.#seqMark = seq;
+    }
+    m.batchesReceived++;
+    m.recordsPerBatchReceived.observe(reader.recordCount);
+    while (reader.next()) this.#apply(reader);
+    // Reconcile what this batch touched plus the dirty set: tail credit rides this arrival.
+    const touched = this.#touched;
+    for (let i = 0; i < touched.length; i++) {
+      const s = touched[i]!;
+      s.touched = false;
+      if (!s.closed) this.reconcile(s);
+    }
+    touched.length = 0;
+    if (this.dirty.length > 0) this.visitDirty();
+  }
+
+  #adopt(hi: number, lo: number): void {
+    this.#hasEpoch = true;
+    this.#epochHi = hi;
+    this.#epochLo = lo;
+    this.#hasMark = false;
+  }
+
+  #touch(s: IngressSlot): void {
+    if (!s.touched) {
+      s.touched = true;
+      this.#touched.push(s);
+    }
+  }
+
+  #apply(r: BatchReader): void {
+    const m = this.#host.metrics;
+    const type = r.type;
+    const id = r.slot;
+    switch (type) {
+      case RecordType.OpenSlot:
+        this.#open(id, r.frameSeq, r.anchorId(), r.sessionId());
+        return;
+      case RecordType.CreditUpdate:
+        this.#host.ownedCredit(this.peer, this.lane, id, r.creditDelta);
+        return;
+      case RecordType.LifecycleSlot:
+        this.#host.ownedLifecycle(this.peer, this.lane, id, r.sessionId(), r.lifecycleAction === 1);
+        return;
+      case RecordType.CloseSlot: {
+        const reason = r.closeReason;
+        if (reason === CloseReason.UnknownSlot || reason === CloseReason.ProtocolError) {
+          this.#host.ownedClose(this.peer, this.lane, id, reason);
+          return;
+        }
+        const s = this.#lookup(id);
+        if (!s) return;
+        if (seqNewer(r.frameSeq, s.nextSeq)) {
+          s.pendingCloseSeq = r.frameSeq;
+          s.pendingCloseReason = reason;
+          return;
+        }
+        this.#retire(s, reason !== CloseReason.TerminalSent, null);
+        return;
+      }
+      default: {
+        // Data or SlotHeartbeat.
+        const s = this.#lookup(id);
+        if (!s) return;
+        const seq = r.frameSeq;
+        if (seq !== s.nextSeq && !seqNewer(seq, s.nextSeq)) {
+          m.recordsDropped[DropReason.duplicate]! += 1;
+          return;
+        }
+        let kind: number;
+        let terminal: boolean;
+        let value: unknown;
+        const bytes = r.bodyLength;
+        if (type === RecordType.SlotHeartbeat) {
+          kind = FrameKind.Heartbeat;
+          terminal = false;
+          value = undefined;
+        } else {
+          kind = decodeFrameInto(r.body(), scratchFrame);
+          terminal = scratchFrame.terminal;
+          value = scratchFrame.value;
+          scratchFrame.value = undefined;
+        }
+        const cls = terminal ? CreditClass.Terminal : CreditClass.Data;
+        if (s.account.admit(cls) !== 'ok') {
+          this.fault(s, CloseReason.ProtocolError);
+          return;
+        }
+        this.#touch(s);
+        if (seq !== s.nextSeq) {
+          if (reservePair(s.holdBudget, this.peerBudget, bytes) !== 'ok') {
+            m.holdOverflow++;
+            this.fault(s, CloseReason.ProtocolError);
+            return;
+          }
+          (s.hold ??= new Map()).set(seq, { kind, value, terminal, bytes });
+          m.heldRecords++;
+          return;
+        }
+        if (!this.#deliver(s, kind, value, terminal, bytes)) return;
+        this.#drainHold(s);
+      }
+    }
+  }
+
+  /** Checked lookup: generation mismatch and empty index are metered drops. */
+  #lookup(id: number): IngressSlot | undefined {
+    const s = this.#slots[id >>> 8];
+    const m = this.#host.metrics;
+    if (s === undefined) {
+      m.recordsDropped[DropReason.closed_slot]! += 1;
+      return undefined;
+    }
+    if (s.id !== id) {
+      m.generationMismatch++;
+      m.recordsDropped[DropReason.generation]! += 1;
+      return undefined;
+    }
+    return s;
+  }
+
+  #deliver(s: IngressSlot, kind: number, value: unknown, terminal: boolean, bytes: number): boolean {
+    if (!s.bind.buffer.push(kind, value, bytes)) {
+      this.#host.metrics.readerStall++;
+      this.fault(s, CloseReason.ProtocolError);
+      return false;
+    }
+    s.account.addBuffered(bytes);
+    s.arrivals++;
+    s.nextSeq = (s.nextSeq + 1) >>> 0;
+    if (terminal) s.terminalDelivered = true;
+    return true;
+  }
+
+  /** Deliver consecutive held records, then a deferred close that is now due. */
+  #drainHold(s: IngressSlot): void {
+    const hold = s.hold;
+    if (hold !== null && hold.size > 0) {
+      const m = this.#host.metrics;
+      let h = hold.get(s.nextSeq);
+      while (h !== undefined) {
+        hold.delete(s.nextSeq);
+        m.heldRecords--;
+        releasePair(s.holdBudget, this.peerBudget, h.bytes);
+        if (!this.#deliver(s, h.kind, h.value, h.terminal, h.bytes)) return;
+        h = hold.get(s.nextSeq);
+      }
+    }
+    if (s.pendingCloseSeq >= 0 && !seqNewer(s.pendingCloseSeq, s.nextSeq)) {
+      this.#retire(s, s.pendingCloseReason !== CloseReason.TerminalSent, null);
+    }
+  }
+
+  #open(id: number, seq: number, anchorId: bigint, sessionId: bigint): void {
+    const m = this.#host.metrics;
+    const index = id >>> 8;
+    if (index >= MAX_INGRESS_SLOTS_PER_PEER) {
+      this.#host.replyReject(this.peer, this.lane, id, CloseReason.ProtocolError);
+      return;
+    }
+    const incumbent = this.#slots[index];
+    if (incumbent !== undefined && incumbent.id !== id) {
+      m.recordsDropped[DropReason.slot_collision]! += 1;
+      this.#host.replyReject(this.peer, this.lane, id, CloseReason.ProtocolError);
+      return;
+    }
+    const bind = this.#host.findBind(anchorId, sessionId);
+    if (bind === undefined) {
+      m.recordsDropped[DropReason.unknown_slot]! += 1;
+      this.#host.replyReject(this.peer, this.lane, id, CloseReason.UnknownSlot);
+      return;
+    }
+    // A duplicate open of a live SlotId retires the incumbent through the ordinary close path.
+    if (incumbent !== undefined) this.#retire(incumbent, true, null);
+    const s = new IngressSlot(id, this, bind, (seq + 1) >>> 0);
+    this.#slots[index] = s;
+    this.liveSlots++;
+    m.liveSlots++;
+    bind.claimed = true;
+    bind.slot = s;
+    bind.buffer.onDrain = (bytes) => {
+      s.drained++;
+      s.drainedBytes += bytes;
+      if (!s.listed && !s.closed) {
+        s.listed = true;
+        this.dirty.push(s);
+        if (!this.doorbellPending) {
+          this.doorbellPending = true;
+          this.#host.ringDoorbell(this);
+        }
+      }
+    };
+    this.#host.bindClaimed(bind);
+    bind.owner.onClaimed(bind);
+    // No CreditUpdate on open: the sender already holds C.
+  }
+
+  /** Turn drains into a grant (clear the listing, then swap the count). */
+  reconcile(s: IngressSlot): void {
+    s.listed = false;
+    const n = s.drained;
+    const b = s.drainedBytes;
+    s.drained = 0;
+    s.drainedBytes = 0;
+    if (n > 0) s.account.release(n, b);
+    const grant = s.account.takeGrant();
+    if (grant > 0) this.#host.replyCredit(this.peer, this.lane, s.id, grant);
+  }
+
+  /** Reconcile every listed slot (doorbell visit or arrival path). */
+  visitDirty(): void {
+    const dirty = this.dirty;
+    this.dirty = [];
+    for (let i = 0; i < dirty.length; i++) {
+      const s = dirty[i]!;
+      if (!s.closed && s.listed) this.reconcile(s);
+    }
+  }
+
+  /** Periodic walk: reconcile every live slot. Returns the number of slots visited. */
+  sweep(): number {
+    let n = 0;
+    for (const s of this.#slots) {
+      if (s === undefined) continue;
+      this.reconcile(s);
+      n++;
+    }
+    return n;
+  }
+
+  /** Close a slot for a protocol fault: reply `CloseSlot{reason}` and inject Dropped. */
+  fault(s: IngressSlot, reason: number): void {
+    this.#host.replyClose(this.peer, this.lane, s.id, reason);
+    this.#retire(s, true, null);
+  }
+
+  /** The consumer is gone: retire the slot and tell the owner `CloseSlot{UnknownSlot}`. */
+  consumerGone(s: IngressSlot): void {
+    if (s.closed) return;
+    this.#host.replyClose(this.peer, this.lane, s.id, CloseReason.UnknownSlot);
+    this.#retire(s, false, 'released');
+  }
+
+  /** Watchdog firing: discard unread records, inject Dropped, tell the owner. */
+  watchdogFire(s: IngressSlot): void {
+    if (s.closed) return;
+    this.#host.metrics.watchdogFirings++;
+    s.bind.buffer.clear();
+    this.#host.replyClose(this.peer, this.lane, s.id, CloseReason.UnknownSlot);
+    this.#retire(s, true, null);
+  }
+
+  /** Retire every live slot (epoch retired, peer gone, shutdown): one Dropped each. Returns the count. */
+  retireAll(): number {
+    let n = 0;
+    for (const s of this.#slots) {
+      if (s === undefined) continue;
+      this.#retire(s, true, null);
+      n++;
+    }
+    return n;
+  }
+
+  /**
+   * Remove a slot: release held bytes, close its buffer, and inject exactly one Dropped when asked
+   * and no terminal was delivered.
+   */
+  #retire(s: IngressSlot, injectDropped: boolean, end: BindEnd | null): void {
+    if (s.closed) return;
+    s.closed = true;
+    const m = this.#host.metrics;
+    if (this.#slots[s.id >>> 8] === s) this.#slots[s.id >>> 8] = undefined;
+    this.liveSlots--;
+    m.liveSlots--;
+    if (s.hold !== null) {
+      for (const h of s.hold.values()) {
+        releasePair(s.holdBudget, this.peerBudget, h.bytes);
+        m.heldRecords--;
+      }
+      s.hold = null;
+    }
+    const bind = s.bind;
+    bind.buffer.onDrain = null;
+    const dropped = injectDropped && !s.terminalDelivered;
+    if (dropped) bind.buffer.pushForced(FrameKind.Dropped, undefined);
+    bind.buffer.close();
+    this.#host.bindEnded(bind, end ?? (dropped ? 'dropped' : 'terminal'));
+  }
+}

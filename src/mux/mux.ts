@@ -1,0 +1,481 @@
+/**
+ * The mux of one node: a batcher per (peer, lane) for egress, an ingress table per (peer, lane),
+ * the binds that OpenSlots claim, the credit sweep, doorbells, watchdogs, heartbeats and health
+ * checks (protocol.md §9–§14). One sweep timer per node, one doorbell timer per dirty table: never
+ * a timer per stream.
+ */
+import { ByteBudget } from '../credit/byte-budget.ts';
+import type { LanemuxError } from '../errors.ts';
+import type { MuxMetrics } from '../metrics/mux-metrics.ts';
+import type { Messenger, PeerGoneEvent, PeerId } from '../messenger/types.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
+import { MAX_LANES } from '../wire/constants.ts';
+import { BatchReader } from '../wire/decoder.ts';
+import { laneForKey } from '../wire/lane-hash.ts';
+import { Batcher } from './batcher.ts';
+import type { BatchSink, BatcherHost } from './batcher.ts';
+import { Bind, bindKey } from './bind.ts';
+import type { BindEnd, BindOwner } from './bind.ts';
+import type { ResolvedMuxConfig } from './config.ts';
+import type { EgressSlot, EgressSlotOwner } from './egress-slot.ts';
+import { MuxError } from './errors.ts';
+import { IngressTable } from './ingress.ts';
+import type { IngressHost, IngressSlot } from './ingress.ts';
+
+/** Options of {@link Mux}. */
+export interface MuxOptions {
+  readonly config: ResolvedMuxConfig;
+  readonly metrics: MuxMetrics;
+  readonly runtime: Runtime;
+  readonly messenger: Messenger;
+}
+
+const CONNECT_ATTEMPTS = 3;
+
+/** The mux of one node. */
+export class Mux implements BatcherHost, IngressHost {
+  readonly config: ResolvedMuxConfig;
+  readonly metrics: MuxMetrics;
+  readonly runtime: Runtime;
+  readonly sink: BatchSink;
+  readonly #messenger: Messenger;
+  #batchers = new Map<PeerId, Array<Batcher | undefined>>();
+  #tables = new Map<PeerId, Array<IngressTable | undefined>>();
+  #budgets = new Map<PeerId, ByteBudget>();
+  #binds = new Map<string, Bind>();
+  /** Accept deadlines, FIFO (the window is one constant, so deadlines arrive in order). */
+  #deadlines: Bind[] = [];
+  #deadlineHead = 0;
+  /** Lane load per sender (binds answered + live slots) and per node (every bind and live slot). */
+  #peerLoad = new Map<PeerId, Int32Array>();
+  #nodeLoad = new Int32Array(MAX_LANES);
+  #epoch = 0n;
+  #nextSession = 1n;
+  #reader = new BatchReader();
+  #sweepTimer: TimerHandle | null = null;
+  #lastWatchdog = 0;
+  #heartbeatSenders = new Set<HeartbeatSender>();
+  #closed = false;
+  #unsubscribe: Array<() => void> = [];
+  /** Decode errors on inbound batches (lanemux's own series). */
+  decodeErrors = 0;
+
+  constructor(options: MuxOptions) {
+    this.config = options.config;
+    this.metrics = options.metrics;
+    this.runtime = options.runtime;
+    this.#messenger = options.messenger;
+    const messenger = options.messenger;
+    this.sink = {
+      sendBatch: (peer, lane, payload) => messenger.sendBatch(peer, lane, payload),
+      maxMessageSize: (peer) => messenger.maxMessageSize(peer),
+    };
+    // Every node registers all 16 lane handlers, whatever its own lane count.
+    for (let lane = 0; lane < MAX_LANES; lane++) {
+      messenger.registerBatchHandler(lane, (from, _lane, payload) => this.#ingress(from, lane, payload));
+    }
+    this.#unsubscribe.push(messenger.onPeerGone((ev) => this.#peerGone(ev)));
+    this.#lastWatchdog = this.runtime.now();
+    this.#armSweep();
+  }
+
+  // ───────────────────────── epochs, batchers, tables ─────────────────────────
+
+  nextEpoch(): bigint {
+    this.#epoch += 1n;
+    return this.#epoch;
+  }
+
+  /** Lanes toward a peer: min(transport lanes, 16), at least 1. */
+  lanes(peer: PeerId): number {
+    return Math.max(1, Math.min(this.#messenger.lanes(peer), MAX_LANES));
+  }
+
+  /** The batcher for (peer, lane), created on first use. */
+  batcherFor(peer: PeerId, lane: number): Batcher {
+    let arr = this.#batchers.get(peer);
+    if (!arr) {
+      arr = [];
+      this.#batchers.set(peer, arr);
+    }
+    let b = arr[lane];
+    if (b === undefined || b.retired) {
+      b = new Batcher(this, peer, lane);
+      arr[lane] = b;
+    }
+    return b;
+  }
+
+  #existingBatcher(peer: PeerId, lane: number): Batcher | undefined {
+    const b = this.#batchers.get(peer)?.[lane];
+    return b !== undefined && !b.retired ? b : undefined;
+  }
+
+  #table(peer: PeerId, lane: number): IngressTable {
+    let arr = this.#tables.get(peer);
+    if (!arr) {
+      arr = [];
+      this.#tables.set(peer, arr);
+    }
+    let t = arr[lane];
+    if (t === undefined) {
+      let budget = this.#budgets.get(peer);
+      if (!budget) {
+        budget = new ByteBudget(this.config.peerByteBudget);
+        this.#budgets.set(peer, budget);
+      }
+      t = new IngressTable(this, peer, lane, budget);
+      arr[lane] = t;
+    }
+    return t;
+  }
+
+  #ingress(from: PeerId, lane: number, payload: Uint8Array): void {
+    if (this.#closed) return;
+    const r = this.#reader;
+    if (!r.reset(payload)) {
+      this.decodeErrors++;
+      return;
+    }
+    this.#table(from, lane).handleBatch(r);
+    if (r.error) this.decodeErrors++;
+  }
+
+  // ───────────────────────── IngressHost ─────────────────────────
+
+  findBind(anchorId: bigint, sessionId: bigint): Bind | undefined {
+    const b = this.#binds.get(bindKey(anchorId, sessionId));
+    return b !== undefined && !b.claimed && !b.ended ? b : undefined;
+  }
+
+  bindClaimed(bind: Bind): void {
+    // A pre-bind becomes a live slot of the peer that claimed it.
+    const slot = bind.slot;
+    if (bind.peer === null && slot !== null) this.#loadOf(slot.table.peer)[bind.lane]! += 1;
+  }
+
+  bindEnded(bind: Bind, end: BindEnd): void {
+    if (bind.ended) return;
+    bind.ended = true;
+    this.#binds.delete(bind.key);
+    this.#nodeLoad[bind.lane]! -= 1;
+    const peer = bind.peer ?? bind.slot?.table.peer ?? null;
+    if (peer !== null) {
+      const load = this.#peerLoad.get(peer);
+      if (load) load[bind.lane]! -= 1;
+    }
+    bind.owner.onEnded(bind, end);
+  }
+
+  replyCredit(peer: PeerId, lane: number, peerSlot: number, delta: number): void {
+    if (!this.batcherFor(peer, lane).inbox.postReplyCredit(peerSlot, delta)) {
+      // The inbox closed under us (retiring batcher): re-resolve once.
+      if (this.batcherFor(peer, lane).inbox.postReplyCredit(peerSlot, delta)) this.metrics.creditReposted += delta;
+      else this.metrics.creditLost += delta;
+    }
+  }
+
+  replyClose(peer: PeerId, lane: number, peerSlot: number, reason: number): void {
+    if (!this.batcherFor(peer, lane).inbox.postReplyClose(peerSlot, reason)) this.batcherFor(peer, lane).inbox.postReplyClose(peerSlot, reason);
+  }
+
+  replyReject(peer: PeerId, lane: number, peerSlot: number, reason: number): void {
+    this.batcherFor(peer, lane).inbox.postReject(peerSlot, reason);
+  }
+
+  ownedCredit(peer: PeerId, lane: number, slot: number, delta: number): void {
+    const b = this.#existingBatcher(peer, lane);
+    if (!b || !b.inbox.postCredit(slot, delta)) this.metrics.controlRefused++;
+  }
+
+  ownedClose(peer: PeerId, lane: number, slot: number, reason: number): void {
+    const b = this.#existingBatcher(peer, lane);
+    if (!b || !b.inbox.postClose(slot, reason)) this.metrics.controlRefused++;
+  }
+
+  ownedLifecycle(peer: PeerId, lane: number, slot: number, session: bigint, cancel: boolean): void {
+    const b = this.#existingBatcher(peer, lane);
+    if (!b || !b.inbox.postLifecycle(slot, session, cancel)) this.metrics.controlRefused++;
+  }
+
+  ringDoorbell(table: IngressTable): void {
+    const floor = this.config.drainVisitFloor;
+    const now = this.runtime.now();
+    const visit = (): void => {
+      if (this.#closed) return;
+      // Clear the pending flag before walking, so a drain during the walk rings again.
+      table.doorbellPending = false;
+      table.lastVisit = this.runtime.now();
+      this.metrics.drainVisits++;
+      table.visitDirty();
+    };
+    const due = table.lastVisit + floor;
+    if (floor === 0 || due <= now) this.runtime.macrotask(visit);
+    else this.runtime.setTimer(visit, due - now);
+  }
+
+  // ───────────────────────── binds and lanes ─────────────────────────
+
+  #loadOf(peer: PeerId): Int32Array {
+    let l = this.#peerLoad.get(peer);
+    if (!l) {
+      l = new Int32Array(MAX_LANES);
+      this.#peerLoad.set(peer, l);
+    }
+    return l;
+  }
+
+  /** Choose a lane (§5.6): keyed → splitmix64(key) % lanes; else the least-loaded lane, ties low. */
+  chooseLane(peer: PeerId | null, key: bigint | undefined): number {
+    const lanes = peer === null ? Math.max(1, Math.min(this.#messenger.self.lanes, MAX_LANES)) : this.lanes(peer);
+    if (lanes === 1) return 0;
+    if (key !== undefined) return laneForKey(key, lanes);
+    const load = peer === null ? this.#nodeLoad : this.#loadOf(peer);
+    let best = 0;
+    for (let l = 1; l < lanes; l++) if (load[l]! < load[best]!) best = l;
+    return best;
+  }
+
+  /**
+   * Reserve (anchor, new session) for an OpenSlot to claim: answers an attach (`peer` known) or
+   * mints a pre-bind (`peer` null). The bind owns the C+1 buffer the consumer reads.
+   */
+  bind(anchorId: bigint, owner: BindOwner, peer: PeerId | null, key?: bigint): Bind {
+    const lane = this.chooseLane(peer, key);
+    const session = this.#nextSession;
+    this.#nextSession += 1n;
+    const bind = new Bind(anchorId, session, this.config.initialCredit, this.config.slotByteBudget, lane, peer, owner, this.runtime.now() + this.config.acceptWindow);
+    this.#binds.set(bind.key, bind);
+    this.#deadlines.push(bind);
+    this.#nodeLoad[lane]! += 1;
+    if (peer !== null) this.#loadOf(peer)[lane]! += 1;
+    this.#armSweep();
+    return bind;
+  }
+
+  /** Give a bind back: unclaimed → released at once; claimed → the slot closes and the owner is told. */
+  releaseBind(bind: Bind): void {
+    if (bind.ended) return;
+    const slot = bind.slot;
+    if (slot !== null) slot.table.consumerGone(slot);
+    else {
+      bind.buffer.close();
+      this.bindEnded(bind, 'released');
+    }
+  }
+
+  /** A consumer stop (cancel=false) or cancel for a claimed bind: a LifecycleSlot to the owner. */
+  signalLifecycle(bind: Bind, cancel: boolean): void {
+    const slot = bind.slot;
+    if (slot === null) {
+      bind.earlySignal = Math.max(bind.earlySignal, cancel ? 2 : 1);
+      return;
+    }
+    this.batcherFor(slot.table.peer, slot.table.lane).inbox.postReplyLifecycle(slot.id, bind.sessionId, cancel);
+  }
+
+  // ───────────────────────── egress: opening slots ─────────────────────────
+
+  /** Open a slot toward `peer` on `lane mod lanes(peer)`, retrying a retiring batcher (≤ 3 attempts). */
+  async openSlot(peer: PeerId, lane: number, anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner): Promise<EgressSlot> {
+    const l = lane % this.lanes(peer);
+    let last: unknown;
+    for (let attempt = 0; attempt < CONNECT_ATTEMPTS; attempt++) {
+      try {
+        return await this.batcherFor(peer, l).openSlot(anchorId, sessionId, credit, owner);
+      } catch (e) {
+        last = e;
+        if (!(e instanceof MuxError && e.code === 'ERR_CLOSED')) throw e;
+      }
+    }
+    throw last;
+  }
+
+  /** Register a producer for heartbeats at the consumer-advertised interval. */
+  addHeartbeat(sender: HeartbeatSender): void {
+    this.#heartbeatSenders.add(sender);
+  }
+  removeHeartbeat(sender: HeartbeatSender): void {
+    this.#heartbeatSenders.delete(sender);
+  }
+
+  /** `flushBatch()`: kick every batcher. Synchronous; never throws. */
+  flushBatch(): void {
+    for (const arr of this.#batchers.values()) {
+      for (const b of arr) {
+        if (b === undefined || b.retired) continue;
+        try {
+          b.kick();
+        } catch {
+          // A flush never throws to the caller; a refused write already became epoch death.
+        }
+      }
+    }
+  }
+
+  // ───────────────────────── sweep ─────────────────────────
+
+  #armSweep(): void {
+    if (this.#sweepTimer !== null || this.#closed) return;
+    this.#sweepTimer = this.runtime.setTimer(() => {
+      this.#sweepTimer = null;
+      this.sweep();
+      if (this.#hasWork()) this.#armSweep();
+    }, this.config.creditSweepInterval);
+  }
+
+  #hasWork(): boolean {
+    return this.#batchers.size > 0 || this.#tables.size > 0 || this.#binds.size > 0 || this.#heartbeatSenders.size > 0;
+  }
+
+  /** Keep the sweep running while the node has work (called when work appears). */
+  touch(): void {
+    this.#armSweep();
+  }
+
+  /**
+   * One sweep tick: reconcile every ingress slot, expire binds, run watchdog windows, send due
+   * heartbeats, health-check peers with live slots, evict idle batchers. Skips each walk when it
+   * has nothing to visit.
+   */
+  sweep(): void {
+    if (this.#closed) return;
+    const now = this.runtime.now();
+    for (const arr of this.#tables.values()) for (const t of arr) if (t !== undefined && t.liveSlots > 0) t.sweep();
+    this.#expireBinds(now);
+    if (now - this.#lastWatchdog >= this.config.heartbeatInterval) {
+      this.#lastWatchdog = now;
+      this.#watchdogWindow();
+    }
+    if (this.#heartbeatSenders.size > 0) for (const s of this.#heartbeatSenders) s.maybeHeartbeat(now);
+    this.#checkBatchers(now);
+  }
+
+  #expireBinds(now: number): void {
+    const q = this.#deadlines;
+    while (this.#deadlineHead < q.length) {
+      const b = q[this.#deadlineHead]!;
+      if (!b.claimed && !b.ended && b.deadline > now) break;
+      this.#deadlineHead++;
+      if (!b.claimed && !b.ended) {
+        this.metrics.unclaimedBindReaped++;
+        b.buffer.pushForced(5 /* FrameKind.Dropped */, undefined);
+        b.buffer.close();
+        this.bindEnded(b, 'expired');
+      }
+    }
+    if (this.#deadlineHead > 1024 && this.#deadlineHead * 2 > q.length) {
+      q.splice(0, this.#deadlineHead);
+      this.#deadlineHead = 0;
+    }
+  }
+
+  /** One heartbeat window of every stream watchdog (§14.2). */
+  #watchdogWindow(): void {
+    const limit = this.config.detectionMultiplier;
+    for (const arr of this.#tables.values()) {
+      for (const t of arr) {
+        if (t === undefined || t.liveSlots === 0) continue;
+        const fire: IngressSlot[] = [];
+        for (const s of t.slots()) {
+          const live = s.arrivals !== s.lastArrivals || s.senderStarved;
+          s.lastArrivals = s.arrivals;
+          s.deadWindows = live ? 0 : s.deadWindows + 1;
+          if (s.deadWindows >= limit) fire.push(s);
+        }
+        for (const s of fire) t.watchdogFire(s);
+      }
+    }
+  }
+
+  #checkBatchers(now: number): void {
+    const idleTicks = Math.max(1, Math.floor(this.config.batcherIdleTtl / this.config.creditSweepInterval));
+    for (const [peer, arr] of this.#batchers) {
+      let any = false;
+      let healthDue = false;
+      for (let lane = 0; lane < arr.length; lane++) {
+        const b = arr[lane];
+        if (b === undefined) continue;
+        if (b.retired) {
+          arr[lane] = undefined;
+          continue;
+        }
+        if (b.liveSlots > 0 && now - b.lastHealthCheck >= this.config.healthCheckInterval) {
+          b.lastHealthCheck = now;
+          healthDue = true;
+        }
+        const ingressLive = this.#tables.get(peer)?.[lane]?.liveSlots ?? 0;
+        if (b.idle && ingressLive === 0) {
+          if (++b.idleTicks >= idleTicks) {
+            const left = b.retire();
+            arr[lane] = undefined;
+            for (let i = 0; i < left.credit.length; i += 2) this.replyCredit(peer, lane, left.credit[i]!, left.credit[i + 1]!);
+            continue;
+          }
+        } else b.idleTicks = 0;
+        any = true;
+      }
+      if (!any) this.#batchers.delete(peer);
+      if (healthDue) this.#healthCheck(peer);
+    }
+  }
+
+  #healthCheck(peer: PeerId): void {
+    this.#messenger.ping(peer, { timeoutMs: this.config.healthCheckTimeout }).catch((cause: unknown) => {
+      this.#failPeer(peer, new MuxError('ERR_EPOCH_DEATH', `health check of ${peer} failed`, { cause, retryable: true }), false);
+    });
+  }
+
+  // ───────────────────────── peer loss and teardown ─────────────────────────
+
+  #peerGone(ev: PeerGoneEvent): void {
+    this.#failPeer(ev.peer, new MuxError('ERR_SENDER_DROPPED', `peer ${ev.peer} is gone: ${ev.reason}`, { retryable: true }), true);
+  }
+
+  /** Epoch death on every lane toward `peer`; with `ingressToo`, retire its ingress tables (Dropped each). */
+  #failPeer(peer: PeerId, error: LanemuxError, ingressToo: boolean): void {
+    const arr = this.#batchers.get(peer);
+    if (arr) for (const b of arr) if (b !== undefined && !b.retired && b.liveSlots > 0) b.epochDeath(error);
+    if (!ingressToo) return;
+    if (arr) {
+      for (const b of arr) if (b !== undefined && !b.retired) b.retire(error);
+      this.#batchers.delete(peer);
+    }
+    const tables = this.#tables.get(peer);
+    if (tables) {
+      for (const t of tables) if (t !== undefined) t.retireAll();
+      this.#tables.delete(peer);
+      this.#budgets.delete(peer);
+    }
+  }
+
+  /** Live slots on both sides (the `live_slots` gauge). */
+  get liveSlots(): number {
+    return this.metrics.liveSlots;
+  }
+
+  /** Stop sending, then retire every ingress slot (Dropped) and every bind. */
+  close(): void {
+    if (this.#closed) return;
+    for (const arr of this.#batchers.values()) for (const b of arr) if (b !== undefined && !b.retired) b.retire();
+    this.#batchers.clear();
+    for (const arr of this.#tables.values()) for (const t of arr) if (t !== undefined) t.retireAll();
+    this.#tables.clear();
+    for (const b of [...this.#binds.values()]) {
+      b.buffer.pushForced(5 /* FrameKind.Dropped */, undefined);
+      b.buffer.close();
+      this.bindEnded(b, 'dropped');
+    }
+    this.#closed = true;
+    if (this.#sweepTimer !== null) this.runtime.clearTimer(this.#sweepTimer);
+    this.#sweepTimer = null;
+    for (const u of this.#unsubscribe) u();
+    this.#heartbeatSenders.clear();
+  }
+}
+
+/** A producer that heartbeats at its consumer's interval. */
+export interface HeartbeatSender {
+  maybeHeartbeat(now: number): void;
+}
+

@@ -1,0 +1,211 @@
+/**
+ * `StreamAnchor<T>`: the consumer's end of a stream. It reads the mux-owned slot buffer directly
+ * (no pump, no extra queue), so records it has not taken hold their sender's credit: a consumer
+ * that stops reading holds its sender to exactly C records in flight.
+ *
+ * Consume it as an async iterator (`for await (const x of anchor)`) or as a WHATWG
+ * `ReadableStream` (`anchor.readable`), whose back-pressure is the slot's credit.
+ */
+import type { LanemuxError } from '../errors.ts';
+import type { Bind } from '../mux/bind.ts';
+import type { SlotBuffer } from '../mux/slot-buffer.ts';
+import { FrameKind } from '../wire/frame.ts';
+import { StreamError } from './errors.ts';
+
+/** What an anchor needs from its node. */
+export interface AnchorHost {
+  /** The anchor is finished (terminal read, error, cancel): forget it and release its bind. */
+  anchorDone(anchor: StreamAnchor<unknown>, cancelled: boolean): void;
+  /** A consumer stop or cancel signal for the anchor's current sender. */
+  anchorLifecycle(anchor: StreamAnchor<unknown>, cancel: boolean): void;
+}
+
+/** How the anchor is currently fed. */
+export type FeedKind = 'none' | 'mux' | 'local' | 'legacy';
+
+const DONE: IteratorResult<never> = Object.freeze({ done: true, value: undefined });
+
+/** The consumer's end of a stream. */
+export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
+  /** The handle to give a producer (`attachAnchor`); parse it back with `parseHandle`. */
+  readonly handle: string;
+  /** The anchor's local id (low 64 bits of the handle). */
+  readonly localId: bigint;
+  readonly #host: AnchorHost;
+  #feed: SlotBuffer | null = null;
+  #feedKind: FeedKind = 'none';
+  #onTake: (() => void) | null = null;
+  /** The mux bind feeding the anchor (attach or pre-bind), if any. */
+  bind: Bind | null = null;
+  #feedWaiter: (() => void) | null = null;
+  #done = false;
+  #error: LanemuxError | null = null;
+  #readable: ReadableStream<T> | null = null;
+
+  /** @internal */
+  constructor(host: AnchorHost, handle: string, localId: bigint) {
+    this.#host = host;
+    this.handle = handle;
+    this.localId = localId;
+  }
+
+  /** How the anchor is fed now: `none` until a sender attaches. */
+  get feedKind(): FeedKind {
+    return this.#feedKind;
+  }
+
+  /** True once the stream ended (terminal read, error or cancel). */
+  get finished(): boolean {
+    return this.#done || this.#error !== null;
+  }
+
+  /** @internal Install where frames come from. `onTake` runs after each take (local senders). */
+  _feed(buffer: SlotBuffer, kind: FeedKind, bind: Bind | null, onTake: (() => void) | null = null): void {
+    this.#feed = buffer;
+    this.#feedKind = kind;
+    this.bind = bind;
+    this.#onTake = onTake;
+    const w = this.#feedWaiter;
+    this.#feedWaiter = null;
+    w?.();
+  }
+
+  /** @internal Withdraw the feed (detach, released pre-bind): unread frames there are discarded. */
+  _unfeed(): void {
+    this.#feed = null;
+    this.#feedKind = 'none';
+    this.bind = null;
+    this.#onTake = null;
+  }
+
+  /** @internal The node is closing: end with SenderDropped unless already finished. */
+  _fail(error: LanemuxError): void {
+    if (this.finished) return;
+    this.#error = error;
+    this.#wakeFeedWaiter();
+  }
+
+  #wakeFeedWaiter(): void {
+    const w = this.#feedWaiter;
+    this.#feedWaiter = null;
+    w?.();
+  }
+
+  /**
+   * The next item. Heartbeats are filtered. `SenderError` rejects with `ERR_SENDER_ERROR` and the
+   * stream goes on (call `next()` again). `Dropped` → `ERR_SENDER_DROPPED`, a protocol
+   * `TransportError` → `ERR_TRANSPORT_ERROR`, an undecodable record → `ERR_DESERIALIZATION`: these end it.
+   */
+  async next(): Promise<IteratorResult<T>> {
+    for (;;) {
+      if (this.#error !== null) throw this.#error;
+      if (this.#done) return DONE;
+      const f = this.#feed;
+      if (f === null) {
+        await new Promise<void>((resolve) => {
+          this.#feedWaiter = resolve;
+        });
+        continue;
+      }
+      if (f.take()) {
+        this.#onTake?.();
+        const kind = f.kind;
+        const value = f.value;
+        f.value = undefined;
+        switch (kind) {
+          case FrameKind.Item:
+            return { done: false, value: value as T };
+          case FrameKind.Heartbeat:
+            continue;
+          case FrameKind.SenderError:
+            throw new StreamError('ERR_SENDER_ERROR', String(value));
+          case FrameKind.Finalized:
+            this.#finish(false);
+            return DONE;
+          case FrameKind.Detached:
+            // The sender left; the anchor may be attached again.
+            this._unfeed();
+            continue;
+          case FrameKind.Dropped:
+            throw this.#fail(new StreamError('ERR_SENDER_DROPPED', 'the sender went away without finishing the stream', { retryable: true }));
+          case FrameKind.TransportError:
+            throw this.#fail(new StreamError('ERR_TRANSPORT_ERROR', String(value)));
+          default:
+            throw this.#fail(new StreamError('ERR_DESERIALIZATION', String(value)));
+        }
+      }
+      if (f.closed) {
+        // Closed with nothing to read and no terminal: the stream ended without a sentinel.
+        if (this.#feed === f) {
+          if (this.#feedKind === 'local' || this.#feedKind === 'legacy') this.#finish(false);
+          else throw this.#fail(new StreamError('ERR_SENDER_DROPPED', 'the stream closed without a terminal', { retryable: true }));
+        }
+        continue;
+      }
+      await f.waitReadable();
+    }
+  }
+
+  #fail(error: LanemuxError): LanemuxError {
+    this.#error = error;
+    this.#host.anchorDone(this as StreamAnchor<unknown>, false);
+    return error;
+  }
+
+  #finish(cancelled: boolean): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#host.anchorDone(this as StreamAnchor<unknown>, cancelled);
+  }
+
+  /** Ends iteration early: the same as {@link cancel}. */
+  async return(): Promise<IteratorResult<T>> {
+    this.cancel();
+    return DONE;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<T> {
+    return this;
+  }
+
+  /**
+   * Cancel the stream: the producer's sends fail (`CloseSlot{UnknownSlot}` on the mux), unread
+   * records are discarded and the anchor is forgotten. Idempotent.
+   */
+  cancel(): void {
+    if (this.finished) return;
+    this.#finish(true);
+    this.#feed?.clear();
+    this.#wakeFeedWaiter();
+  }
+
+  /** Ask the producer to stop (it may still send final output and finalize). Idempotent. */
+  requestStop(): void {
+    if (!this.finished) this.#host.anchorLifecycle(this as StreamAnchor<unknown>, false);
+  }
+
+  /** Close the anchor (alias of {@link cancel}); for `await using`. */
+  async close(): Promise<void> {
+    this.cancel();
+  }
+
+  /**
+   * The stream as a WHATWG `ReadableStream`. Its high-water mark is 0, so nothing is read ahead
+   * of the consumer and back-pressure is the slot's credit. Errors as `next()` does (a
+   * `SenderError` errors the ReadableStream; use the iterator to read past one).
+   */
+  get readable(): ReadableStream<T> {
+    this.#readable ??= new ReadableStream<T>(
+      {
+        pull: async (controller) => {
+          const r = await this.next();
+          if (r.done) controller.close();
+          else controller.enqueue(r.value);
+        },
+        cancel: () => this.cancel(),
+      },
+      { highWaterMark: 0 },
+    );
+    return this.#readable;
+  }
+}

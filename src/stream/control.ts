@@ -1,0 +1,144 @@
+/**
+ * Control-plane messages of the stream layer (protocol.md §7, §11, §12): the attach request and
+ * answer, and the zero-RTT `StreamOpenTicket`. They travel as MessagePack over the messenger's
+ * unary requests and are validated with zod at the boundary. 64-bit fields travel as `0x…` hex
+ * strings; field names and zero semantics are the reference's.
+ */
+import { decode as msgpackDecode, encode as msgpackEncode } from '@msgpack/msgpack';
+import { z } from 'zod';
+import { StreamError } from './errors.ts';
+
+/** Handler names of the stream control plane. */
+export const ATTACH_HANDLER = '_anchor_attach';
+export const DETACH_HANDLER = '_anchor_detach';
+export const CANCEL_HANDLER = '_stream_cancel';
+
+/** The per-stream (legacy) transport key. */
+export const TCP_STREAM_KEY = 'tcp-stream';
+
+const u64 = z
+  .string()
+  .regex(/^0x[0-9a-f]{1,16}$/, 'a u64 as 0x-prefixed lower-case hex')
+  .transform((s) => BigInt(s));
+
+/** `_anchor_attach` request. */
+export const attachRequestSchema = z.object({
+  handle: z.object({ hi: u64, lo: u64 }),
+  session_id: u64.optional(),
+  stream_cancel_handle: z.object({ hi: u64, lo: u64 }).optional(),
+  supported_transport_keys: z.array(z.string().max(64)).max(16).default([]),
+  lane_key: u64.optional(),
+});
+export type AttachRequest = z.output<typeof attachRequestSchema>;
+
+const okSchema = z.object({
+  streaming_transport_key: z.string().max(64),
+  heartbeat_interval_ms: z.number().int().min(0).max(86_400_000).default(5000),
+  routing_session_id: u64.default(0n),
+  initial_credit: z.number().int().min(0).max(0xffff_ffff).default(0),
+  slot_byte_budget: z.number().int().min(0).max(2 ** 40).default(0),
+  lane: z.number().int().min(0).max(15).default(0),
+  /** lanemux: where the per-stream (legacy) path listens; absent on the mux path. */
+  endpoint: z.string().max(256).optional(),
+});
+
+/** Externally tagged attach answer: `{ Ok: {...} }` or `{ Err: { reason } }`. */
+export const attachResponseSchema = z.union([
+  z.object({ Ok: okSchema }).strict(),
+  z.object({ Err: z.object({ reason: z.string().max(1024) }) }).strict(),
+]);
+export type AttachResponse = z.output<typeof attachResponseSchema>;
+export type AttachOk = z.output<typeof okSchema>;
+
+/** Zero-RTT ticket: every field required but `lane` (default 0). */
+export const ticketSchema = z
+  .object({
+    streaming_transport_key: z.string().max(64),
+    heartbeat_interval_ms: z.number().int().min(0).max(86_400_000),
+    routing_session_id: u64,
+    initial_credit: z.number().int().min(0).max(0xffff_ffff),
+    slot_byte_budget: z.number().int().min(0).max(2 ** 40),
+    lane: z.number().int().min(0).max(15).default(0),
+  })
+  .strict();
+export type StreamOpenTicket = z.output<typeof ticketSchema>;
+
+/** `_anchor_detach` / `_stream_cancel` body. */
+export const anchorRefSchema = z.object({ handle: z.object({ hi: u64, lo: u64 }), session_id: u64.optional() });
+
+const hex = (v: bigint): string => `0x${BigInt.asUintN(64, v).toString(16)}`;
+
+/** Encode an Ok answer with lane omitted when 0 (byte-identical to pre-lanes answers). */
+export function attachOk(ok: { key: string; heartbeatMs: number; session: bigint; credit: number; budget: number; lane: number; endpoint?: string }): unknown {
+  const body: Record<string, unknown> = {
+    streaming_transport_key: ok.key,
+    heartbeat_interval_ms: ok.heartbeatMs,
+    routing_session_id: hex(ok.session),
+    initial_credit: ok.credit,
+    slot_byte_budget: ok.budget,
+  };
+  if (ok.lane !== 0) body['lane'] = ok.lane;
+  if (ok.endpoint !== undefined) body['endpoint'] = ok.endpoint;
+  return { Ok: body };
+}
+
+/** Serialise a ticket for the application's own envelope: base64url of MessagePack. */
+export function encodeTicket(t: StreamOpenTicket): string {
+  const body: Record<string, unknown> = {
+    streaming_transport_key: t.streaming_transport_key,
+    heartbeat_interval_ms: t.heartbeat_interval_ms,
+    routing_session_id: hex(t.routing_session_id),
+    initial_credit: t.initial_credit,
+    slot_byte_budget: t.slot_byte_budget,
+  };
+  if (t.lane !== 0) body['lane'] = t.lane;
+  return toBase64Url(msgpackEncode(body));
+}
+
+/** Parse a ticket string. Throws `ERR_INVALID_TICKET` naming what is wrong. */
+export function parseTicket(text: string): StreamOpenTicket {
+  let raw: unknown;
+  try {
+    if (typeof text !== 'string' || text.length > 1024) throw new Error('not a short string');
+    raw = msgpackDecode(fromBase64Url(text));
+  } catch (cause) {
+    throw new StreamError('ERR_INVALID_TICKET', 'ticket is not base64url MessagePack', { cause });
+  }
+  const r = ticketSchema.safeParse(raw);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    throw new StreamError('ERR_INVALID_TICKET', `ticket field ${i.path.join('.') || '(root)'}: ${i.message}`);
+  }
+  return r.data;
+}
+
+/** `{hi, lo}` of a u128 as hex strings. */
+export function u128(hi: bigint, lo: bigint): { hi: string; lo: string } {
+  return { hi: hex(hi), lo: hex(lo) };
+}
+
+const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+function toBase64Url(bytes: Uint8Array): string {
+  let out = '';
+  for (let i = 0; i < bytes.length; i += 3) {
+    const n = (bytes[i]! << 16) | ((bytes[i + 1] ?? 0) << 8) | (bytes[i + 2] ?? 0);
+    out += B64[(n >> 18) & 63]! + B64[(n >> 12) & 63]!;
+    if (i + 1 < bytes.length) out += B64[(n >> 6) & 63]!;
+    if (i + 2 < bytes.length) out += B64[n & 63]!;
+  }
+  return out;
+}
+
+function fromBase64Url(text: string): Uint8Array {
+  if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) throw new Error('bad base64url');
+  const out = new Uint8Array(Math.floor((text.length * 3) / 4));
+  let o = 0;
+  for (let i = 0; i < text.length; i += 4) {
+    const n = (B64.indexOf(text[i]!) << 18) | (B64.indexOf(text[i + 1] ?? 'A') << 12) | (B64.indexOf(text[i + 2] ?? 'A') << 6) | B64.indexOf(text[i + 3] ?? 'A');
+    out[o++] = (n >> 16) & 255;
+    if (i + 2 < text.length) out[o++] = (n >> 8) & 255;
+    if (i + 3 < text.length) out[o++] = n & 255;
+  }
+  return out.subarray(0, o);
+}

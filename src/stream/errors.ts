@@ -1,0 +1,38 @@
+import { LanemuxError } from '../errors.ts';
+import type { LanemuxErrorOptions } from '../errors.ts';
+
+/** Codes of errors a stream's consumer or producer sees. */
+export type StreamErrorCode =
+  /** The producer reported an error with `sender.error(message)`; the stream goes on. */
+  | 'ERR_SENDER_ERROR'
+  /** The producer went away without a terminal (peer gone, epoch death, watchdog). Terminal. */
+  | 'ERR_SENDER_DROPPED'
+  /** A protocol violation ended the stream. Terminal. */
+  | 'ERR_TRANSPORT_ERROR'
+  /** A record could not be decoded. Terminal. */
+  | 'ERR_DESERIALIZATION'
+  /** The handle string is not a lanemux anchor handle. */
+  | 'ERR_INVALID_HANDLE'
+  /** The ticket is malformed or incomplete. */
+  | 'ERR_INVALID_TICKET'
+  /** The attach was refused (unknown anchor, already attached, no common transport, zero credit …). */
+  | 'ERR_ATTACH_REFUSED'
+  /** The anchor already has a sender. */
+  | 'ERR_ALREADY_ATTACHED'
+  /** No connected peer owns the handle's worker id. */
+  | 'ERR_UNKNOWN_PEER'
+  /** The stream is closed for this operation (after finalize, detach, cancel or a peer close). */
+  | 'ERR_STREAM_CLOSED'
+  /** The consumer cancelled the stream. */
+  | 'ERR_STREAM_CANCELLED'
+  /** The operation was aborted by its AbortSignal. */
+  | 'ERR_ABORTED'
+  /** The node is closed. */
+  | 'ERR_CLOSED';
+
+/** An error of a stream, with a stable code. */
+export class StreamError extends LanemuxError<StreamErrorCode> {
+  constructor(code: StreamErrorCode, message: string, options?: LanemuxErrorOptions) {
+    super(code, message, options);
+  }
+}

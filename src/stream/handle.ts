@@ -1,0 +1,43 @@
+/**
+ * Anchor handles: a u128 = WorkerId (high 64) ‖ local id (low 64) (protocol.md §7). The WorkerId
+ * half is the batching key; the local id is random (a CSPRNG), so a peer cannot guess an
+ * (anchor, session) pair. Bit 63 of the local id marks MPSC anchors.
+ */
+import { StreamError } from './errors.ts';
+
+/** A parsed anchor handle. */
+export interface AnchorHandle {
+  /** The consumer's 64-bit worker id: the routing key. */
+  readonly workerId: bigint;
+  /** The anchor's local id on that worker. */
+  readonly localId: bigint;
+}
+
+const PREFIX = 'lmx1.';
+const HANDLE_RE = /^lmx1\.([0-9a-f]{16})([0-9a-f]{16})$/;
+/** Bit 63 of the local id marks an MPSC anchor. */
+export const MPSC_BIT = 1n << 63n;
+
+const hex16 = (v: bigint): string => v.toString(16).padStart(16, '0');
+
+/** Serialise a handle: `lmx1.` + 32 lower-case hex digits. */
+export function formatHandle(h: AnchorHandle): string {
+  return `${PREFIX}${hex16(BigInt.asUintN(64, h.workerId))}${hex16(BigInt.asUintN(64, h.localId))}`;
+}
+
+/** Parse a handle string. Throws `ERR_INVALID_HANDLE` for anything else. */
+export function parseHandle(text: string): AnchorHandle {
+  const m = typeof text === 'string' ? HANDLE_RE.exec(text) : null;
+  if (!m) throw new StreamError('ERR_INVALID_HANDLE', `not a lanemux anchor handle: ${JSON.stringify(String(text).slice(0, 48))}`);
+  return { workerId: BigInt(`0x${m[1]!}`), localId: BigInt(`0x${m[2]!}`) };
+}
+
+/** A worker id as the messenger's peer key (16 hex digits). */
+export function workerKey(workerId: bigint): string {
+  return hex16(BigInt.asUintN(64, workerId));
+}
+
+/** A u64 as hex (control plane encoding of 64-bit fields). */
+export function u64Hex(v: bigint): string {
+  return `0x${BigInt.asUintN(64, v).toString(16)}`;
+}

@@ -1,0 +1,476 @@
+/**
+ * `createNode`: one lanemux node — a messenger over its transports, the mux, the anchors it
+ * consumes and the senders it produces. The public entry point of the SDK.
+ *
+ * @example
+ * ```ts
+ * const server = await createNode({ messenger: { transports: [tcpTransport({ port: 0 })] } });
+ * const client = await createNode({ messenger: { transports: [tcpTransport()] } });
+ * await client.connect(server.address);
+ * const anchor = client.createAnchor<string>();        // consumer
+ * const sender = await server.attachAnchor<string>(anchor.handle); // producer (after the handle travels)
+ * await sender.send('hello'); await sender.finalize();
+ * for await (const token of anchor) console.log(token);
+ * ```
+ */
+import type { LanemuxError } from '../errors.ts';
+import { resolveLimits } from '../credit/negotiate.ts';
+import { MuxMetrics } from '../metrics/mux-metrics.ts';
+import type { Messenger, PeerId } from '../messenger/types.ts';
+import { resolveMuxConfig } from '../mux/config.ts';
+import type { MuxConfig, ResolvedMuxConfig } from '../mux/config.ts';
+import type { Bind, BindEnd, BindOwner } from '../mux/bind.ts';
+import type { EgressSlot, EgressSlotOwner, Retirement } from '../mux/egress-slot.ts';
+import { Mux } from '../mux/mux.ts';
+import type { HeartbeatSender } from '../mux/mux.ts';
+import { SlotBuffer } from '../mux/slot-buffer.ts';
+import { randomU64, systemRuntime } from '../runtime/runtime.ts';
+import type { Runtime } from '../runtime/runtime.ts';
+import { MESSENGER_MUX_KEY } from '../wire/constants.ts';
+import { decodeFrameInto, FrameKind } from '../wire/frame.ts';
+import type { DecodedFrame } from '../wire/frame.ts';
+import { StreamAnchor } from './anchor.ts';
+import type { AnchorHost } from './anchor.ts';
+import {
+  ATTACH_HANDLER,
+  TCP_STREAM_KEY,
+  attachOk,
+  attachRequestSchema,
+  attachResponseSchema,
+  encodeTicket,
+  parseTicket,
+  u128,
+} from './control.ts';
+import { StreamError } from './errors.ts';
+import { MPSC_BIT, formatHandle, parseHandle, workerKey } from './handle.ts';
+import type { PerStreamSink, PerStreamTransport } from './per-stream.ts';
+import { LocalPort, MuxPort, PerStreamPort } from './port.ts';
+import { StreamSender } from './sender.ts';
+
+/** Depth of an anchor's own channel (same-worker and per-stream senders), as in the reference. */
+export const ANCHOR_CHANNEL_DEPTH = 256;
+
+/** Options of {@link createNode}. */
+export interface NodeOptions {
+  /** The messenger this node rides (see `createMessenger`). */
+  readonly messenger: Messenger;
+  /** Mux configuration, validated with zod; a bad value throws naming the field. Defaults: see `MUX_DEFAULTS`. */
+  readonly mux?: MuxConfig;
+  /** The per-stream (legacy) transport; without one, peers that lack the mux cannot attach. */
+  readonly perStream?: PerStreamTransport;
+  /** Metrics registry. Defaults to a new `MuxMetrics` with the reference's names. */
+  readonly metrics?: MuxMetrics;
+  /** Clock, timers and randomness. Defaults to the current runtime's. */
+  readonly runtime?: Runtime;
+}
+
+/** Options of {@link LanemuxNode.attachAnchor}. */
+export interface AttachOptions {
+  /** Aborts the attach, and later departs the stream. */
+  readonly signal?: AbortSignal;
+  /** Placement hint: the receiver puts the stream on lane `splitmix64(key) % lanes`. */
+  readonly laneKey?: bigint;
+  /** Attach timeout in ms. Defaults to 10,000. */
+  readonly timeoutMs?: number;
+}
+
+/** A lanemux node. Create one with {@link createNode}. */
+export class LanemuxNode implements AnchorHost {
+  /** This node's 64-bit worker id (the routing key in its anchor handles). */
+  readonly workerId: bigint;
+  readonly #messenger: Messenger;
+  readonly #config: ResolvedMuxConfig;
+  readonly #mux: Mux | null;
+  readonly #metrics: MuxMetrics;
+  readonly #runtime: Runtime;
+  readonly #perStream: PerStreamTransport | null;
+  #perStreamEndpoint: string | null = null;
+  readonly #anchors = new Map<bigint, StreamAnchor<unknown>>();
+  readonly #locals = new Map<StreamAnchor<unknown>, LocalPort>();
+  readonly #perStreamBinds = new Map<string, StreamAnchor<unknown>>();
+  readonly #liveSenders = new Set<StreamSender<unknown>>();
+  #closed = false;
+
+  /** @internal Use {@link createNode}. */
+  constructor(options: NodeOptions, config: ResolvedMuxConfig) {
+    this.#messenger = options.messenger;
+    this.#config = config;
+    this.#metrics = options.metrics ?? new MuxMetrics();
+    this.#runtime = options.runtime ?? systemRuntime();
+    this.#perStream = options.perStream ?? null;
+    this.workerId = options.messenger.self.workerId;
+    this.#mux = config.enabled ? new Mux({ config, metrics: this.#metrics, runtime: this.#runtime, messenger: options.messenger }) : null;
+    this.#messenger.handle(ATTACH_HANDLER, (from, body) => this.#onAttach(from, body));
+  }
+
+  /** @internal */
+  async _start(): Promise<void> {
+    if (this.#perStream !== null && !(this.#config.muxOnly && this.#mux !== null)) {
+      this.#perStreamEndpoint = await this.#perStream.listen((anchorId, sessionId) => this.#acceptPerStream(anchorId, sessionId));
+    }
+  }
+
+  /** Addresses this node listens on (first one: {@link address}). */
+  get addresses(): readonly string[] {
+    return this.#messenger.addresses;
+  }
+
+  /** The address peers dial to reach this node (`node.connect(address)`), or '' if it does not listen. */
+  get address(): string {
+    return this.#messenger.addresses[0] ?? '';
+  }
+
+  /** True when the mux is installed (enabled and not killed by `LANEMUX_MUX_DISABLE`). */
+  get muxEnabled(): boolean {
+    return this.#mux !== null;
+  }
+
+  /** The resolved mux configuration. */
+  get config(): ResolvedMuxConfig {
+    return this.#config;
+  }
+
+  /** Connect to a peer node; resolves with its worker id (hex) once the hello exchange is done. */
+  async connect(address: string, options: { signal?: AbortSignal } = {}): Promise<PeerId> {
+    const peer = await this.#messenger.connect(address, options);
+    this.#mux?.touch();
+    return peer.id;
+  }
+
+  /** A snapshot of every metric under the reference's names. */
+  metrics(): Record<string, number> {
+    return this.#metrics.snapshot();
+  }
+
+  /** The live metrics object (fields are updated in place). */
+  get metricsRegistry(): MuxMetrics {
+    return this.#metrics;
+  }
+
+  /** Writes made by the per-stream (legacy) transport, if any. */
+  get perStreamWrites(): number {
+    return this.#perStream?.writes ?? 0;
+  }
+
+  // ───────────────────────── consumer side ─────────────────────────
+
+  /** Create an anchor: the consumer's end of a new stream. Its `handle` goes to the producer. */
+  createAnchor<T = unknown>(): StreamAnchor<T> {
+    this.#assertOpen();
+    let localId: bigint;
+    do localId = randomU64(this.#runtime) & ~MPSC_BIT;
+    while (localId === 0n || this.#anchors.has(localId));
+    const anchor = new StreamAnchor<T>(this, formatHandle({ workerId: this.workerId, localId }), localId);
+    this.#anchors.set(localId, anchor as StreamAnchor<unknown>);
+    this.#metrics.activeAnchors++;
+    return anchor;
+  }
+
+  /**
+   * Pre-bind an anchor for zero-RTT opening: returns a ticket (a string for the application's own
+   * request) that lets the producer open the stream with `openAnchorStream(handle, ticket)` and no
+   * attach round trip. Returns undefined when no mux is installed or the anchor is not eligible.
+   */
+  prebindAnchor(anchor: StreamAnchor<unknown>, options: { laneKey?: bigint } = {}): string | undefined {
+    const mux = this.#mux;
+    if (mux === null) return undefined;
+    if (this.#anchors.get(anchor.localId) !== anchor || anchor.feedKind !== 'none' || anchor.finished) {
+      this.#metrics.anchorOperation('prebind', 'error', 'mux');
+      return undefined;
+    }
+    const bind = mux.bind(anchor.localId, bindOwner, null, options.laneKey);
+    anchor._feed(bind.buffer, 'mux', bind);
+    this.#metrics.anchorOperation('prebind', 'success', 'mux');
+    return encodeTicket({
+      streaming_transport_key: MESSENGER_MUX_KEY,
+      heartbeat_interval_ms: this.#config.heartbeatInterval,
+      routing_session_id: bind.sessionId,
+      initial_credit: bind.limit,
+      slot_byte_budget: bind.slotByteBudget,
+      lane: bind.lane,
+    });
+  }
+
+  /** @internal AnchorHost */
+  anchorDone(anchor: StreamAnchor<unknown>, cancelled: boolean): void {
+    if (this.#anchors.get(anchor.localId) !== anchor) return;
+    this.#anchors.delete(anchor.localId);
+    this.#metrics.activeAnchors--;
+    const bind = anchor.bind;
+    if (bind !== null && this.#mux !== null) this.#mux.releaseBind(bind);
+    const local = this.#locals.get(anchor);
+    if (local) {
+      this.#locals.delete(anchor);
+      if (cancelled) local.fail(new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream'));
+    }
+    for (const [key, a] of this.#perStreamBinds) if (a === anchor) this.#perStreamBinds.delete(key);
+    if (cancelled) this.#metrics.anchorOperation('cancel', 'success', anchor.feedKind);
+  }
+
+  /** @internal AnchorHost */
+  anchorLifecycle(anchor: StreamAnchor<unknown>, cancel: boolean): void {
+    if (anchor.bind !== null) this.#mux?.signalLifecycle(anchor.bind, cancel);
+  }
+
+  #onAttach(from: PeerId, body: unknown): unknown {
+    const req = attachRequestSchema.safeParse(body);
+    if (!req.success) return { Err: { reason: `malformed attach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
+    const { handle, supported_transport_keys: keys, lane_key: laneKey } = req.data;
+    if (handle.hi !== this.workerId) return { Err: { reason: 'the handle belongs to another worker' } };
+    const anchor = this.#anchors.get(handle.lo);
+    if (anchor === undefined || anchor.finished) return this.#refuse('unknown or finished anchor');
+    const mux = this.#mux;
+    const offersMux = mux !== null && keys.includes(MESSENGER_MUX_KEY);
+    if (anchor.feedKind !== 'none') {
+      const bind = anchor.bind;
+      if (bind !== null && bind.peer === null && !bind.ended) {
+        if (bind.claimed) return this.#refuse('already streaming through a pre-bound slot');
+        if (!offersMux) {
+          mux?.releaseBind(bind);
+          anchor._unfeed();
+          return this.#refuse(`the anchor is pre-bound to ${MESSENGER_MUX_KEY}, which the sender does not offer`);
+        }
+        // Adopt the unclaimed pre-bind: the ticket's session and terms.
+        this.#metrics.anchorOperation('attach', 'success', 'mux');
+        return attachOk({ key: MESSENGER_MUX_KEY, heartbeatMs: this.#config.heartbeatInterval, session: bind.sessionId, credit: bind.limit, budget: bind.slotByteBudget, lane: bind.lane });
+      }
+      return this.#refuse('the anchor already has a sender (AlreadyAttached)');
+    }
+    if (offersMux) {
+      const bind = mux!.bind(anchor.localId, bindOwner, from, laneKey);
+      anchor._feed(bind.buffer, 'mux', bind);
+      this.#metrics.anchorOperation('attach', 'success', 'mux');
+      return attachOk({ key: MESSENGER_MUX_KEY, heartbeatMs: this.#config.heartbeatInterval, session: bind.sessionId, credit: bind.limit, budget: bind.slotByteBudget, lane: bind.lane });
+    }
+    if (this.#perStreamEndpoint !== null && (keys.length === 0 || keys.includes(TCP_STREAM_KEY))) {
+      const session = randomU64(this.#runtime);
+      this.#perStreamBinds.set(`${anchor.localId}:${session}`, anchor);
+      // The anchor waits for the connection; mark it taken so a second attach is refused.
+      anchor._feed(new SlotBuffer(ANCHOR_CHANNEL_DEPTH), 'legacy', null);
+      this.#metrics.anchorOperation('attach', 'success', TCP_STREAM_KEY);
+      return attachOk({ key: TCP_STREAM_KEY, heartbeatMs: this.#config.heartbeatInterval, session, credit: 0, budget: 0, lane: 0, endpoint: this.#perStreamEndpoint });
+    }
+    return this.#refuse(`no common streaming transport (offered: ${keys.join(', ') || 'none'})`);
+  }
+
+  #refuse(reason: string): unknown {
+    this.#metrics.anchorOperation('attach', 'error', 'none');
+    return { Err: { reason } };
+  }
+
+  /** Consumer side of a per-stream connection: frames into the anchor's own channel. */
+  #acceptPerStream(anchorId: bigint, sessionId: bigint): PerStreamSink | null {
+    const key = `${anchorId}:${sessionId}`;
+    const anchor = this.#perStreamBinds.get(key);
+    if (anchor === undefined) return null;
+    this.#perStreamBinds.delete(key);
+    const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
+    const frame: DecodedFrame = { kind: 0, value: undefined, terminal: false };
+    let ended = false;
+    const sink: PerStreamSink = {
+      resume: null,
+      frame: (body) => {
+        decodeFrameInto(body, frame);
+        const ok = buffer.push(frame.kind, frame.value, body.byteLength);
+        frame.value = undefined;
+        if (frame.terminal) ended = true;
+        return ok && buffer.length < buffer.capacity;
+      },
+      end: () => {
+        if (!ended) buffer.pushForced(FrameKind.Dropped, undefined);
+        buffer.close();
+      },
+    };
+    anchor._feed(buffer, 'legacy', null, () => {
+      if (buffer.length < buffer.capacity) sink.resume?.();
+    });
+    return sink;
+  }
+
+  // ───────────────────────── producer side ─────────────────────────
+
+  /**
+   * Attach a producer to an anchor handle. Same worker → writes into the anchor directly.
+   * Otherwise `_anchor_attach` negotiates: the mux (`messenger-mux-v2`) when both sides offer it,
+   * else the per-stream path (`tcp-stream`). A mux answer with zero credit fails the attach.
+   */
+  async attachAnchor<T = unknown>(handle: string, options: AttachOptions = {}): Promise<StreamSender<T>> {
+    this.#assertOpen();
+    const h = parseHandle(handle);
+    options.signal?.throwIfAborted();
+    if (h.workerId === this.workerId) return this.#attachLocal<T>(h.localId, options);
+    const peer = workerKey(h.workerId);
+    if (this.#messenger.peer(peer) === undefined) {
+      throw new StreamError('ERR_UNKNOWN_PEER', `no connected peer has worker id ${peer}; connect to it first`);
+    }
+    const keys: string[] = [];
+    if (this.#mux !== null) keys.push(MESSENGER_MUX_KEY);
+    if (this.#perStream !== null) keys.push(TCP_STREAM_KEY);
+    keys.sort();
+    const body: Record<string, unknown> = { handle: u128(h.workerId, h.localId), supported_transport_keys: keys };
+    if (options.laneKey !== undefined) body['lane_key'] = `0x${BigInt.asUintN(64, options.laneKey).toString(16)}`;
+    let raw: unknown;
+    try {
+      raw = await this.#messenger.request(peer, ATTACH_HANDLER, body, {
+        timeoutMs: options.timeoutMs ?? 10_000,
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+    } catch (cause) {
+      this.#metrics.anchorOperation('attach', 'error', 'none');
+      throw cause;
+    }
+    const parsed = attachResponseSchema.safeParse(raw);
+    if (!parsed.success) throw new StreamError('ERR_ATTACH_REFUSED', `malformed attach answer: ${parsed.error.issues[0]?.message ?? ''}`);
+    if ('Err' in parsed.data) throw new StreamError('ERR_ATTACH_REFUSED', `attach refused: ${parsed.data.Err.reason}`);
+    const ok = parsed.data.Ok;
+    if (ok.streaming_transport_key === MESSENGER_MUX_KEY) {
+      if (this.#mux === null) throw new StreamError('ERR_ATTACH_REFUSED', `the consumer answered ${MESSENGER_MUX_KEY}, which this node did not offer`);
+      // Zero credit fails the attach: resolveLimits names the key and "initial_credit = 0".
+      const limits = resolveLimits({ initialCredit: ok.initial_credit, slotByteBudget: ok.slot_byte_budget }, { transportKey: ok.streaming_transport_key });
+      return this.#openMux<T>(peer, ok.lane, h.localId, ok.routing_session_id, limits.initialCredit, ok.heartbeat_interval_ms, options.signal, 'attach');
+    }
+    if (ok.streaming_transport_key === TCP_STREAM_KEY && this.#perStream !== null && ok.endpoint !== undefined) {
+      const conn = await this.#perStream.connect(ok.endpoint, h.localId, ok.routing_session_id, options.signal ? { signal: options.signal } : {});
+      const sender = new StreamSender<T>({ transport: TCP_STREAM_KEY, signal: options.signal, onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>) });
+      const port = new PerStreamPort(conn);
+      conn.onClose((error) => sender._closed(error));
+      sender._bind(port);
+      this.#liveSenders.add(sender as StreamSender<unknown>);
+      return sender;
+    }
+    throw new StreamError('ERR_ATTACH_REFUSED', `the consumer chose ${ok.streaming_transport_key}, which this node cannot open`);
+  }
+
+  /**
+   * Open a stream from a zero-RTT ticket: the first batch's OpenSlot claims the consumer's
+   * pre-bind; no attach message crosses the wire.
+   */
+  async openAnchorStream<T = unknown>(handle: string, ticket: string, options: { signal?: AbortSignal } = {}): Promise<StreamSender<T>> {
+    this.#assertOpen();
+    const h = parseHandle(handle);
+    const t = parseTicket(ticket);
+    if (h.workerId === this.workerId) {
+      throw new StreamError('ERR_TRANSPORT_ERROR', 'this ticket was minted by this worker: use attachAnchor for a same-worker stream');
+    }
+    if (this.#mux === null || t.streaming_transport_key !== MESSENGER_MUX_KEY) {
+      throw new StreamError('ERR_ATTACH_REFUSED', `cannot open a ${t.streaming_transport_key} ticket without the mux`);
+    }
+    const peer = workerKey(h.workerId);
+    if (this.#messenger.peer(peer) === undefined) throw new StreamError('ERR_UNKNOWN_PEER', `no connected peer has worker id ${peer}`);
+    const limits = resolveLimits({ initialCredit: t.initial_credit, slotByteBudget: t.slot_byte_budget }, { transportKey: t.streaming_transport_key });
+    return this.#openMux<T>(peer, t.lane, h.localId, t.routing_session_id, limits.initialCredit, t.heartbeat_interval_ms, options.signal, 'open');
+  }
+
+  async #openMux<T>(peer: PeerId, lane: number, anchorId: bigint, session: bigint, credit: number, heartbeatMs: number, signal: AbortSignal | undefined, op: string): Promise<StreamSender<T>> {
+    const mux = this.#mux!;
+    const node = this;
+    let hb: HeartbeatSender | null = null;
+    const sender: StreamSender<T> = new StreamSender<T>({
+      transport: MESSENGER_MUX_KEY,
+      signal,
+      onDone: () => {
+        this.#liveSenders.delete(sender as StreamSender<unknown>);
+        if (hb !== null) mux.removeHeartbeat(hb);
+      },
+    });
+    const owner: EgressSlotOwner = {
+      onSlotClosed: (error: LanemuxError | null) => sender._closed(error),
+      onLifecycle: (cancel: boolean) => sender._lifecycle(cancel),
+      onRetired: (outcome: Retirement) => sender._retire(outcome),
+    };
+    let slot: EgressSlot;
+    try {
+      slot = await mux.openSlot(peer, lane, anchorId, session, credit, owner);
+    } catch (e) {
+      node.#metrics.anchorOperation(op, 'error', 'mux');
+      throw e;
+    }
+    node.#metrics.anchorOperation(op, 'success', 'mux');
+    sender._bind(new MuxPort(slot));
+    if (!sender.closed) {
+      this.#liveSenders.add(sender as StreamSender<unknown>);
+      if (heartbeatMs > 0) {
+        let last = this.#runtime.now();
+        hb = {
+          maybeHeartbeat(now: number): void {
+            if (now - last >= heartbeatMs) {
+              last = now;
+              sender._heartbeat();
+            }
+          },
+        };
+        mux.addHeartbeat(hb);
+      }
+    }
+    return sender;
+  }
+
+  #attachLocal<T>(localId: bigint, options: AttachOptions): StreamSender<T> {
+    const anchor = this.#anchors.get(localId);
+    if (anchor === undefined || anchor.finished) throw new StreamError('ERR_ATTACH_REFUSED', 'unknown or finished anchor');
+    const bind = anchor.bind;
+    if (anchor.feedKind !== 'none') {
+      // A same-worker attach releases an unclaimed pre-bind; a claimed one is AlreadyAttached.
+      if (bind !== null && bind.peer === null && !bind.claimed && !bind.ended) {
+        this.#mux?.releaseBind(bind);
+        anchor._unfeed();
+      } else throw new StreamError('ERR_ALREADY_ATTACHED', 'the anchor already has a sender');
+    }
+    const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
+    const port = new LocalPort(buffer);
+    anchor._feed(buffer, 'local', null, () => port.drained());
+    this.#locals.set(anchor, port);
+    const sender = new StreamSender<T>({ transport: null, signal: options.signal, onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>) });
+    sender._bind(port);
+    this.#liveSenders.add(sender as StreamSender<unknown>);
+    this.#metrics.anchorOperation('attach', 'success', 'local');
+    return sender;
+  }
+
+  /**
+   * Kick every batcher: under `manual` this is the write; under `auto` it writes before the
+   * batcher's own conditions. Synchronous, never throws, does nothing without a mux.
+   */
+  flushBatch(): void {
+    this.#mux?.flushBatch();
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new StreamError('ERR_CLOSED', 'the node is closed');
+  }
+
+  /** Close the node: every stream ends, every connection closes; `live_slots` returns to 0. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#mux?.close();
+    const dropped = new StreamError('ERR_SENDER_DROPPED', 'the node closed', { retryable: true });
+    for (const a of [...this.#anchors.values()]) a._fail(dropped);
+    this.#anchors.clear();
+    for (const p of this.#locals.values()) p.fail(dropped);
+    this.#locals.clear();
+    for (const s of [...this.#liveSenders]) s._closed(dropped);
+    this.#liveSenders.clear();
+    await this.#perStream?.close();
+    await this.#messenger.close();
+  }
+}
+
+/** Anchors read their bind's buffer directly; the bind's lifecycle needs no extra hook. */
+const bindOwner: BindOwner = {
+  onClaimed(_bind: Bind): void {},
+  onEnded(_bind: Bind, _end: BindEnd): void {},
+};
+
+/**
+ * Create a node. Validates `mux` (a bad value throws `ERR_INVALID_CONFIG` naming the field) and
+ * honours the kill switch `LANEMUX_MUX_DISABLE` (or `VELO_MESSENGER_MUX_DISABLE`) ∈ {1, true, yes, on}.
+ */
+export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
+  const runtime = options.runtime ?? systemRuntime();
+  const kill = runtime.env('LANEMUX_MUX_DISABLE') ?? runtime.env('VELO_MESSENGER_MUX_DISABLE');
+  const config = resolveMuxConfig(options.mux, kill);
+  const node = new LanemuxNode({ ...options, runtime }, config);
+  await node._start();
+  return node;
+}

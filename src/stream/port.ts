@@ -1,0 +1,199 @@
+/**
+ * The producer's view of where its frames go: a mux slot, the anchor itself (same worker), or a
+ * dedicated per-stream connection (legacy). `StreamSender` is written once against this.
+ */
+import type { LanemuxError } from '../errors.ts';
+import { Offer } from '../mux/egress-slot.ts';
+import { EgressKind } from '../mux/egress-slot.ts';
+import type { EgressSlot } from '../mux/egress-slot.ts';
+import { FRAME_DETACHED, FRAME_DROPPED, FRAME_FINALIZED, FRAME_HEARTBEAT, FrameKind, encodeFrame } from '../wire/frame.ts';
+import type { SlotBuffer } from '../mux/slot-buffer.ts';
+import { StreamError } from './errors.ts';
+
+export { Offer };
+
+/** Where a sender's frames go. */
+export interface SenderPort {
+  /** Hand one frame over (`FrameKind` + raw value). Never throws. */
+  offer(kind: number, value: unknown): Offer;
+  /** Resolves when the producer may send again; rejects when the stream closed. */
+  waitWritable(): Promise<void>;
+  /** True while the producer must wait before its next frame. */
+  readonly paused: boolean;
+  /** The producer leaves without a terminal. */
+  depart(): void;
+  /** Why the port closed, once it has. */
+  readonly closeError: LanemuxError | null;
+}
+
+/** A producer's frames into a mux slot. Strings and bytes are written into the batch by hand. */
+export class MuxPort implements SenderPort {
+  readonly slot: EgressSlot;
+  constructor(slot: EgressSlot) {
+    this.slot = slot;
+  }
+  get paused(): boolean {
+    return this.slot.paused;
+  }
+  get closeError(): LanemuxError | null {
+    return this.slot.closed ? this.slot.closeError : null;
+  }
+  offer(kind: number, value: unknown): Offer {
+    const slot = this.slot;
+    switch (kind) {
+      case FrameKind.Item:
+        if (typeof value === 'string') return slot.batcher.offer(slot, EgressKind.ItemString, value);
+        if (value instanceof Uint8Array) return slot.batcher.offer(slot, EgressKind.ItemBytes, value);
+        return slot.batcher.offer(slot, EgressKind.Body, encodeFrame({ kind: 'Item', value }));
+      case FrameKind.SenderError:
+        return slot.batcher.offer(slot, EgressKind.Body, encodeFrame({ kind: 'SenderError', message: String(value) }));
+      case FrameKind.Heartbeat:
+        return slot.batcher.offer(slot, EgressKind.Body, FRAME_HEARTBEAT);
+      case FrameKind.Finalized:
+        return slot.batcher.offer(slot, EgressKind.Terminal, FRAME_FINALIZED);
+      case FrameKind.Detached:
+        return slot.batcher.offer(slot, EgressKind.Terminal, FRAME_DETACHED);
+      case FrameKind.Dropped:
+        return slot.batcher.offer(slot, EgressKind.Terminal, FRAME_DROPPED);
+      default:
+        return slot.batcher.offer(slot, EgressKind.Terminal, encodeFrame({ kind: 'TransportError', message: String(value) }));
+    }
+  }
+  waitWritable(): Promise<void> {
+    return this.slot.waitWritable();
+  }
+  depart(): void {
+    this.slot.batcher.depart(this.slot);
+  }
+}
+
+/**
+ * A same-worker sender writes straight into the anchor's local buffer: no transport, no encoding.
+ * The buffer is bounded (the reference's anchor channel depth, 256): a full buffer makes `send` wait.
+ */
+export class LocalPort implements SenderPort {
+  readonly #buffer: SlotBuffer;
+  #waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
+  #pending: Array<[number, unknown]> = [];
+  closeError: LanemuxError | null = null;
+
+  constructor(buffer: SlotBuffer) {
+    this.#buffer = buffer;
+  }
+  get paused(): boolean {
+    return this.#pending.length > 0;
+  }
+  offer(kind: number, value: unknown): Offer {
+    if (this.closeError !== null) return Offer.Closed;
+    if (this.#pending.length === 0 && this.#buffer.push(kind, value, 0)) return Offer.Ok;
+    // Full: keep this one frame aside and make the producer wait (the inlet's one-record overshoot).
+    this.#pending.push([kind, value]);
+    return Offer.Wait;
+  }
+  /** The consumer took a frame: move a pending one in and wake the producer. */
+  drained(): void {
+    while (this.#pending.length > 0) {
+      const [k, v] = this.#pending[0]!;
+      if (!this.#buffer.push(k, v, 0)) return;
+      this.#pending.shift();
+    }
+    const w = this.#waiters;
+    this.#waiters = [];
+    for (const x of w) x.resolve();
+  }
+  waitWritable(): Promise<void> {
+    if (this.closeError !== null) return Promise.reject(this.closeError);
+    if (this.#pending.length === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+  }
+  depart(): void {
+    if (this.closeError === null) this.#buffer.pushForced(FrameKind.Dropped, undefined);
+  }
+  /** The consumer went away: fail the producer. */
+  fail(error: LanemuxError): void {
+    if (this.closeError !== null) return;
+    this.closeError = error;
+    this.#pending = [];
+    const w = this.#waiters;
+    this.#waiters = [];
+    for (const x of w) x.reject(error);
+  }
+}
+
+/**
+ * A producer's frames over a dedicated per-stream connection (the legacy path): one write per
+ * frame, back-pressure from the socket.
+ */
+export class PerStreamPort implements SenderPort {
+  readonly #conn: import('./per-stream.ts').PerStreamConnection;
+  #paused: Promise<void> | null = null;
+  closeError: LanemuxError | null = null;
+  #ended = false;
+
+  constructor(conn: import('./per-stream.ts').PerStreamConnection) {
+    this.#conn = conn;
+    conn.onClose((error) => {
+      if (this.closeError === null && !this.#ended) this.closeError = error ?? new StreamErrorLike('the per-stream connection closed');
+    });
+  }
+  get paused(): boolean {
+    return this.#paused !== null;
+  }
+  offer(kind: number, value: unknown): Offer {
+    if (this.closeError !== null || this.#ended) return Offer.Closed;
+    const body = encodeFrame(frameOf(kind, value));
+    const r = this.#conn.write(body);
+    if (kind >= FrameKind.Finalized) {
+      this.#ended = true;
+      this.#conn.end();
+      return Offer.Ok;
+    }
+    if (r === true) return Offer.Ok;
+    const p = r.then(
+      () => {
+        if (this.#paused === p) this.#paused = null;
+      },
+      (e: unknown) => {
+        this.#paused = null;
+        this.closeError ??= e instanceof Error ? (e as LanemuxError) : new StreamErrorLike(String(e));
+        throw this.closeError;
+      },
+    );
+    this.#paused = p;
+    return Offer.Wait;
+  }
+  waitWritable(): Promise<void> {
+    if (this.closeError !== null) return Promise.reject(this.closeError);
+    return this.#paused ?? Promise.resolve();
+  }
+  depart(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#conn.destroy();
+  }
+}
+
+function frameOf(kind: number, value: unknown): import('../wire/frame.ts').StreamFrame {
+  switch (kind) {
+    case FrameKind.Item:
+      return { kind: 'Item', value };
+    case FrameKind.SenderError:
+      return { kind: 'SenderError', message: String(value) };
+    case FrameKind.Heartbeat:
+      return { kind: 'Heartbeat' };
+    case FrameKind.Finalized:
+      return { kind: 'Finalized' };
+    case FrameKind.Detached:
+      return { kind: 'Detached' };
+    case FrameKind.Dropped:
+      return { kind: 'Dropped' };
+    default:
+      return { kind: 'TransportError', message: String(value) };
+  }
+}
+
+class StreamErrorLike extends StreamError {
+  constructor(message: string) {
+    super('ERR_SENDER_DROPPED', message, { retryable: true });
+  }
+}

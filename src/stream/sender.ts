@@ -1,0 +1,198 @@
+/**
+ * `StreamSender<T>`: the producer's end of a stream (seed chapter, "Streaming", "Retirement").
+ * `send` resolves at once (a shared, already-resolved promise) while the stream has room; it
+ * returns a real promise only when it must wait for credit or for the slot to drain.
+ */
+import type { LanemuxError } from '../errors.ts';
+import type { Retirement } from '../mux/egress-slot.ts';
+import { FrameKind } from '../wire/frame.ts';
+import { StreamError } from './errors.ts';
+import { Offer } from './port.ts';
+import type { SenderPort } from './port.ts';
+
+const RESOLVED: Promise<void> = Promise.resolve();
+
+/** Options of {@link StreamSender} construction (internal). */
+export interface SenderInit {
+  /** The settled transport key, or null for a same-worker attach. */
+  readonly transport: string | null;
+  /** Aborting this signal departs the stream (PeerGone/Dropped to the consumer). */
+  readonly signal?: AbortSignal | undefined;
+  /** Called once the sender is done (terminal handed over, closed or aborted). */
+  readonly onDone?: (() => void) | undefined;
+}
+
+/** The producer's end of a stream. */
+export class StreamSender<T = unknown> {
+  #port: SenderPort | null = null;
+  #error: LanemuxError | null = null;
+  #terminal = false;
+  #retirement: Retirement | null = null;
+  #retiredWaiters: Array<(r: Retirement) => void> = [];
+  readonly #stop = new AbortController();
+  readonly #cancel = new AbortController();
+  readonly #transport: string | null;
+  readonly #onDone: (() => void) | undefined;
+  #abortListener: (() => void) | null = null;
+  #signal: AbortSignal | undefined;
+  #finished = false;
+
+  /** @internal */
+  constructor(init: SenderInit) {
+    this.#transport = init.transport;
+    this.#onDone = init.onDone;
+    this.#signal = init.signal;
+  }
+
+  /** @internal Bind the sender to where its frames go. */
+  _bind(port: SenderPort): void {
+    this.#port = port;
+    const signal = this.#signal;
+    if (signal) {
+      if (signal.aborted) this.#abort();
+      else {
+        this.#abortListener = () => this.#abort();
+        signal.addEventListener('abort', this.#abortListener, { once: true });
+      }
+    }
+  }
+
+  /** The transport key the attach settled on (`messenger-mux-v2`, `tcp-stream`), or null for a same-worker attach. */
+  get negotiatedTransport(): string | null {
+    return this.#transport;
+  }
+
+  /** Fires when the consumer asks the producer to stop (it may still send final output and finalize). */
+  get stopSignal(): AbortSignal {
+    return this.#stop.signal;
+  }
+
+  /** Fires when the consumer cancels or the stream is lost: further sends fail. */
+  get cancelSignal(): AbortSignal {
+    return this.#cancel.signal;
+  }
+
+  /** True once the stream can take no more frames. */
+  get closed(): boolean {
+    return this.#terminal || this.#error !== null || this.#port?.closeError != null;
+  }
+
+  #closedError(): LanemuxError {
+    return this.#error ?? this.#port?.closeError ?? new StreamError('ERR_STREAM_CLOSED', 'the stream already sent its terminal');
+  }
+
+  #offer(kind: number, value: unknown): Promise<void> {
+    const port = this.#port;
+    if (port === null || this.closed) return Promise.reject(this.#closedError());
+    const r = port.offer(kind, value);
+    if (r === Offer.Ok) return RESOLVED;
+    if (r === Offer.Wait) return port.waitWritable();
+    return Promise.reject(this.#closedError());
+  }
+
+  /**
+   * Send one item. Resolves when the stream can take the next one: at once while there is room,
+   * later when the slot is at its byte budget. Rejects if the stream closed (consumer cancelled,
+   * peer gone, terminal already sent) or the attach signal aborted.
+   */
+  send(item: T): Promise<void> {
+    return this.#offer(FrameKind.Item, item);
+  }
+
+  /**
+   * Send one item without waiting: false (and nothing sent) when the stream must wait or is
+   * closed. No promise is created.
+   */
+  trySend(item: T): boolean {
+    const port = this.#port;
+    if (port === null || this.closed || port.paused) return false;
+    return port.offer(FrameKind.Item, item) !== Offer.Closed;
+  }
+
+  /** Report an error to the consumer (`SenderError`): not terminal, and it spends credit like an item. */
+  error(message: string): Promise<void> {
+    return this.#offer(FrameKind.SenderError, message);
+  }
+
+  /** @internal A heartbeat: dropped (not sent) when the stream must wait. */
+  _heartbeat(): void {
+    const port = this.#port;
+    if (port !== null && !this.closed && !port.paused) port.offer(FrameKind.Heartbeat, undefined);
+  }
+
+  /** End the stream normally. Never blocks the caller: resolves once the terminal is handed over. */
+  finalize(): Promise<void> {
+    return this.#end(FrameKind.Finalized);
+  }
+
+  /** Leave the stream without ending it (`Detached`): the anchor may be attached again. */
+  detach(): Promise<void> {
+    return this.#end(FrameKind.Detached);
+  }
+
+  #end(kind: number): Promise<void> {
+    const port = this.#port;
+    if (port === null || this.closed) return Promise.reject(this.#closedError());
+    // The terminal is always taken (a full inlet overshoots by one record), so this never waits.
+    const r = port.offer(kind, undefined);
+    this.#terminal = true;
+    this.#done();
+    return r === Offer.Closed ? Promise.reject(this.#closedError()) : RESOLVED;
+  }
+
+  /**
+   * Resolves when this node has handed on all of the stream's output (`Sent`) or lost it
+   * (`Discarded`). The first outcome stands.
+   */
+  retired(): Promise<Retirement> {
+    if (this.#retirement !== null) return Promise.resolve(this.#retirement);
+    return new Promise((resolve) => this.#retiredWaiters.push(resolve));
+  }
+
+  /** @internal */
+  _retire(outcome: Retirement): void {
+    if (this.#retirement !== null) return;
+    this.#retirement = outcome;
+    const w = this.#retiredWaiters;
+    this.#retiredWaiters = [];
+    for (const f of w) f(outcome);
+  }
+
+  /** @internal The stream closed under the producer (null after a clean terminal). */
+  _closed(error: LanemuxError | null): void {
+    if (error !== null && this.#error === null && !this.#terminal) {
+      this.#error = error;
+      this.#cancel.abort(error);
+      this.#stop.abort(error);
+    }
+    this.#done();
+  }
+
+  /** @internal A consumer stop or cancel arrived. */
+  _lifecycle(cancel: boolean): void {
+    this.#stop.abort(new StreamError('ERR_STREAM_CANCELLED', 'the consumer asked the producer to stop'));
+    if (cancel) {
+      const e = new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream');
+      if (this.#error === null) this.#error = e;
+      this.#cancel.abort(e);
+    }
+  }
+
+  #abort(): void {
+    if (this.closed) return;
+    this.#error = new StreamError('ERR_ABORTED', 'the sender was aborted by its signal', { cause: this.#signal?.reason });
+    this.#port?.depart();
+    this.#cancel.abort(this.#error);
+    this.#done();
+  }
+
+  #done(): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    if (this.#abortListener && this.#signal) {
+      this.#signal.removeEventListener('abort', this.#abortListener);
+      this.#abortListener = null;
+    }
+    this.#onDone?.();
+  }
+}
