@@ -48,6 +48,8 @@ export interface BatcherHost {
   readonly sink: BatchSink;
   /** A fresh epoch from the transport-wide counter (starts at 1). */
   nextEpoch(): bigint;
+  /** True while the peer is connected (credit owed to a gone peer is moot, not lost). */
+  peerAlive(peer: PeerId): boolean;
 }
 
 /** Per-receiver bound on slot indices: a sender never opens more live slots than a table holds. */
@@ -101,7 +103,7 @@ export class Batcher implements SlotBatcher {
   #replies: number[] = []; // [peerSlot, credit] pairs staged in the open batch
   #guards: EgressSlot[] = []; // terminals in the open batch (retirement)
   #opens: EgressSlot[] = []; // OpenSlots in the open batch (open acks)
-  #dataSlots = 0;
+  #dataSlotList: EgressSlot[] = [];
   // In-flight batch (awaiting admission).
   #inflightReplies: number[] = [];
   #inflightGuards: EgressSlot[] = [];
@@ -274,7 +276,6 @@ export class Batcher implements SlotBatcher {
       if (this.#parked) return EMIT_PARKED;
       this.#begin();
     }
-    const now = this.#host.runtime.now();
     const seq = slot.nextSeq;
     if (terminal) slot.ledger.spendTerminal();
     else if (slot.ledger.spendData() !== 'ok') return EMIT_PARKED; // guarded by #affordable
@@ -292,8 +293,10 @@ export class Batcher implements SlotBatcher {
     this.#typeCounts[RecordType.Data]! += 1;
     if (!slot.stagedInBatch) {
       slot.stagedInBatch = true;
-      this.#dataSlots++;
+      this.#dataSlotList.push(slot);
     }
+    // The clock is read only when the gate needs it (first record of a batch, or a terminal).
+    const now = this.#gate.staged === 0 || terminal ? this.#host.runtime.now() : this.#gate.since;
     this.#gate.onStage(now, terminal ? StagedKind.Urgent : StagedKind.Data);
     this.#host.metrics.stagedRecords++;
     if (terminal) {
@@ -453,7 +456,7 @@ export class Batcher implements SlotBatcher {
       }
       if (this.#parked) return;
       const now = this.#host.runtime.now();
-      if (this.#gate.shouldFlush(now, this.#kicked, this.#enc.byteLength, this.liveSlots, this.#dataSlots)) {
+      if (this.#gate.shouldFlush(now, this.#kicked, this.#enc.byteLength, this.liveSlots, this.#dataSlotList.length)) {
         this.#flush();
         if (!this.#parked) this.#kicked = false;
       } else if (this.#gate.staged === 0) {
@@ -619,9 +622,9 @@ export class Batcher implements SlotBatcher {
   }
 
   #resetDataSlots(): void {
-    if (this.#dataSlots === 0) return;
-    for (const s of this.#slots) if (s !== undefined) s.stagedInBatch = false;
-    this.#dataSlots = 0;
+    const list = this.#dataSlotList;
+    for (let i = 0; i < list.length; i++) list[i]!.stagedInBatch = false;
+    list.length = 0;
   }
 
   #armTimer(): void {
@@ -663,6 +666,7 @@ export class Batcher implements SlotBatcher {
     this.#ready = [];
     this.epoch = this.#host.nextEpoch();
     this.batchSeq = 0;
+    if (!this.#host.peerAlive(this.peer)) return;
     for (let i = 0; i < lostReplies.length; i += 2) {
       if (this.inbox.postReplyCredit(lostReplies[i]!, lostReplies[i + 1]!)) m.creditReposted += lostReplies[i + 1]!;
       else m.creditLost += lostReplies[i + 1]!;

@@ -81,6 +81,10 @@ export class Mux implements BatcherHost, IngressHost {
 
   // ───────────────────────── epochs, batchers, tables ─────────────────────────
 
+  peerAlive(peer: PeerId): boolean {
+    return this.#messenger.peer(peer) !== undefined;
+  }
+
   nextEpoch(): bigint {
     this.#epoch += 1n;
     return this.#epoch;
@@ -149,9 +153,12 @@ export class Mux implements BatcherHost, IngressHost {
   }
 
   bindClaimed(bind: Bind): void {
-    // A pre-bind becomes a live slot of the peer that claimed it.
     const slot = bind.slot;
-    if (bind.peer === null && slot !== null) this.#loadOf(slot.table.peer)[bind.lane]! += 1;
+    if (slot === null) return;
+    // A pre-bind becomes a live slot of the peer that claimed it.
+    if (bind.peer === null) this.#loadOf(slot.table.peer)[bind.lane]! += 1;
+    // A stop or cancel made before the OpenSlot is delivered at claim (protocol.md §13.4).
+    if (bind.earlySignal > 0) this.signalLifecycle(bind, bind.earlySignal === 2);
   }
 
   bindEnded(bind: Bind, end: BindEnd): void {
@@ -168,6 +175,7 @@ export class Mux implements BatcherHost, IngressHost {
   }
 
   replyCredit(peer: PeerId, lane: number, peerSlot: number, delta: number): void {
+    if (!this.peerAlive(peer)) return; // the stream died with its peer: nothing is owed
     if (!this.batcherFor(peer, lane).inbox.postReplyCredit(peerSlot, delta)) {
       // The inbox closed under us (retiring batcher): re-resolve once.
       if (this.batcherFor(peer, lane).inbox.postReplyCredit(peerSlot, delta)) this.metrics.creditReposted += delta;
@@ -176,10 +184,12 @@ export class Mux implements BatcherHost, IngressHost {
   }
 
   replyClose(peer: PeerId, lane: number, peerSlot: number, reason: number): void {
+    if (!this.peerAlive(peer)) return;
     if (!this.batcherFor(peer, lane).inbox.postReplyClose(peerSlot, reason)) this.batcherFor(peer, lane).inbox.postReplyClose(peerSlot, reason);
   }
 
   replyReject(peer: PeerId, lane: number, peerSlot: number, reason: number): void {
+    if (!this.peerAlive(peer)) return;
     this.batcherFor(peer, lane).inbox.postReject(peerSlot, reason);
   }
 

@@ -8,6 +8,7 @@ import {
   RecordType,
 } from './constants.ts';
 import { WireError } from './errors.ts';
+import { utf8Length } from './utf8.ts';
 import { itemBytesLength, itemStringLength, itemStringMaxLength, writeItemBytes, writeItemString } from './frame.ts';
 
 /** Options of a {@link BatchEncoder}. */
@@ -112,10 +113,11 @@ export class BatchEncoder {
   appendItemString(slot: number, frameSeq: number, str: string): void {
     const max = itemStringMaxLength(str);
     // The upper bound avoids scanning the string; near the cap, measure it exactly.
-    this.#checkRoom(RECORD_HEADER_LEN + max <= this.remainingBytes ? max : itemStringLength(str));
-    this.#ensure(this.#len + RECORD_HEADER_LEN + max);
+    const exact = RECORD_HEADER_LEN + max <= this.remainingBytes ? -1 : itemStringLength(str);
+    this.#checkRoom(exact < 0 ? max : exact);
+    this.#ensure(this.#len + RECORD_HEADER_LEN + (exact < 0 ? max : exact));
     const at = this.#len + RECORD_HEADER_LEN;
-    const n = writeItemString(this.#buf, at, str);
+    const n = writeItemString(this.#buf, at, str, exact < 0 ? -1 : utf8Length(str));
     this.#header(RecordType.Data, slot, frameSeq, n);
   }
 
@@ -206,8 +208,10 @@ export class BatchEncoder {
 
   #ensure(size: number): void {
     if (size <= this.#buf.byteLength) return;
+    // Double, but never past the cap: every append checks its room against maxBytes first.
     let cap = this.#buf.byteLength * 2;
     while (cap < size) cap *= 2;
+    if (cap > this.#maxBytes) cap = Math.max(size, this.#maxBytes);
     const next = new Uint8Array(cap);
     next.set(this.#buf.subarray(0, this.#len));
     this.#buf = next;

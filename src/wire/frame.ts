@@ -118,17 +118,20 @@ export function writeItemBytes(buf: Uint8Array, off: number, bytes: Uint8Array):
 
 /**
  * Write `Item(str)` at `off` in the most compact msgpack form. `buf` must have
- * `itemStringMaxLength(str)` bytes free at `off`. Returns the number of bytes written.
+ * `itemStringMaxLength(str)` bytes free at `off`, or, when `utf8Bytes` (the string's exact UTF-8
+ * length) is given, exactly `itemStringLength(str)` bytes.
+ * Returns the number of bytes written.
  */
-export function writeItemString(buf: Uint8Array, off: number, str: string): number {
-  return writeNewtypeString(buf, off, ITEM_PREFIX, str);
+export function writeItemString(buf: Uint8Array, off: number, str: string, utf8Bytes = -1): number {
+  return writeNewtypeString(buf, off, ITEM_PREFIX, str, utf8Bytes);
 }
 
-function writeNewtypeString(buf: Uint8Array, off: number, prefix: Uint8Array, str: string): number {
+function writeNewtypeString(buf: Uint8Array, off: number, prefix: Uint8Array, str: string, utf8Bytes = -1): number {
   buf.set(prefix, off);
   const start = off + prefix.length;
-  // Guess the header from the upper bound, write, then move the bytes if the real length is shorter.
-  const guess = strHeaderLen(str.length * 3);
+  // Guess the header from the upper bound (or the exact size when known), write, then move the
+  // bytes if the real length needs a shorter header.
+  const guess = strHeaderLen(utf8Bytes >= 0 ? utf8Bytes : str.length * 3);
   const n = utf8Write(str, buf, start + guess);
   const h = strHeaderLen(n);
   if (h !== guess) buf.copyWithin(start + h, start + guess, start + guess + n);
@@ -194,8 +197,8 @@ function equals(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /**
- * Read a msgpack str or bin at `off` that must end exactly at the end of `body`.
- * Returns the payload bounds, or -1 in `start` when it is not such a value.
+ * Read a msgpack str or bin at `off` that must end exactly at the end of `body`. Returns false
+ * when it is not such a value; otherwise fills `out` with the payload bounds and kind.
  */
 function readStrOrBin(body: Uint8Array, off: number, out: { start: number; end: number; str: boolean }): boolean {
   const b = body[off];
@@ -235,15 +238,30 @@ const scratch = { start: 0, end: 0, str: false };
 
 /**
  * True if a Data body is a terminal: it equals the cached `Dropped`, `Detached` or `Finalized`
- * bytes, or it is `TransportError(_)`. `SenderError` is not terminal, nor is an `Item` whose
- * payload is the unit value.
+ * bytes, or it decodes as `TransportError(_)` (in any valid MessagePack form). `SenderError` is not
+ * terminal, nor is an `Item` whose payload is the unit value.
  */
 export function isTerminalSentinel(body: Uint8Array): boolean {
   const n = body.byteLength;
-  if (n === 8 || n === 9 || n === 10) {
-    return equals(body, FRAME_DROPPED) || equals(body, FRAME_DETACHED) || equals(body, FRAME_FINALIZED);
+  if (n >= 8 && n <= 10 && (equals(body, FRAME_DROPPED) || equals(body, FRAME_DETACHED) || equals(body, FRAME_FINALIZED))) return true;
+  if (startsWith(body, TRANSPORT_ERROR_PREFIX)) return readStrOrBin(body, TRANSPORT_ERROR_PREFIX.length, scratch) && scratch.str && validUtf8(body, scratch);
+  const b = body[0];
+  if (b !== 0x81 && b !== 0xde && b !== 0xdf) return false;
+  if (startsWith(body, ITEM_PREFIX)) return false;
+  try {
+    return parseFrame(body).kind === 'TransportError';
+  } catch {
+    return false;
   }
-  return startsWith(body, TRANSPORT_ERROR_PREFIX) && readStrOrBin(body, TRANSPORT_ERROR_PREFIX.length, scratch) && scratch.str;
+}
+
+function validUtf8(body: Uint8Array, range: { start: number; end: number }): boolean {
+  try {
+    utf8Decode(body.subarray(range.start, range.end));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** True if the body is the `Heartbeat` unit frame. */
@@ -266,13 +284,7 @@ export function decodeFrame<T = unknown>(body: Uint8Array): StreamFrame<T> {
   if (equals(body, FRAME_FINALIZED)) return FINALIZED;
   if (equals(body, FRAME_DROPPED)) return DROPPED;
   if (equals(body, FRAME_DETACHED)) return DETACHED;
-  let decoded: unknown;
-  try {
-    decoded = msgpackDecode(body);
-  } catch (cause) {
-    throw new WireError('ERR_DESERIALIZATION', `stream frame is not valid MessagePack (${body.byteLength} bytes)`, { cause });
-  }
-  return interpretFrame<T>(decoded);
+  return parseFrame<T>(body);
 }
 
 const HEARTBEAT: StreamFrame<never> = Object.freeze({ kind: 'Heartbeat' });
@@ -288,25 +300,81 @@ function decodeUtf8(view: Uint8Array): string {
   }
 }
 
-function interpretFrame<T>(decoded: unknown): StreamFrame<T> {
-  if (typeof decoded === 'string') {
-    if (UNIT_NAMES.has(decoded)) return { kind: decoded as 'Dropped' | 'Detached' | 'Finalized' | 'Heartbeat' };
-    throw new WireError('ERR_DESERIALIZATION', `unknown stream frame variant ${JSON.stringify(decoded.slice(0, 40))}`);
+const bad = (why: string): WireError => new WireError('ERR_DESERIALIZATION', `body is not a StreamFrame: ${why}`);
+
+/** A strict msgpack str at `off`: its UTF-8 decoded, and the offset after it. */
+function readStr(body: Uint8Array, off: number): { text: string; next: number } {
+  const b = body[off];
+  let n: number;
+  let h: number;
+  if (b === undefined) throw bad('truncated');
+  if ((b & 0xe0) === 0xa0) [n, h] = [b & 0x1f, 1];
+  else if (b === 0xd9 && off + 2 <= body.byteLength) [n, h] = [body[off + 1]!, 2];
+  else if (b === 0xda && off + 3 <= body.byteLength) [n, h] = [(body[off + 1]! << 8) | body[off + 2]!, 3];
+  else if (b === 0xdb && off + 5 <= body.byteLength) [n, h] = [((body[off + 1]! << 24) | (body[off + 2]! << 16) | (body[off + 3]! << 8) | body[off + 4]!) >>> 0, 5];
+  else throw bad('expected a string');
+  const end = off + h + n;
+  if (end > body.byteLength) throw bad('string runs past the body');
+  try {
+    return { text: utf8Decode(body.subarray(off + h, end)), next: end };
+  } catch (cause) {
+    throw new WireError('ERR_DESERIALIZATION', 'string is not valid UTF-8', { cause });
   }
-  if (decoded instanceof Map || (typeof decoded === 'object' && decoded !== null && !Array.isArray(decoded) && !(decoded instanceof Uint8Array))) {
-    const entries = decoded instanceof Map ? [...decoded.entries()] : Object.entries(decoded);
-    if (entries.length === 1) {
-      const [key, value] = entries[0]!;
-      if (key === 'Item') return { kind: 'Item', value: value as T };
-      if ((key === 'SenderError' || key === 'TransportError') && typeof value === 'string') return { kind: key, message: value };
-      if (typeof key === 'string' && UNIT_NAMES.has(key) && (value === null || value === undefined)) {
-        return { kind: key as 'Dropped' | 'Detached' | 'Finalized' | 'Heartbeat' };
-      }
-    }
-  }
-  throw new WireError('ERR_DESERIALIZATION', 'body is not a StreamFrame (expected a variant name or a one-entry map)');
 }
 
+/**
+ * Parse a frame the way the reference's decoder accepts it: a unit variant as its name string, or
+ * a map of exactly one entry `{ variant: value }`. Strings are strict UTF-8; an `Item` value is any
+ * MessagePack value that ends exactly at the end of the body.
+ */
+function parseFrame<T>(body: Uint8Array): StreamFrame<T> {
+  const b0 = body[0];
+  if (b0 === undefined) throw bad('empty body');
+  if ((b0 & 0xe0) === 0xa0 || b0 === 0xd9 || b0 === 0xda || b0 === 0xdb) {
+    const { text, next } = readStr(body, 0);
+    if (next !== body.byteLength) throw bad('bytes after the variant name');
+    if (UNIT_NAMES.has(text)) return { kind: text as 'Dropped' | 'Detached' | 'Finalized' | 'Heartbeat' };
+    throw bad(`unknown unit variant ${JSON.stringify(text.slice(0, 40))}`);
+  }
+  let count: number;
+  let off: number;
+  if ((b0 & 0xf0) === 0x80) [count, off] = [b0 & 0x0f, 1];
+  else if (b0 === 0xde && body.byteLength >= 3) [count, off] = [(body[1]! << 8) | body[2]!, 3];
+  else if (b0 === 0xdf && body.byteLength >= 5) [count, off] = [((body[1]! << 24) | (body[2]! << 16) | (body[3]! << 8) | body[4]!) >>> 0, 5];
+  else throw bad('expected a variant name or a one-entry map');
+  if (count !== 1) throw bad(`a map of ${count} entries`);
+  const key = readStr(body, off);
+  const v = key.next;
+  switch (key.text) {
+    case 'Item': {
+      const vb = body[v] ?? 0;
+      if ((vb & 0xe0) === 0xa0 || vb === 0xd9 || vb === 0xda || vb === 0xdb) {
+        // A string item is strict UTF-8 on every path, as on the fast path.
+        const str = readStr(body, v);
+        if (str.next !== body.byteLength) throw bad('bytes after the Item value');
+        return { kind: 'Item', value: str.text as T };
+      }
+      let value: unknown;
+      try {
+        value = msgpackDecode(body.subarray(v));
+      } catch (cause) {
+        throw new WireError('ERR_DESERIALIZATION', 'Item value is not valid MessagePack', { cause });
+      }
+      return { kind: 'Item', value: value as T };
+    }
+    case 'SenderError':
+    case 'TransportError': {
+      const msg = readStr(body, v);
+      if (msg.next !== body.byteLength) throw bad('bytes after the message');
+      return { kind: key.text, message: msg.text };
+    }
+    default:
+      if (UNIT_NAMES.has(key.text) && body[v] === 0xc0 && v + 1 === body.byteLength) {
+        return { kind: key.text as 'Dropped' | 'Detached' | 'Finalized' | 'Heartbeat' };
+      }
+      throw bad(`unknown variant ${JSON.stringify(key.text.slice(0, 40))}`);
+  }
+}
 
 /** Output of {@link decodeFrameInto}. */
 export interface DecodedFrame {

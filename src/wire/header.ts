@@ -1,6 +1,5 @@
 import { BATCH_HEADER_LEN, FLAGS_LANE_MASK, MAX_RECORDS_PER_BATCH, MUX_VERSION } from './constants.ts';
-import { DecodeError } from './errors.ts';
-import { WireError } from './errors.ts';
+import { DecodeError, WireError } from './errors.ts';
 
 /** The 16-byte batch header (protocol.md §2). */
 export interface BatchHeader {
