@@ -117,8 +117,12 @@ export interface Messenger {
   connect(address: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<PeerInfo>;
   /** Every connected peer. */
   peers(): readonly PeerInfo[];
-  /** Close the link to one peer (it is reported gone with `ERR_CLOSED`). */
-  disconnect(peer: PeerId, reason?: string): void;
+  /**
+   * Close the link to one peer. It is reported gone with `ERR_CLOSED`, or with the code of `reason`
+   * when that is a LanemuxError (e.g. the mux's own failed health check: `ERR_HEALTH_CHECK_FAILED`).
+   * The peer receives the same code in a GOAWAY.
+   */
+  disconnect(peer: PeerId, reason?: string | Error): void;
   /** The connected peer with this id, if any. */
   peer(id: PeerId): PeerInfo | undefined;
   /** Lanes toward a peer (1..16), 0 if unknown. */

@@ -31,13 +31,17 @@ import type { ResolvedMuxConfig } from './config.ts';
 import { ControlInbox } from './control-inbox.ts';
 import { EgressKind, EgressSlot, Offer } from './egress-slot.ts';
 import type { EgressSlotOwner, SlotBatcher } from './egress-slot.ts';
+import type { InboxDrain } from './control-inbox.ts';
 import { MuxError } from './errors.ts';
 import { FlushGate, StagedKind } from './flush-gate.ts';
 
 /** The transport as a batcher uses it. */
 export interface BatchSink {
-  sendBatch(peer: PeerId, lane: number, payload: Uint8Array): Admission;
+  /** Send one batch; with `linkEpoch`, only on that connection of the peer. */
+  sendBatch(peer: PeerId, lane: number, payload: Uint8Array, linkEpoch?: number): Admission;
   maxMessageSize(peer: PeerId): number;
+  /** The peer's current connection epoch, if the transport has one. */
+  linkEpoch?(peer: PeerId): number | undefined;
 }
 
 /** What a batcher needs from its mux. */
@@ -82,6 +86,7 @@ export class Batcher implements SlotBatcher {
   readonly #enc: BatchEncoder;
   readonly #gate: FlushGate;
   readonly #cap: number;
+  #linkEpoch: number | undefined;
   #slots: Array<EgressSlot | undefined> = [];
   #generations = new Uint8Array(64);
   #free: number[] = [];
@@ -107,12 +112,12 @@ export class Batcher implements SlotBatcher {
   // In-flight batch (awaiting admission).
   #inflightReplies: number[] = [];
   #inflightGuards: EgressSlot[] = [];
-  #inflightOpens: EgressSlot[] = [];
+  #leftoverCredit: number[] = [];
   #scheduleWake = (): void => this.#runWake();
   #onTimer = (): void => {
     this.#timer = null;
     this.#timerAt = Number.NaN;
-    this.#host.metrics.batcherWakes[WakeSource.linger]! += 1;
+    this.#wakeSource = WakeSource.linger;
     this.#runWake();
   };
 
@@ -121,6 +126,7 @@ export class Batcher implements SlotBatcher {
     this.peer = peer;
     this.lane = lane;
     this.epoch = host.nextEpoch();
+    this.#linkEpoch = host.sink.linkEpoch?.(peer);
     this.#cap = batchCap(host.config.maxBatchBytes, host.sink.maxMessageSize(peer));
     this.#enc = new BatchEncoder({ maxBytes: this.#cap, initialBytes: Math.min(this.#cap, 16_384) });
     this.#gate = new FlushGate(host.config.flushPolicy, host.config.replyLinger);
@@ -189,6 +195,7 @@ export class Batcher implements SlotBatcher {
       this.#enc.appendOpenSlot(slot.id, 0, slot.anchorId, slot.sessionId);
       this.#typeCounts[RecordType.OpenSlot]! += 1;
       this.#gate.onStage(this.#host.runtime.now(), StagedKind.Urgent);
+      this.#host.metrics.stagedRecords++;
       this.#opens.push(slot);
       slot.opening = false;
     }
@@ -203,7 +210,7 @@ export class Batcher implements SlotBatcher {
    * answers `Offer.Closed`.
    */
   offer(slot: EgressSlot, kind: number, value: unknown): Offer {
-    if (slot.closed) return Offer.Closed;
+    if (slot.closed || slot.closeError !== null) return Offer.Closed;
     if (slot.queued === 0 && !slot.fenced && !slot.opening && !this.#parked && this.#affordable(slot, kind)) {
       const r = this.#emit(slot, kind, value);
       if (r === EMIT_OK) {
@@ -237,13 +244,12 @@ export class Batcher implements SlotBatcher {
   depart(slot: EgressSlot): void {
     if (slot.closed || slot.closeOwed) return;
     slot.closeOwed = true;
-    this.#host.metrics.batcherWakes[WakeSource.inlet_closed]! += 1;
     if (slot.queued > 0 || slot.fenced || slot.opening || this.#parked) {
       this.#markReady(slot);
       this.#wake(WakeSource.inlet_closed);
       return;
     }
-    this.#emitClose(slot, CloseReason.PeerGone);
+    this.#emitClose(slot, CloseReason.PeerGone, null);
   }
 
   #affordable(slot: EgressSlot, kind: number): boolean {
@@ -261,12 +267,12 @@ export class Batcher implements SlotBatcher {
     if (BATCH_HEADER_LEN + needed > this.#cap) {
       const exact = kind === EgressKind.ItemString ? itemStringLength(value as string) : body;
       if (BATCH_HEADER_LEN + RECORD_HEADER_LEN + exact + (terminal ? CLOSE_RECORD_LEN : 0) > this.#cap) {
-        // No rendezvous in lanemux: a record over the batch cap cannot go. Fail just this stream.
-        this.#closeSlotLocally(
-          slot,
-          new MuxError('ERR_RECORD_TOO_LARGE', `a ${exact}-byte record exceeds the ${this.#cap}-byte batch cap toward ${this.peer}`),
-          false,
-        );
+        // No rendezvous in lanemux: a record over the batch cap cannot go. Fail just this stream:
+        // drop it and everything behind it, and tell the consumer with CloseSlot{PeerGone}.
+        const error = new MuxError('ERR_RECORD_TOO_LARGE', `a ${exact}-byte record exceeds the ${this.#cap}-byte batch cap toward ${this.peer}`);
+        this.#host.metrics.withheldRecords -= slot.clearQueue();
+        slot.closeOwed = true;
+        this.#emitClose(slot, CloseReason.PeerGone, error);
         return EMIT_TOO_LARGE;
       }
     }
@@ -318,7 +324,8 @@ export class Batcher implements SlotBatcher {
     return this.#enc.byteLength + needed <= this.#cap;
   }
 
-  #emitClose(slot: EgressSlot, reason: CloseReason): void {
+  #emitClose(slot: EgressSlot, reason: CloseReason, error: LanemuxError | null): void {
+    if (error !== null && slot.closeError === null) slot.closeError = error;
     if (!this.#enc.isOpen) this.#begin();
     if (!this.#fits(CLOSE_RECORD_LEN, false)) {
       this.#flush();
@@ -333,7 +340,7 @@ export class Batcher implements SlotBatcher {
     this.#typeCounts[RecordType.CloseSlot]! += 1;
     this.#gate.onStage(this.#host.runtime.now(), StagedKind.Urgent);
     this.#host.metrics.stagedRecords++;
-    this.#closeSlotLocally(slot, new MuxError('ERR_SLOT_CLOSED', `${formatSlotId(slot.id)} closed: the producer left`), false);
+    this.#closeSlotLocally(slot, slot.closeError ?? new MuxError('ERR_SLOT_CLOSED', `${formatSlotId(slot.id)} closed: the producer left`), false);
     this.#wake(WakeSource.inlet_closed);
   }
 
@@ -356,7 +363,7 @@ export class Batcher implements SlotBatcher {
     if (slot.queued === 0) {
       slot.starved = false;
       if (slot.closeOwed && !slot.fenced && !this.#parked) {
-        this.#emitClose(slot, CloseReason.PeerGone);
+        this.#emitClose(slot, CloseReason.PeerGone, null);
         return;
       }
     }
@@ -444,6 +451,7 @@ export class Batcher implements SlotBatcher {
         if (this.#parked) return;
       }
       if (this.inbox.pending) this.#applyInbox();
+      if (this.retired) return;
       if (this.#ready.length > 0) {
         const ready = this.#ready;
         this.#ready = [];
@@ -471,14 +479,7 @@ export class Batcher implements SlotBatcher {
   #applyInbox(): void {
     const d = this.inbox.drain();
     if (d.kicked) this.#kicked = true;
-    const now = this.#host.runtime.now();
-    // Peer replies: CreditUpdate first, then CloseSlot/RejectSlot, then lifecycle (§9.5).
-    for (const [peerSlot, e] of d.replies) if (e.credit > 0) this.#stageControl(now, RecordType.CreditUpdate, peerSlot, e.credit, 0n);
-    for (const [peerSlot, e] of d.replies) if (e.close >= 0) this.#stageControl(now, RecordType.CloseSlot, peerSlot, e.close, 0n);
-    for (const [peerSlot, reason] of d.rejects) this.#stageControl(now, RecordType.CloseSlot, peerSlot, reason, 0n);
-    for (const l of d.lifecycleReplies.values()) {
-      this.#stageControl(now, RecordType.LifecycleSlot, l.slot, l.cancel ? LifecycleAction.Cancel : LifecycleAction.Stop, l.session);
-    }
+    this.#stageReplies(d);
     // Owned control: closes dominate; grants release withheld records.
     for (const [id, e] of d.owned) {
       const slot = this.slotFor(id);
@@ -504,7 +505,18 @@ export class Batcher implements SlotBatcher {
       const slot = this.slotFor(l.slot);
       if (slot && slot.sessionId === l.session) slot.owner.onLifecycle(l.cancel);
     }
-    if (d.retire) this.retire();
+    if (d.retire) this.retire(undefined, true);
+  }
+
+  /** Peer replies: CreditUpdate first, then CloseSlot/RejectSlot, then lifecycle (§9.5). */
+  #stageReplies(d: InboxDrain): void {
+    const now = this.#host.runtime.now();
+    for (const [peerSlot, e] of d.replies) if (e.credit > 0) this.#stageControl(now, RecordType.CreditUpdate, peerSlot, e.credit, 0n);
+    for (const [peerSlot, e] of d.replies) if (e.close >= 0) this.#stageControl(now, RecordType.CloseSlot, peerSlot, e.close, 0n);
+    for (const [peerSlot, reason] of d.rejects) this.#stageControl(now, RecordType.CloseSlot, peerSlot, reason, 0n);
+    for (const l of d.lifecycleReplies.values()) {
+      this.#stageControl(now, RecordType.LifecycleSlot, l.slot, l.cancel ? LifecycleAction.Cancel : LifecycleAction.Stop, l.session);
+    }
   }
 
   /** Stage a reply record (frame_seq 0, the peer's SlotId). */
@@ -514,9 +526,11 @@ export class Batcher implements SlotBatcher {
     if (!this.#fits(RECORD_HEADER_LEN + body, false)) {
       this.#flush();
       if (this.#parked) {
-        // Taken from the inbox but not stageable until admission: post it back (coalesced, never lost).
-        if (type === RecordType.CreditUpdate) this.inbox.postReplyCredit(peerSlot, value);
-        else if (type === RecordType.CloseSlot) this.inbox.postReplyClose(peerSlot, value);
+        // Taken from the inbox but not stageable until admission: post it back (coalesced, never
+        // lost); a retiring batcher's closed inbox hands credit to its replacement instead.
+        if (type === RecordType.CreditUpdate) {
+          if (!this.inbox.postReplyCredit(peerSlot, value)) this.#leftoverCredit.push(peerSlot, value);
+        } else if (type === RecordType.CloseSlot) this.inbox.postReplyClose(peerSlot, value);
         else this.inbox.postReplyLifecycle(peerSlot, session, value === LifecycleAction.Cancel);
         return;
       }
@@ -571,7 +585,7 @@ export class Batcher implements SlotBatcher {
     this.#opens = [];
     let admission: Admission;
     try {
-      admission = this.#host.sink.sendBatch(this.peer, this.lane, payload);
+      admission = this.#host.sink.sendBatch(this.peer, this.lane, payload, this.#linkEpoch);
     } catch (e) {
       admission = Promise.reject(e);
     }
@@ -582,7 +596,6 @@ export class Batcher implements SlotBatcher {
     this.#parked = true;
     this.#inflightReplies = replies;
     this.#inflightGuards = guards;
-    this.#inflightOpens = opens;
     const epoch = this.epoch;
     admission.then(
       () => {
@@ -590,7 +603,6 @@ export class Batcher implements SlotBatcher {
         this.#parked = false;
         this.#inflightReplies = [];
         this.#inflightGuards = [];
-        this.#inflightOpens = [];
         this.#admitted(guards, opens);
         this.#afterUnpark();
       },
@@ -657,7 +669,6 @@ export class Batcher implements SlotBatcher {
     this.#opens = [];
     this.#inflightReplies = [];
     this.#inflightGuards = [];
-    this.#inflightOpens = [];
     this.#parked = false;
     for (const g of guards) g.owner.onRetired('Discarded');
     for (const s of this.#slots) if (s !== undefined) this.#closeSlotLocally(s, error, false);
@@ -666,6 +677,7 @@ export class Batcher implements SlotBatcher {
     this.#ready = [];
     this.epoch = this.#host.nextEpoch();
     this.batchSeq = 0;
+    this.#linkEpoch = this.#host.sink.linkEpoch?.(this.peer);
     if (!this.#host.peerAlive(this.peer)) return;
     for (let i = 0; i < lostReplies.length; i += 2) {
       if (this.inbox.postReplyCredit(lostReplies[i]!, lostReplies[i + 1]!)) m.creditReposted += lostReplies[i + 1]!;
@@ -673,25 +685,56 @@ export class Batcher implements SlotBatcher {
     }
   }
 
-  /** Stop for good: fail live slots, close the inbox (later posts re-resolve a fresh batcher). */
-  retire(error?: LanemuxError): DrainLeftovers {
+  /**
+   * Stop for good. Later posts are refused, so writers re-resolve a fresh batcher.
+   *
+   * - `graceful` (a `retire` posted to the inbox, applied at a wake): each live slot gets a
+   *   `CloseSlot{PeerGone}` so its consumer learns at once, and the inbox's last drain is written
+   *   in a final flush, so a close or credit posted during retirement is never lost.
+   * - otherwise (eviction, cancel, teardown): live slots fail locally, the staged batch is
+   *   discarded (its records are not counted as sent), and the credit replies it held or that
+   *   were still in the inbox are returned for the caller to re-post to the replacement.
+   */
+  retire(error?: LanemuxError, graceful = false): DrainLeftovers {
+    if (this.retired) return { credit: [] };
     this.retired = true;
     if (this.#timer !== null) {
       this.#host.runtime.clearTimer(this.#timer);
       this.#timer = null;
     }
     const err = error ?? new MuxError('ERR_CLOSED', `batcher for ${this.peer} lane ${this.lane} retired`, { retryable: true });
-    for (const s of this.#slots) if (s !== undefined) this.#closeSlotLocally(s, err, false);
+    const m = this.#host.metrics;
     for (const s of this.#pendingOpens) this.#closeSlotLocally(s, err, false);
     this.#pendingOpens = [];
-    const m = this.#host.metrics;
+    this.#ready = [];
+    const credit = this.#leftoverCredit;
+    this.#leftoverCredit = [];
+    if (graceful && !this.#parked) {
+      for (const s of this.#slots) {
+        if (s === undefined) continue;
+        m.withheldRecords -= s.clearQueue();
+        if (!this.#parked) this.#emitClose(s, CloseReason.PeerGone, err);
+        else this.#closeSlotLocally(s, err, false);
+      }
+      const d = this.inbox.close();
+      if (!this.#parked) {
+        this.#stageReplies(d);
+        this.#flush();
+      } else for (const [slot, e] of d.replies) if (e.credit > 0) credit.push(slot, e.credit);
+      credit.push(...this.#leftoverCredit);
+      this.#leftoverCredit = [];
+      return { credit };
+    }
+    for (const s of this.#slots) if (s !== undefined) this.#closeSlotLocally(s, err, false);
+    const d = this.inbox.close();
     m.stagedRecords -= this.#gate.staged;
     this.#gate.reset();
     this.#enc.discard();
-    const d = this.inbox.close();
-    const credit: number[] = [...this.#replies];
-    for (const [slot, e] of d.replies) if (e.credit > 0) credit.push(slot, e.credit);
+    this.#typeCounts.fill(0);
+    this.#resetDataSlots();
+    credit.push(...this.#replies);
     this.#replies = [];
+    for (const [slot, e] of d.replies) if (e.credit > 0) credit.push(slot, e.credit);
     return { credit };
   }
 }

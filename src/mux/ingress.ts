@@ -242,6 +242,8 @@ export class IngressTable {
         }
         const cls = terminal ? CreditClass.Terminal : CreditClass.Data;
         if (s.account.admit(cls) !== 'ok') {
+          // Ahead of sequence, an overspend is the hold exceeding the credit.
+          if (seq !== s.nextSeq) m.holdOverflow++;
           this.fault(s, CloseReason.ProtocolError);
           return;
         }

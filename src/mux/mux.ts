@@ -67,8 +67,11 @@ export class Mux implements BatcherHost, IngressHost {
     this.#messenger = options.messenger;
     const messenger = options.messenger;
     this.sink = {
-      sendBatch: (peer, lane, payload) => messenger.sendBatch(peer, lane, payload),
+      // The link epoch pins a batch to the connection it was encoded for: after a reconnect the
+      // messenger refuses it (epoch death) rather than sending it on the new connection.
+      sendBatch: (peer, lane, payload, epoch) => messenger.sendBatch(peer, lane, payload, epoch === undefined ? undefined : { epoch }),
       maxMessageSize: (peer) => messenger.maxMessageSize(peer),
+      linkEpoch: (peer) => messenger.peer(peer)?.epoch,
     };
     // Every node registers all 16 lane handlers, whatever its own lane count.
     for (let lane = 0; lane < MAX_LANES; lane++) {
@@ -106,6 +109,7 @@ export class Mux implements BatcherHost, IngressHost {
     if (b === undefined || b.retired) {
       b = new Batcher(this, peer, lane);
       arr[lane] = b;
+      this.#armSweep();
     }
     return b;
   }
@@ -130,6 +134,7 @@ export class Mux implements BatcherHost, IngressHost {
       }
       t = new IngressTable(this, peer, lane, budget);
       arr[lane] = t;
+      this.#armSweep();
     }
     return t;
   }
@@ -190,7 +195,7 @@ export class Mux implements BatcherHost, IngressHost {
 
   replyReject(peer: PeerId, lane: number, peerSlot: number, reason: number): void {
     if (!this.peerAlive(peer)) return;
-    this.batcherFor(peer, lane).inbox.postReject(peerSlot, reason);
+    if (!this.batcherFor(peer, lane).inbox.postReject(peerSlot, reason)) this.metrics.controlRefused++;
   }
 
   ownedCredit(peer: PeerId, lane: number, slot: number, delta: number): void {
@@ -304,6 +309,7 @@ export class Mux implements BatcherHost, IngressHost {
   /** Register a producer for heartbeats at the consumer-advertised interval. */
   addHeartbeat(sender: HeartbeatSender): void {
     this.#heartbeatSenders.add(sender);
+    this.#armSweep();
   }
   removeHeartbeat(sender: HeartbeatSender): void {
     this.#heartbeatSenders.delete(sender);
@@ -419,7 +425,11 @@ export class Mux implements BatcherHost, IngressHost {
           if (++b.idleTicks >= idleTicks) {
             const left = b.retire();
             arr[lane] = undefined;
-            for (let i = 0; i < left.credit.length; i += 2) this.replyCredit(peer, lane, left.credit[i]!, left.credit[i + 1]!);
+            // Credit the retiring batcher still held goes to its replacement.
+            for (let i = 0; i < left.credit.length; i += 2) {
+              this.metrics.creditReposted += left.credit[i + 1]!;
+              this.replyCredit(peer, lane, left.credit[i]!, left.credit[i + 1]!);
+            }
             continue;
           }
         } else b.idleTicks = 0;
@@ -432,7 +442,14 @@ export class Mux implements BatcherHost, IngressHost {
 
   #healthCheck(peer: PeerId): void {
     this.#messenger.ping(peer, { timeoutMs: this.config.healthCheckTimeout }).catch((cause: unknown) => {
+      // Epoch death on every lane, then report the peer gone: the link is dropped, so its ingress
+      // slots retire (Dropped) and the application sees the loss at once.
       this.#failPeer(peer, new MuxError('ERR_EPOCH_DEATH', `health check of ${peer} failed`, { cause, retryable: true }), false);
+      try {
+        this.#messenger.disconnect(peer, 'health check failed');
+      } catch {
+        // Already gone.
+      }
     });
   }
 

@@ -17,7 +17,9 @@ import type { LanemuxError } from '../errors.ts';
 import { resolveLimits } from '../credit/negotiate.ts';
 import { MuxMetrics } from '../metrics/mux-metrics.ts';
 import type { Messenger, PeerId } from '../messenger/types.ts';
-import { resolveMuxConfig } from '../mux/config.ts';
+import { ConfigError, resolveMuxConfig } from '../mux/config.ts';
+import { createMessenger } from '../messenger/messenger.ts';
+import type { TransportAdapter } from '../transport/port.ts';
 import type { MuxConfig, ResolvedMuxConfig } from '../mux/config.ts';
 import type { Bind, BindEnd, BindOwner } from '../mux/bind.ts';
 import type { EgressSlot, EgressSlotOwner, Retirement } from '../mux/egress-slot.ts';
@@ -50,10 +52,18 @@ import { StreamSender } from './sender.ts';
 /** Depth of an anchor's own channel (same-worker and per-stream senders), as in the reference. */
 export const ANCHOR_CHANNEL_DEPTH = 256;
 
-/** Options of {@link createNode}. */
+/** Options of {@link createNode}: give either a `messenger`, or `transports` to build one. */
 export interface NodeOptions {
-  /** The messenger this node rides (see `createMessenger`). */
-  readonly messenger: Messenger;
+  /** A messenger this node rides (see `createMessenger`); the node does not own it unless it made it. */
+  readonly messenger?: Messenger;
+  /** Transports to build the node's own messenger with (e.g. `[tcpTransport({ port: 0 })]`). */
+  readonly transports?: readonly TransportAdapter[];
+  /** Lanes offered to peers when the node builds its messenger, 1..16. Defaults to 1. */
+  readonly lanes?: number;
+  /** Largest message accepted when the node builds its messenger. Defaults to 1 MiB. */
+  readonly maxMessageSize?: number;
+  /** Worker id when the node builds its messenger. Defaults to a random one. */
+  readonly workerId?: bigint;
   /** Mux configuration, validated with zod; a bad value throws naming the field. Defaults: see `MUX_DEFAULTS`. */
   readonly mux?: MuxConfig;
   /** The per-stream (legacy) transport; without one, peers that lack the mux cannot attach. */
@@ -92,7 +102,7 @@ export class LanemuxNode implements AnchorHost {
   #closed = false;
 
   /** @internal Use {@link createNode}. */
-  constructor(options: NodeOptions, config: ResolvedMuxConfig) {
+  constructor(options: NodeOptions & { readonly messenger: Messenger }, config: ResolvedMuxConfig) {
     this.#messenger = options.messenger;
     this.#config = config;
     this.#metrics = options.metrics ?? new MuxMetrics();
@@ -470,7 +480,25 @@ export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
   const runtime = options.runtime ?? systemRuntime();
   const kill = runtime.env('LANEMUX_MUX_DISABLE') ?? runtime.env('VELO_MESSENGER_MUX_DISABLE');
   const config = resolveMuxConfig(options.mux, kill);
-  const node = new LanemuxNode({ ...options, runtime }, config);
+  let messenger = options.messenger;
+  if (messenger === undefined) {
+    if (!options.transports || options.transports.length === 0) {
+      throw new ConfigError('transports', 'give a messenger or at least one transport');
+    }
+    const keys: string[] = [];
+    if (config.enabled) keys.push(MESSENGER_MUX_KEY);
+    if (options.perStream) keys.push(options.perStream.key);
+    messenger = await createMessenger({
+      transports: options.transports,
+      transportKeys: keys,
+      // The mux runs its own health check on peers with live slots (epoch death on failure).
+      healthCheck: false,
+      ...(options.lanes !== undefined ? { lanes: options.lanes } : {}),
+      ...(options.maxMessageSize !== undefined ? { maxMessageSize: options.maxMessageSize } : {}),
+      ...(options.workerId !== undefined ? { workerId: options.workerId } : {}),
+    });
+  }
+  const node = new LanemuxNode({ ...options, messenger, runtime }, config);
   await node._start();
   return node;
 }

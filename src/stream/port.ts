@@ -36,7 +36,7 @@ export class MuxPort implements SenderPort {
     return this.slot.paused;
   }
   get closeError(): LanemuxError | null {
-    return this.slot.closed ? this.slot.closeError : null;
+    return this.slot.closeError;
   }
   offer(kind: number, value: unknown): Offer {
     const slot = this.slot;

@@ -1,0 +1,33 @@
+/**
+ * lanemux: thousands of small ordered streams (LLM tokens above all) between servers and
+ * browsers over one connection per peer. Every stream to a peer is a slot on that connection;
+ * each pass's records for the peer are packed into one batch (one write); per-slot credit and
+ * byte budgets bound memory so one slow reader never stalls the others.
+ *
+ * Subpaths: `lanemux/wire` (the byte-exact codec), `lanemux/credit` (the credit model).
+ *
+ * @packageDocumentation
+ */
+export { LanemuxError, isLanemuxError } from './errors.ts';
+export type { LanemuxErrorOptions } from './errors.ts';
+export { createNode, LanemuxNode, ANCHOR_CHANNEL_DEPTH } from './stream/node.ts';
+export type { NodeOptions, AttachOptions } from './stream/node.ts';
+export { StreamAnchor } from './stream/anchor.ts';
+export type { FeedKind } from './stream/anchor.ts';
+export { StreamSender } from './stream/sender.ts';
+export { StreamError } from './stream/errors.ts';
+export type { StreamErrorCode } from './stream/errors.ts';
+export { parseHandle, formatHandle } from './stream/handle.ts';
+export type { AnchorHandle } from './stream/handle.ts';
+export { parseTicket, encodeTicket, TCP_STREAM_KEY } from './stream/control.ts';
+export type { StreamOpenTicket } from './stream/control.ts';
+export type { PerStreamTransport, PerStreamConnection, PerStreamSink } from './stream/per-stream.ts';
+export { MUX_DEFAULTS, ConfigError, resolveMuxConfig } from './mux/config.ts';
+export type { MuxConfig, FlushPolicy, ResolvedMuxConfig } from './mux/config.ts';
+export { MuxError } from './mux/errors.ts';
+export type { Retirement } from './mux/egress-slot.ts';
+export { MuxMetrics, DropReason } from './metrics/mux-metrics.ts';
+export { MESSENGER_MUX_KEY } from './wire/constants.ts';
+export { systemRuntime } from './runtime/runtime.ts';
+export type { Runtime } from './runtime/runtime.ts';
+export type { Messenger, PeerInfo, PeerId } from './messenger/types.ts';

@@ -1,0 +1,21 @@
+/**
+ * The messenger: active messages over the transport port. See `messenger.ts` and docs/protocol.md.
+ *
+ * @packageDocumentation
+ */
+export { createMessenger } from './messenger.ts';
+export type { MessengerOptions, HealthCheckOptions } from './messenger.ts';
+export type {
+  Admission,
+  MessageHandler,
+  Messenger,
+  MessengerErrorEvent,
+  MessengerStats,
+  PeerGoneEvent,
+  PeerId,
+  PeerInfo,
+  RequestHandler,
+} from './types.ts';
+export { MessengerError, RemoteError } from './errors.ts';
+export type { MessengerErrorCode } from './errors.ts';
+export { BATCH_ENVELOPE_BYTES, BATCH_HANDLER_NAMES, MAX_HANDLER_NAME_BYTES, isReservedName } from './envelope.ts';

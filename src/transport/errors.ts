@@ -1,0 +1,80 @@
+/**
+ * Errors of the transport layer (adapters, hello exchange, admission).
+ *
+ * Every error is a {@link LanemuxError}; `code` is the contract, the message is prose. Codes that
+ * travel on the wire (in a GOAWAY frame or an error reply) keep their meaning on the far side.
+ *
+ * @packageDocumentation
+ */
+import { LanemuxError } from '../errors.ts';
+import type { LanemuxErrorOptions } from '../errors.ts';
+
+/** Stable codes of transport errors. */
+export type TransportErrorCode =
+  /** A message is larger than the peer accepts (sender side), or a frame header announced more than we accept. */
+  | 'ERR_FRAME_TOO_LARGE'
+  /** The transport refused a send: the connection is not writable or its bounded pending queue is full. */
+  | 'ERR_SEND_REFUSED'
+  /** The peer's connection is gone (retryable: a new connection may succeed). */
+  | 'ERR_PEER_GONE'
+  /** Bytes from the peer that do not form a valid envelope or hello. */
+  | 'ERR_MALFORMED_ENVELOPE'
+  /** The peer speaks another messenger protocol version. */
+  | 'ERR_VERSION_MISMATCH'
+  /** The hello exchange failed (timeout, self-connection, inconsistent lanes, duplicate lane). */
+  | 'ERR_HANDSHAKE'
+  /** Dialling failed (refused, unreachable, aborted before the hello completed). */
+  | 'ERR_CONNECT'
+  /** The transport or messenger is closed. */
+  | 'ERR_CLOSED'
+  /** The caller's AbortSignal fired. */
+  | 'ERR_ABORTED'
+  /** No connected peer has this id. */
+  | 'ERR_UNKNOWN_PEER'
+  /** A lane outside 0..lanes(peer)-1. */
+  | 'ERR_BAD_LANE'
+  /** No installed transport can dial or listen on this address. */
+  | 'ERR_UNSUPPORTED_ADDRESS'
+  /** The node already holds `maxPeers` peers or `maxHandshakes` pending hellos. */
+  | 'ERR_TOO_MANY_PEERS'
+  /** Invalid options; the message names the field. */
+  | 'ERR_CONFIG'
+  /** A protocol rule broken by the peer that has no more specific code. */
+  | 'ERR_PROTOCOL';
+
+/** An error raised or reported by the transport layer. */
+export class TransportError extends LanemuxError<TransportErrorCode> {
+  constructor(code: TransportErrorCode, message: string, options: LanemuxErrorOptions = {}) {
+    super(code, message, options);
+  }
+}
+
+/** Codes a peer may send us in a GOAWAY or error reply; anything else is reported as `ERR_PROTOCOL`. */
+export function isTransportCode(code: string): code is TransportErrorCode {
+  return TRANSPORT_CODES.has(code);
+}
+
+const TRANSPORT_CODES: ReadonlySet<string> = new Set<TransportErrorCode>([
+  'ERR_FRAME_TOO_LARGE',
+  'ERR_SEND_REFUSED',
+  'ERR_PEER_GONE',
+  'ERR_MALFORMED_ENVELOPE',
+  'ERR_VERSION_MISMATCH',
+  'ERR_HANDSHAKE',
+  'ERR_CONNECT',
+  'ERR_CLOSED',
+  'ERR_ABORTED',
+  'ERR_UNKNOWN_PEER',
+  'ERR_BAD_LANE',
+  'ERR_UNSUPPORTED_ADDRESS',
+  'ERR_TOO_MANY_PEERS',
+  'ERR_CONFIG',
+  'ERR_PROTOCOL',
+]);
+
+/** Wrap anything thrown by a socket library into a TransportError with `code` (keeps LanemuxErrors). */
+export function asTransportError(code: TransportErrorCode, context: string, cause: unknown): LanemuxError {
+  if (cause instanceof LanemuxError) return cause;
+  const detail = cause instanceof Error ? cause.message : String(cause);
+  return new TransportError(code, `${context}: ${detail}`, { cause, retryable: code === 'ERR_PEER_GONE' || code === 'ERR_CONNECT' });
+}

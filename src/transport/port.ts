@@ -1,0 +1,262 @@
+/**
+ * The transport port: the one small interface every adapter implements (memory, Node TCP, WebSocket
+ * server, WHATWG WebSocket client; later Deno, Bun, WebTransport), and the peer-level interface the
+ * messenger consumes.
+ *
+ * Two levels, so adapters stay tiny and every runtime shares one hello/lane/epoch implementation:
+ *
+ * - {@link TransportAdapter} + {@link Connection}: one **lane connection** is a reliable, ordered pipe of
+ *   whole messages with an admission signal. That is all an adapter provides.
+ * - {@link Transport} + {@link PeerLink} (implemented once, in `transport.ts`): groups 1..16 lane
+ *   connections into one peer after a hello exchange, tracks epochs, supersedes stale links and reports
+ *   a peer gone with a reason.
+ *
+ * Nothing runtime-specific crosses either interface: bytes are `Uint8Array`, errors are `LanemuxError`.
+ * The wire rules (hello, GOAWAY, framing) are in `docs/protocol.md`.
+ *
+ * @packageDocumentation
+ */
+import type { LanemuxError } from '../errors.ts';
+
+// ---------------------------------------------------------------------------------------------
+// Constants (docs/protocol.md §"Constants")
+// ---------------------------------------------------------------------------------------------
+
+/** Most lanes a peer link can have (`MAX_LANES` of protocol.md §8). */
+export const MAX_LANES = 16;
+
+/** Messenger protocol version spoken by this build; a peer with another version is refused. */
+export const PROTOCOL_VERSION = 1;
+
+/** Default largest message (envelope included, transport framing excluded) a node accepts: 1 MiB. */
+export const DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024;
+
+/** Smallest `maxMessageSize` accepted in options: a mux batch cap never goes below 29 B plus envelope. */
+export const MIN_MAX_MESSAGE_SIZE = 256;
+
+/** Largest `maxMessageSize` accepted in options (256 MiB): a finite bound on any single allocation. */
+export const MAX_MAX_MESSAGE_SIZE = 256 * 1024 * 1024;
+
+/**
+ * Largest frame accepted before the hello exchange completes. A hello is well under 1 KiB, so random
+ * garbage or an HTTP request on a TCP port is refused at once instead of waiting for a huge frame.
+ */
+export const HELLO_FRAME_LIMIT = 4096;
+
+/** Default socket high-water mark: admission is synchronous while fewer bytes than this are buffered. */
+export const DEFAULT_HIGH_WATER_MARK = 1024 * 1024;
+
+/** Default bound on bytes waiting for admission per connection; beyond it a send is refused. */
+export const DEFAULT_MAX_PENDING_BYTES = 8 * 1024 * 1024;
+
+// ---------------------------------------------------------------------------------------------
+// Admission
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Result of a send: `true` when the transport took the bytes synchronously, otherwise a promise that
+ * resolves when it does and rejects with a LanemuxError if it refuses. Identical to the messenger's
+ * `Admission`. Once admission settles the transport holds no reference to the caller's buffers.
+ */
+export type Admission = true | Promise<void>;
+
+// ---------------------------------------------------------------------------------------------
+// Adapter level: lane connections
+// ---------------------------------------------------------------------------------------------
+
+/** What a connection reports to its owner (the transport core). */
+export interface ConnectionReceiver {
+  /**
+   * One whole message, in order. The bytes may be a view into a larger read buffer that is never
+   * reused by the adapter; a consumer that keeps them for long may copy them.
+   */
+  message(bytes: Uint8Array): void;
+  /** Called exactly once when the connection ends, locally or remotely, with why. */
+  closed(error: LanemuxError): void;
+}
+
+/** How a connection is closed: flush admitted bytes first, or drop everything now. */
+export type CloseMode = 'graceful' | 'abort';
+
+/** One lane connection: an ordered, reliable pipe of whole messages with an admission signal. */
+export interface Connection {
+  /** The remote endpoint, for errors and logs (e.g. `tcp://127.0.0.1:4000`). */
+  readonly remote: string;
+  /**
+   * Attach the receiver and start reading. Called once, synchronously after the connection is handed
+   * over; the adapter buffers nothing before it (reading starts here).
+   */
+  start(receiver: ConnectionReceiver): void;
+  /** Largest message accepted from the peer; a larger frame closes the connection with `ERR_FRAME_TOO_LARGE`. */
+  setFrameLimit(bytes: number): void;
+  /**
+   * Send one message `head ‖ body`. The bytes are copied before this returns, so the caller may reuse
+   * both buffers at once. Never throws; a refusal rejects the returned promise.
+   */
+  send(head: Uint8Array, body?: Uint8Array): Admission;
+  /** Bytes taken but not yet written to the wire (socket buffer plus pending admissions). */
+  bufferedAmount(): number;
+  /** Stop reading from the wire (the peer's admissions then wait). False when the runtime cannot. */
+  pause(): boolean;
+  /** Resume reading after {@link Connection.pause}. */
+  resume(): void;
+  /**
+   * Close the connection. Pending admissions reject with `reason`; the receiver's `closed` runs
+   * synchronously with `reason`. Idempotent.
+   */
+  close(reason: LanemuxError, mode?: CloseMode): void;
+}
+
+/** What the transport core gives an adapter that listens. */
+export interface ListenHost {
+  /** Frame limit for a fresh connection, before the hello raises it. */
+  readonly frameLimit: number;
+  /** Our advertised `maxMessageSize` (for runtime limits such as ws `maxPayload`). */
+  readonly maxMessageSize: number;
+  /** Hand over an inbound lane connection; call `start` is the core's job. */
+  accept(conn: Connection): void;
+}
+
+/** One dial of one lane. */
+export interface DialRequest {
+  readonly address: string;
+  readonly lane: number;
+  /** Frame limit for the fresh connection, before the hello raises it. */
+  readonly frameLimit: number;
+  readonly maxMessageSize: number;
+  /**
+   * Keep this dial alive: after the connection closes, open a new one (with the adapter's jittered
+   * back-off) and report it through `open` again. Adapters that cannot reconnect treat it as false.
+   */
+  readonly reconnect: boolean;
+}
+
+/** What a dial reports. */
+export interface DialEvents {
+  /** A connection is open (once for a one-shot dial; once per reconnect for a reconnecting dial). */
+  open(conn: Connection): void;
+  /** The dial failed for good (refused, terminal close code, closed by `DialHandle.close`). Called at most once. */
+  fail(error: LanemuxError): void;
+}
+
+/** Control of a dial in progress. */
+export interface DialHandle {
+  /** Stop dialling for good and close the current connection, if any (no `fail` event). */
+  close(): void;
+}
+
+/**
+ * A transport adapter: one runtime's way to listen for and dial lane connections. Five members, in
+ * the spirit of crossws adapters; everything above (hello, lanes, epochs) is shared.
+ */
+export interface TransportAdapter {
+  /** Adapter name for errors and logs, e.g. `tcp`, `memory`, `ws-server`, `ws-client`. */
+  readonly name: string;
+  /** URL schemes this adapter can dial (e.g. `['tcp']`, `['ws', 'wss']`); empty for listen-only adapters. */
+  readonly dialSchemes: readonly string[];
+  /** True if a dial with `reconnect: true` survives connection loss (partysocket). Defaults to false. */
+  readonly reconnects?: boolean;
+  /** Start listening if this adapter listens; resolves with the address peers dial, else undefined. */
+  listen(host: ListenHost): Promise<string | undefined>;
+  /**
+   * Dial one lane connection. Only called for addresses with a scheme in `dialSchemes`. `events` are
+   * never called synchronously from inside `dial`.
+   */
+  dial(request: DialRequest, events: DialEvents): DialHandle;
+  /** Stop listening and dialling, close every connection, release every timer. */
+  close(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Peer level: what the messenger consumes
+// ---------------------------------------------------------------------------------------------
+
+/** This node's identity, sent in every hello. */
+export interface LocalIdentity {
+  /** 64-bit worker id: the routing key inside stream handles. */
+  readonly workerId: bigint;
+  /** Random id of this process instance (changes on restart). */
+  readonly instanceId: string;
+  /** Lanes this node offers (1..16). */
+  readonly lanes: number;
+  /** Largest message (envelope included) this node accepts. */
+  readonly maxMessageSize: number;
+  /** Streaming transport keys this node supports (e.g. `messenger-mux-v2`). */
+  readonly transportKeys: readonly string[];
+  /** Messenger protocol version. */
+  readonly protocolVersion: number;
+}
+
+/** A remote peer as learned in the hello exchange; structurally the messenger's `PeerInfo`. */
+export interface PeerIdentity {
+  /** Worker id as 16 lower-case hex digits. */
+  readonly id: string;
+  readonly workerId: bigint;
+  readonly instanceId: string;
+  /** Lanes usable toward this peer: min(ours, theirs). */
+  readonly lanes: number;
+  /** Largest message (envelope included) the peer accepts, as it advertised. */
+  readonly maxMessageSize: number;
+  readonly transportKeys: readonly string[];
+  readonly protocolVersion: number;
+  /** Address the peer listens on, if it said so. */
+  readonly address?: string | undefined;
+  /**
+   * Local epoch of this link: a number unique per transport, increasing for each established link.
+   * A reconnect (same worker or not) always gets a new epoch.
+   */
+  readonly epoch: number;
+}
+
+/** One established peer: 1..16 lane connections that share an epoch and die together. */
+export interface PeerLink {
+  readonly info: PeerIdentity;
+  /** Lanes of this link (= `info.lanes`). */
+  readonly lanes: number;
+  /** Largest message we may send on it: min(peer's advertised, ours). */
+  readonly maxMessageSize: number;
+  /** True once the link is gone. */
+  readonly closed: boolean;
+  /** Send one message `head ‖ body` on a lane (0..lanes-1, not checked here). Copies before returning. */
+  send(lane: number, head: Uint8Array, body?: Uint8Array): Admission;
+  /** Bytes taken on a lane but not yet written to the wire. */
+  bufferedAmount(lane: number): number;
+  /** Stop reading from every lane of this peer; false if some adapter cannot pause. */
+  pause(): boolean;
+  resume(): void;
+  /** Close every lane, telling the peer why (GOAWAY), and report the link gone with `reason`. */
+  close(reason: LanemuxError, mode?: CloseMode): void;
+}
+
+/** What the owner of the transport (the messenger) does with links. */
+export interface LinkHandler {
+  /** A link is established: return its receiver. Called before any message of the link is delivered. */
+  established(link: PeerLink): LinkReceiver;
+  /** Called right after `established` once the receiver is attached (announce the peer here). */
+  ready?(link: PeerLink): void;
+}
+
+/** Per-link receiver. */
+export interface LinkReceiver {
+  /** One whole messenger message (first byte < 0xF0), in order per lane. */
+  message(lane: number, bytes: Uint8Array): void;
+  /** The link is gone (exactly once); every pending admission of the link has been rejected. */
+  gone(error: LanemuxError): void;
+}
+
+/** The peer-level transport the messenger depends on. */
+export interface Transport {
+  readonly identity: LocalIdentity;
+  /** Addresses we listen on (one per listening adapter), known after `listen`. */
+  readonly addresses: readonly string[];
+  /** Start every listening adapter. */
+  listen(): Promise<void>;
+  /**
+   * Dial `address` and complete the hello on every lane. Resolves with the established link. A
+   * reconnecting adapter (partysocket) keeps the dial alive afterwards: each re-established link is
+   * reported to {@link LinkHandler.established} with a fresh epoch.
+   */
+  connect(address: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<PeerLink>;
+  /** Close every link, dial and listener. */
+  close(): Promise<void>;
+}

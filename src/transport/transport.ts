@@ -1,0 +1,790 @@
+/**
+ * The peer-level transport, implemented once for every adapter: the hello exchange on each lane
+ * connection, grouping 1..16 lanes into one {@link PeerLink}, epochs, superseding a stale link from the
+ * same worker, GOAWAY reasons, and reconnects driven by a reconnecting adapter (partysocket).
+ *
+ * Runtime-agnostic: no `node:*`, no `Buffer`, no `process`.
+ *
+ * Lifecycle of one link (docs/protocol.md §3):
+ * 1. The dialler opens lane 0 and sends HELLO{session, lane 0, lanes = its offer}. The acceptor
+ *    answers HELLO{lanes = L = min(both)} after it has processed the dialler's HELLO.
+ * 2. The dialler opens lanes 1..L-1, each with HELLO{session, lane k, lanes L}; the acceptor answers
+ *    each. The acceptor establishes the link when the last lane's HELLO is processed (before its last
+ *    answer); the dialler when the last answer arrives. So nothing is ever sent on a link the far
+ *    side has not established; the dialler may still receive early messages on lanes whose answer
+ *    came first, and buffers them (bounded) until its link is established.
+ * 3. Any lane closing kills the whole link (one epoch). A reconnecting dial starts again at 1 with a
+ *    new session number; the new link gets a new epoch. Nothing encoded for a dead link is sent on
+ *    a new one: sends go to a link object, and a dead link's connections are closed.
+ *
+ * @packageDocumentation
+ */
+import { LanemuxError } from '../errors.ts';
+import { TransportError, asTransportError } from './errors.ts';
+import {
+  HELLO_FRAME_LIMIT,
+  type Admission,
+  type CloseMode,
+  type Connection,
+  type ConnectionReceiver,
+  type DialHandle,
+  type LinkHandler,
+  type LinkReceiver,
+  type LocalIdentity,
+  type PeerIdentity,
+  type PeerLink,
+  type Transport,
+  type TransportAdapter,
+} from './port.ts';
+import { KIND_GOAWAY, KIND_HELLO, TRANSPORT_KIND_MIN, decodeGoaway, decodeHello, encodeGoaway, encodeHello, type Hello } from './hello.ts';
+import { deferred, setUnrefTimeout, type Deferred, type TimerHandle } from './runtime.ts';
+
+/** Options of {@link createTransport} (already validated by the messenger). */
+export interface TransportOptions {
+  readonly identity: LocalIdentity;
+  readonly adapters: readonly TransportAdapter[];
+  readonly handler: LinkHandler;
+  /** Time allowed for the hello exchange of one link (all lanes). */
+  readonly helloTimeoutMs: number;
+  /** Time allowed for `connect` when the caller gives none. */
+  readonly connectTimeoutMs: number;
+  /** Most established links plus links being formed by the acceptor. */
+  readonly maxPeers: number;
+  /** Most inbound connections whose hello is not done yet. */
+  readonly maxHandshakes: number;
+  /** Most bytes a dialler buffers from lanes answered before its link is established. */
+  readonly maxEarlyBytes: number;
+  /** Let reconnecting adapters keep a dial alive after its link dies. */
+  readonly reconnect: boolean;
+}
+
+/** Codes after which a dial never retries: the peer will refuse us again the same way. */
+const TERMINAL_CODES: ReadonlySet<string> = new Set(['ERR_VERSION_MISMATCH', 'ERR_HANDSHAKE', 'ERR_MALFORMED_ENVELOPE']);
+
+/** Create the peer-level transport over some adapters. */
+export function createTransport(options: TransportOptions): Transport {
+  return new TransportImpl(options);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** Routes one connection's events to whoever owns it now: a handshake, then a link. */
+class ConnPort implements ConnectionReceiver {
+  readonly conn: Connection;
+  lane = 0;
+  link: Link | undefined;
+  owner: HandshakeOwner | undefined;
+  /** HELLO processed (acceptor) or answered (dialler). */
+  helloDone = false;
+
+  constructor(conn: Connection, owner: HandshakeOwner) {
+    this.conn = conn;
+    this.owner = owner;
+  }
+
+  message(bytes: Uint8Array): void {
+    if (this.link !== undefined) this.link.deliver(this.lane, bytes);
+    else this.owner?.onMessage(this, bytes);
+  }
+
+  closed(error: LanemuxError): void {
+    if (this.link !== undefined) this.link.connClosed(this.lane, error);
+    else this.owner?.onClosed(this, error);
+  }
+
+  /** Tell the peer why, then close. */
+  reject(error: LanemuxError, mode: CloseMode = 'graceful'): void {
+    this.owner = undefined;
+    if (mode === 'graceful') swallow(this.conn.send(encodeGoaway(error)));
+    this.conn.close(error, mode);
+  }
+}
+
+interface HandshakeOwner {
+  onMessage(port: ConnPort, bytes: Uint8Array): void;
+  onClosed(port: ConnPort, error: LanemuxError): void;
+}
+
+/** Ignore the outcome of a best-effort send (GOAWAY, error replies). */
+function swallow(admission: Admission): void {
+  if (admission !== true) admission.catch(() => {});
+}
+
+// ---------------------------------------------------------------------------------------------
+
+class Link implements PeerLink {
+  readonly info: PeerIdentity;
+  readonly lanes: number;
+  readonly maxMessageSize: number;
+  readonly #ports: ConnPort[];
+  readonly #transport: TransportImpl;
+  readonly #onGone: ((error: LanemuxError) => void) | undefined;
+  #receiver: LinkReceiver | undefined;
+  #closed = false;
+  #remoteReason: LanemuxError | undefined;
+
+  constructor(info: PeerIdentity, ports: ConnPort[], transport: TransportImpl, ourMax: number, onGone?: (error: LanemuxError) => void) {
+    this.info = info;
+    this.lanes = info.lanes;
+    this.maxMessageSize = Math.min(info.maxMessageSize, ourMax);
+    this.#ports = ports;
+    this.#transport = transport;
+    this.#onGone = onGone;
+    ports.forEach((p, lane) => {
+      p.owner = undefined;
+      p.link = this;
+      p.lane = lane;
+    });
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  setReceiver(receiver: LinkReceiver): void {
+    this.#receiver = receiver;
+  }
+
+  send(lane: number, head: Uint8Array, body?: Uint8Array): Admission {
+    const port = this.#ports[lane];
+    if (port === undefined) {
+      return Promise.reject(new TransportError('ERR_BAD_LANE', `lane ${lane} is outside 0..${this.lanes - 1} for peer ${this.info.id}`));
+    }
+    return port.conn.send(head, body);
+  }
+
+  bufferedAmount(lane: number): number {
+    return this.#ports[lane]?.conn.bufferedAmount() ?? 0;
+  }
+
+  pause(): boolean {
+    let all = true;
+    for (const p of this.#ports) all = p.conn.pause() && all;
+    return all;
+  }
+
+  resume(): void {
+    for (const p of this.#ports) p.conn.resume();
+  }
+
+  /** One message from lane `lane`. */
+  deliver(lane: number, bytes: Uint8Array): void {
+    if (this.#closed) return;
+    const kind = bytes[0];
+    if (kind === undefined) {
+      this.close(new TransportError('ERR_MALFORMED_ENVELOPE', `empty message on lane ${lane} from ${this.info.id}`));
+      return;
+    }
+    if (kind >= TRANSPORT_KIND_MIN) {
+      if (kind === KIND_GOAWAY) {
+        // The close follows; report the peer's reason rather than a bare "connection closed".
+        this.#remoteReason ??= remoteGoaway(decodeGoaway(bytes));
+        return;
+      }
+      const what = kind === KIND_HELLO ? 'a second HELLO' : `unknown transport kind 0x${kind.toString(16)}`;
+      this.close(new TransportError('ERR_MALFORMED_ENVELOPE', `${what} on lane ${lane} from ${this.info.id}`));
+      return;
+    }
+    this.#receiver?.message(lane, bytes);
+  }
+
+  connClosed(lane: number, error: LanemuxError): void {
+    if (this.#closed) return;
+    const reason = this.#remoteReason ?? error;
+    this.#teardown(reason, lane);
+  }
+
+  close(reason: LanemuxError, mode: CloseMode = 'graceful'): void {
+    if (this.#closed) return;
+    this.#teardown(reason, -1, mode);
+  }
+
+  #teardown(reason: LanemuxError, deadLane: number, mode: CloseMode = 'graceful'): void {
+    this.#closed = true;
+    for (const p of this.#ports) {
+      if (p.lane === deadLane) continue;
+      if (mode === 'graceful') swallow(p.conn.send(encodeGoaway(reason)));
+      p.conn.close(reason, mode);
+    }
+    this.#transport.unregister(this);
+    this.#receiver?.gone(reason);
+    this.#onGone?.(reason);
+  }
+}
+
+/** A peer's GOAWAY: a normal shutdown on their side is "peer gone" on ours. */
+function remoteGoaway(error: LanemuxError): LanemuxError {
+  if (error.code === 'ERR_CLOSED' || error.code === 'ERR_PEER_GONE') {
+    return new TransportError('ERR_PEER_GONE', error.message, { retryable: true, cause: error });
+  }
+  return error;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Acceptor side
+// ---------------------------------------------------------------------------------------------
+
+interface Group {
+  readonly key: string;
+  readonly hello: Hello;
+  readonly lanes: number;
+  readonly ports: (ConnPort | undefined)[];
+  filled: number;
+}
+
+class Acceptor implements HandshakeOwner {
+  readonly #t: TransportImpl;
+  readonly #groups = new Map<string, Group>();
+  readonly #pending = new Map<ConnPort, TimerHandle>();
+
+  constructor(t: TransportImpl) {
+    this.#t = t;
+  }
+
+  accept(conn: Connection): void {
+    const port = new ConnPort(conn, this);
+    if (this.#t.isClosed) {
+      conn.start(port);
+      port.reject(new TransportError('ERR_CLOSED', 'this node is closing'), 'abort');
+      return;
+    }
+    if (this.#pending.size >= this.#t.options.maxHandshakes) {
+      conn.start(port);
+      port.reject(new TransportError('ERR_TOO_MANY_PEERS', `more than ${this.#t.options.maxHandshakes} connections are in their hello; try again`, { retryable: true }));
+      return;
+    }
+    this.#pending.set(port, setUnrefTimeout(() => {
+      this.#fail(port, new TransportError('ERR_HANDSHAKE', `no complete hello from ${conn.remote} within ${this.#t.options.helloTimeoutMs} ms`));
+    }, this.#t.options.helloTimeoutMs));
+    conn.start(port);
+  }
+
+  onMessage(port: ConnPort, bytes: Uint8Array): void {
+    if (port.helloDone) {
+      // A lane of a group still forming: the dialler sends nothing before our last answer.
+      this.#fail(port, new TransportError('ERR_PROTOCOL', `message on lane ${port.lane} from ${port.conn.remote} before the link was established`));
+      return;
+    }
+    if (bytes[0] === KIND_GOAWAY) {
+      this.#fail(port, decodeGoaway(bytes), 'abort');
+      return;
+    }
+    const id = this.#t.options.identity;
+    const h = decodeHello(bytes, id.protocolVersion);
+    if (h instanceof LanemuxError) {
+      this.#fail(port, h);
+      return;
+    }
+    if (h.worker === this.#t.selfId) {
+      this.#fail(port, new TransportError('ERR_HANDSHAKE', `connected to itself (worker ${h.worker}); refusing a self link`));
+      return;
+    }
+    const key = `${h.worker}/${h.instance}/${h.session}`;
+    let group = this.#groups.get(key);
+    if (h.lane === 0) {
+      if (group !== undefined) {
+        this.#fail(port, new TransportError('ERR_HANDSHAKE', `duplicate lane 0 for session ${h.session} of worker ${h.worker}`));
+        return;
+      }
+      if (!this.#t.hasLink(h.worker) && this.#t.linkCount + this.#groups.size >= this.#t.options.maxPeers) {
+        this.#fail(port, new TransportError('ERR_TOO_MANY_PEERS', `this node already has ${this.#t.options.maxPeers} peers`, { retryable: true }));
+        return;
+      }
+      const lanes = Math.min(h.lanes, id.lanes);
+      group = { key, hello: h, lanes, ports: new Array<ConnPort | undefined>(lanes).fill(undefined), filled: 0 };
+      this.#groups.set(key, group);
+    } else {
+      if (group === undefined) {
+        this.#fail(port, new TransportError('ERR_HANDSHAKE', `lane ${h.lane} of session ${h.session} arrived without its lane 0`));
+        return;
+      }
+      if (h.lanes !== group.lanes || h.lane >= group.lanes || group.ports[h.lane] !== undefined || h.instance !== group.hello.instance) {
+        this.#fail(port, new TransportError('ERR_HANDSHAKE', `lane ${h.lane}/${h.lanes} does not fit session ${h.session} (${group.lanes} lanes)`));
+        return;
+      }
+    }
+    port.helloDone = true;
+    port.lane = h.lane;
+    group.ports[h.lane] = port;
+    group.filled++;
+    port.conn.setFrameLimit(id.maxMessageSize);
+    const answer = encodeHello({
+      protocolVersion: id.protocolVersion,
+      worker: this.#t.selfId,
+      instance: id.instanceId,
+      session: h.session,
+      lane: h.lane,
+      lanes: group.lanes,
+      maxMessageSize: id.maxMessageSize,
+      keys: id.transportKeys,
+      address: this.#t.addresses[0],
+    });
+    // The answer goes out first so that it precedes anything the new link sends on this lane; the
+    // link is established in the same task, before the dialler can possibly react to the answer.
+    swallow(port.conn.send(answer));
+    if (group.filled === group.lanes) {
+      this.#groups.delete(key);
+      const ports = group.ports as ConnPort[];
+      for (const p of ports) this.#clearPending(p);
+      this.#t.register(group.hello, group.lanes, ports, undefined);
+    }
+  }
+
+  onClosed(port: ConnPort, error: LanemuxError): void {
+    this.#fail(port, error, 'abort');
+  }
+
+  #clearPending(port: ConnPort): void {
+    const timer = this.#pending.get(port);
+    if (timer !== undefined) {
+      clearTimeout(timer);
+      this.#pending.delete(port);
+    }
+  }
+
+  /** Fail a connection and, if it belongs to a forming group, the whole group. */
+  #fail(port: ConnPort, error: LanemuxError, mode: CloseMode = 'graceful'): void {
+    this.#clearPending(port);
+    port.reject(error, mode);
+    for (const [key, g] of this.#groups) {
+      if (!g.ports.includes(port)) continue;
+      this.#groups.delete(key);
+      for (const p of g.ports) {
+        if (p === undefined || p === port) continue;
+        this.#clearPending(p);
+        p.reject(error);
+      }
+    }
+  }
+
+  close(): void {
+    const err = new TransportError('ERR_CLOSED', 'this node is closing');
+    for (const port of [...this.#pending.keys()]) this.#fail(port, err);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dialler side
+// ---------------------------------------------------------------------------------------------
+
+interface Attempt {
+  readonly session: number;
+  readonly ports: (ConnPort | undefined)[];
+  readonly handles: (DialHandle | undefined)[];
+  remote: Hello | undefined;
+  lanes: number;
+  answered: number;
+  early: Array<readonly [number, Uint8Array]>;
+  earlyBytes: number;
+  timer: TimerHandle;
+}
+
+class Dial implements HandshakeOwner {
+  readonly address: string;
+  readonly #t: TransportImpl;
+  readonly #adapter: TransportAdapter;
+  readonly #reconnect: boolean;
+  #lane0: DialHandle | undefined;
+  #attempt: Attempt | undefined;
+  #link: Link | undefined;
+  /** Waiters for the next established link (connect calls). */
+  #next: Deferred<Link> | undefined;
+  #stopped = false;
+
+  constructor(t: TransportImpl, adapter: TransportAdapter, address: string) {
+    this.#t = t;
+    this.#adapter = adapter;
+    this.address = address;
+    this.#reconnect = t.options.reconnect;
+  }
+
+  /** The established link, if any. */
+  get link(): Link | undefined {
+    return this.#link;
+  }
+
+  /** True once stopped for good. */
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  /** Resolves with the next established link (the current one if established). */
+  nextLink(): Promise<Link> {
+    if (this.#link !== undefined && !this.#link.closed) return Promise.resolve(this.#link);
+    if (this.#next === undefined) {
+      this.#next = deferred<Link>();
+      // A rejection nobody awaits (the dial was stopped before connect returned) must not crash.
+      this.#next.promise.catch(() => {});
+    }
+    return this.#next.promise;
+  }
+
+  start(): void {
+    this.#lane0 = this.#dialLane(0);
+  }
+
+  #dialLane(lane: number): DialHandle {
+    const id = this.#t.options.identity;
+    const handle: DialHandle = this.#adapter.dial(
+      { address: this.address, lane, frameLimit: HELLO_FRAME_LIMIT, maxMessageSize: id.maxMessageSize, reconnect: lane === 0 && this.#reconnect },
+      {
+        open: (conn) => this.#onOpen(lane, conn, handle),
+        fail: (error) => this.#onDialFail(lane, error, handle),
+      },
+    );
+    return handle;
+  }
+
+  #onOpen(lane: number, conn: Connection, handle: DialHandle): void {
+    if (this.#stopped) {
+      conn.start({ message() {}, closed() {} });
+      conn.close(new TransportError('ERR_CLOSED', 'dial stopped'), 'abort');
+      return;
+    }
+    let attempt = this.#attempt;
+    if (lane === 0) {
+      if (attempt !== undefined) this.#failAttempt(new TransportError('ERR_HANDSHAKE', 'lane 0 reconnected during a hello'));
+      const session = this.#t.nextSession();
+      attempt = {
+        session,
+        ports: [],
+        handles: [],
+        remote: undefined,
+        lanes: 0,
+        answered: 0,
+        early: [],
+        earlyBytes: 0,
+        timer: setUnrefTimeout(() => {
+          if (this.#attempt?.session === session) {
+            this.#failAttempt(new TransportError('ERR_HANDSHAKE', `hello with ${this.address} did not complete within ${this.#t.options.helloTimeoutMs} ms`, { retryable: true }));
+          }
+        }, this.#t.options.helloTimeoutMs),
+      };
+      this.#attempt = attempt;
+    } else if (attempt === undefined || attempt.handles[lane] !== handle || attempt.ports[lane] !== undefined) {
+      conn.start({ message() {}, closed() {} });
+      conn.close(new TransportError('ERR_CLOSED', 'stale lane dial'), 'abort');
+      return;
+    }
+    const port = new ConnPort(conn, this);
+    port.lane = lane;
+    attempt.ports[lane] = port;
+    conn.start(port);
+    const id = this.#t.options.identity;
+    swallow(
+      conn.send(
+        encodeHello({
+          protocolVersion: id.protocolVersion,
+          worker: this.#t.selfId,
+          instance: id.instanceId,
+          session: attempt.session,
+          lane,
+          lanes: lane === 0 ? id.lanes : attempt.lanes,
+          maxMessageSize: id.maxMessageSize,
+          keys: id.transportKeys,
+          address: this.#t.addresses[0],
+        }),
+      ),
+    );
+  }
+
+  onMessage(port: ConnPort, bytes: Uint8Array): void {
+    const attempt = this.#attempt;
+    if (attempt === undefined || attempt.ports[port.lane] !== port) return;
+    if (port.helloDone) {
+      // Early message on an answered lane: the acceptor established already; keep order, bounded.
+      if (bytes[0] === KIND_GOAWAY) {
+        this.#failAttempt(remoteGoaway(decodeGoaway(bytes)));
+        return;
+      }
+      attempt.earlyBytes += bytes.byteLength;
+      if (attempt.earlyBytes > this.#t.options.maxEarlyBytes) {
+        this.#failAttempt(new TransportError('ERR_PROTOCOL', `more than ${this.#t.options.maxEarlyBytes} bytes arrived before the link with ${this.address} was established`));
+        return;
+      }
+      attempt.early.push([port.lane, bytes]);
+      return;
+    }
+    if (bytes[0] === KIND_GOAWAY) {
+      this.#failAttempt(remoteGoaway(decodeGoaway(bytes)));
+      return;
+    }
+    const id = this.#t.options.identity;
+    const h = decodeHello(bytes, id.protocolVersion);
+    if (h instanceof LanemuxError) {
+      this.#failAttempt(h, true);
+      return;
+    }
+    if (h.session !== attempt.session || h.lane !== port.lane) {
+      this.#failAttempt(new TransportError('ERR_HANDSHAKE', `HELLO answer for session ${h.session} lane ${h.lane}, expected session ${attempt.session} lane ${port.lane}`), true);
+      return;
+    }
+    if (port.lane === 0) {
+      if (h.worker === this.#t.selfId) {
+        this.#failAttempt(new TransportError('ERR_HANDSHAKE', `${this.address} is this node itself (worker ${h.worker})`), true);
+        return;
+      }
+      if (h.lanes > id.lanes) {
+        this.#failAttempt(new TransportError('ERR_HANDSHAKE', `peer agreed on ${h.lanes} lanes, more than the ${id.lanes} offered`), true);
+        return;
+      }
+      attempt.remote = h;
+      attempt.lanes = h.lanes;
+    } else {
+      const r = attempt.remote as Hello;
+      if (h.worker !== r.worker || h.instance !== r.instance || h.lanes !== attempt.lanes) {
+        this.#failAttempt(new TransportError('ERR_HANDSHAKE', `lane ${port.lane} reached another peer than lane 0 (worker ${h.worker})`), true);
+        return;
+      }
+    }
+    port.helloDone = true;
+    port.conn.setFrameLimit(id.maxMessageSize);
+    attempt.answered++;
+    if (port.lane === 0) {
+      // Adapters never call open/fail synchronously from dial(), so the handle is stored first.
+      for (let lane = 1; lane < attempt.lanes; lane++) attempt.handles[lane] = this.#dialLane(lane);
+    }
+    if (attempt.answered === attempt.lanes) this.#establish(attempt);
+  }
+
+  onClosed(port: ConnPort, error: LanemuxError): void {
+    const attempt = this.#attempt;
+    if (attempt === undefined || attempt.ports[port.lane] !== port) return;
+    this.#failAttempt(error);
+  }
+
+  #establish(attempt: Attempt): void {
+    clearTimeout(attempt.timer);
+    this.#attempt = undefined;
+    const ports = attempt.ports as ConnPort[];
+    const link = this.#t.register(attempt.remote as Hello, attempt.lanes, ports, (error) => this.#onLinkGone(link, error, attempt));
+    this.#link = link;
+    for (const [lane, bytes] of attempt.early) {
+      if (link.closed) break;
+      link.deliver(lane, bytes);
+    }
+    const next = this.#next;
+    this.#next = undefined;
+    next?.resolve(link);
+  }
+
+  #onLinkGone(link: Link, error: LanemuxError, attempt: Attempt): void {
+    if (this.#link === link) this.#link = undefined;
+    for (let lane = 1; lane < attempt.handles.length; lane++) attempt.handles[lane]?.close();
+    this.#afterLoss(error);
+  }
+
+  #onDialFail(lane: number, error: LanemuxError, handle: DialHandle): void {
+    if (this.#stopped) return;
+    if (lane !== 0) {
+      if (this.#attempt?.handles[lane] === handle) this.#failAttempt(asTransportError('ERR_CONNECT', `lane ${lane} of ${this.address}`, error));
+      return;
+    }
+    if (handle !== this.#lane0) return;
+    this.#lane0 = undefined;
+    this.stop(asTransportError('ERR_CONNECT', `cannot connect to ${this.address}`, error));
+  }
+
+  /** Abandon the hello in progress. `telling`: send the peer a GOAWAY saying why (it broke the hello). */
+  #failAttempt(error: LanemuxError, telling = false): void {
+    const attempt = this.#attempt;
+    if (attempt === undefined) return;
+    this.#attempt = undefined;
+    clearTimeout(attempt.timer);
+    for (let lane = 1; lane < attempt.handles.length; lane++) attempt.handles[lane]?.close();
+    for (const p of attempt.ports) {
+      if (p === undefined) continue;
+      p.owner = undefined;
+      if (telling) swallow(p.conn.send(encodeGoaway(error)));
+      p.conn.close(error, telling ? 'graceful' : 'abort');
+    }
+    this.#afterLoss(error);
+  }
+
+  #afterLoss(error: LanemuxError): void {
+    if (this.#stopped) return;
+    // A reconnecting adapter (partysocket) opens lane 0 again by itself after its back-off; every
+    // other case ends the dial. connect() keeps waiting across retries until its own deadline.
+    if (!this.#reconnect || !this.#adapterReconnects() || TERMINAL_CODES.has(error.code)) this.stop(error);
+  }
+
+  #adapterReconnects(): boolean {
+    return this.#lane0 !== undefined && this.#adapter.reconnects === true;
+  }
+
+  /** Stop for good; a pending connect rejects with `error`. */
+  stop(error: LanemuxError): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#t.forgetDial(this);
+    const attempt = this.#attempt;
+    if (attempt !== undefined) {
+      this.#attempt = undefined;
+      clearTimeout(attempt.timer);
+      for (let lane = 1; lane < attempt.handles.length; lane++) attempt.handles[lane]?.close();
+      for (const p of attempt.ports) {
+        if (p === undefined) continue;
+        p.owner = undefined;
+        p.conn.close(error, 'abort');
+      }
+    }
+    this.#lane0?.close();
+    this.#lane0 = undefined;
+    const next = this.#next;
+    this.#next = undefined;
+    next?.reject(error);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+class TransportImpl implements Transport {
+  readonly options: TransportOptions;
+  readonly identity: LocalIdentity;
+  readonly selfId: string;
+  readonly #links = new Map<string, Link>();
+  readonly #dials = new Map<string, Dial>();
+  readonly #acceptor: Acceptor;
+  #addresses: string[] = [];
+  #closed = false;
+  #epoch = 0;
+  #session = 0;
+
+  constructor(options: TransportOptions) {
+    this.options = options;
+    this.identity = options.identity;
+    this.selfId = options.identity.workerId.toString(16).padStart(16, '0');
+    this.#acceptor = new Acceptor(this);
+  }
+
+  get addresses(): readonly string[] {
+    return this.#addresses;
+  }
+
+  get isClosed(): boolean {
+    return this.#closed;
+  }
+
+  get linkCount(): number {
+    return this.#links.size;
+  }
+
+  hasLink(id: string): boolean {
+    return this.#links.has(id);
+  }
+
+  nextSession(): number {
+    return ++this.#session;
+  }
+
+  async listen(): Promise<void> {
+    const id = this.identity;
+    const host = {
+      frameLimit: HELLO_FRAME_LIMIT,
+      maxMessageSize: id.maxMessageSize,
+      accept: (conn: Connection) => this.#acceptor.accept(conn),
+    };
+    const addresses = await Promise.all(this.options.adapters.map((a) => a.listen(host)));
+    this.#addresses = addresses.filter((a): a is string => a !== undefined);
+  }
+
+  connect(address: string, options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<PeerLink> {
+    if (this.#closed) return Promise.reject(new TransportError('ERR_CLOSED', 'transport is closed'));
+    const signal = options.signal;
+    if (signal?.aborted) return Promise.reject(new TransportError('ERR_ABORTED', `connect to ${address} aborted`, { cause: signal.reason }));
+    let dial = this.#dials.get(address);
+    let own = false;
+    if (dial === undefined || dial.stopped) {
+      const scheme = schemeOf(address);
+      const adapter = this.options.adapters.find((a) => a.dialSchemes.includes(scheme));
+      if (adapter === undefined) {
+        return Promise.reject(new TransportError('ERR_UNSUPPORTED_ADDRESS', `no installed transport dials "${scheme}:" addresses (${address})`));
+      }
+      dial = new Dial(this, adapter, address);
+      this.#dials.set(address, dial);
+      own = true;
+    }
+    const d = dial;
+    const next = d.nextLink();
+    const timeoutMs = options.timeoutMs ?? this.options.connectTimeoutMs;
+    const result = new Promise<PeerLink>((resolve, reject) => {
+      const timer = setUnrefTimeout(() => {
+        cleanup();
+        const err = new TransportError('ERR_CONNECT', `no link with ${address} within ${timeoutMs} ms`, { retryable: true });
+        if (d.link === undefined) d.stop(err);
+        reject(err);
+      }, timeoutMs);
+      const onAbort = (): void => {
+        cleanup();
+        const err = new TransportError('ERR_ABORTED', `connect to ${address} aborted`, { cause: signal?.reason });
+        if (d.link === undefined) d.stop(err);
+        reject(err);
+      };
+      const cleanup = (): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      next.then(
+        (link) => {
+          cleanup();
+          resolve(link);
+        },
+        (error: unknown) => {
+          cleanup();
+          reject(error);
+        },
+      );
+    });
+    if (own) d.start();
+    return result;
+  }
+
+  /** Make a link from completed hellos; supersede any older link to the same worker. */
+  register(hello: Hello, lanes: number, ports: ConnPort[], onGone: ((error: LanemuxError) => void) | undefined): Link {
+    const old = this.#links.get(hello.worker);
+    if (old !== undefined) {
+      old.close(new TransportError('ERR_PEER_GONE', `superseded by a new connection from worker ${hello.worker} (instance ${hello.instance})`, { retryable: true }));
+    }
+    const info: PeerIdentity = {
+      id: hello.worker,
+      workerId: BigInt('0x' + hello.worker),
+      instanceId: hello.instance,
+      lanes,
+      maxMessageSize: hello.maxMessageSize,
+      transportKeys: hello.keys,
+      protocolVersion: hello.protocolVersion,
+      address: hello.address,
+      epoch: ++this.#epoch,
+    };
+    const link = new Link(info, ports, this, this.identity.maxMessageSize, onGone);
+    this.#links.set(hello.worker, link);
+    link.setReceiver(this.options.handler.established(link));
+    if (!link.closed) this.options.handler.ready?.(link);
+    return link;
+  }
+
+  unregister(link: Link): void {
+    if (this.#links.get(link.info.id) === link) this.#links.delete(link.info.id);
+  }
+
+  forgetDial(dial: Dial): void {
+    if (this.#dials.get(dial.address) === dial) this.#dials.delete(dial.address);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const err = new TransportError('ERR_CLOSED', 'the node is closing');
+    for (const dial of [...this.#dials.values()]) dial.stop(err);
+    for (const link of [...this.#links.values()]) link.close(err);
+    this.#acceptor.close();
+    await Promise.all(this.options.adapters.map((a) => a.close()));
+  }
+}
+
+/** `tcp://h:p` → `tcp`. */
+function schemeOf(address: string): string {
+  const i = address.indexOf('://');
+  return i < 0 ? '' : address.slice(0, i).toLowerCase();
+}

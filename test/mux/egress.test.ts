@@ -1,0 +1,425 @@
+/**
+ * behaviours.md section D: the egress batcher.
+ *
+ * A Batcher is built directly over a recording sink (in-memory transport) and a manual runtime.
+ * Slots open with zero credit unless a line says otherwise; grants arrive through the control
+ * inbox like CreditUpdates from the peer. Every assertion on the wire decodes what the sink got.
+ */
+import { describe, expect, it } from 'vitest';
+import { createNode } from '../../src/stream/node.ts';
+import type { LanemuxNode } from '../../src/stream/node.ts';
+import { LoopMessenger } from '../support/loop-messenger.ts';
+import { ManualRuntime } from '../support/manual-runtime.ts';
+import {
+  EgressKind,
+  Offer,
+  RecordType,
+  batches,
+  dataOf,
+  egress,
+  grant,
+  itemBody,
+  itemsOf,
+  label,
+  offerFinalized,
+  offerItems,
+  openSlot,
+  openSlots,
+  records,
+  tokens,
+  wakeDelta,
+  wakes,
+  wire,
+} from './harness.ts';
+
+const seqsOf = (h: Parameters<typeof dataOf>[0], slot: number, from = 0): number[] => dataOf(h, slot, from).map((r) => r.frameSeq);
+
+describe('D. Egress batcher', () => {
+  it('EGRESS-01 three slots each withhold 4 records; grants released in one wake send a single batch with 4 records from each slot', async () => {
+    const h = egress();
+    const opened = await openSlots(h, 3);
+    const mark = h.sink.sent.length;
+    for (const { slot } of opened) offerItems(h, slot, tokens(4, `s${slot.index}-`));
+    await h.runtime.advance(50);
+    expect(h.sink.sent.length).toBe(mark);
+    expect(h.metrics.withheldRecords).toBe(12);
+    const before = wakes(h.metrics);
+    for (const { slot } of opened) grant(h, slot, 4);
+    await h.runtime.runMacrotasks();
+    expect(wakeDelta(before, wakes(h.metrics)).control).toBe(1);
+    const sent = batches(h, mark);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.records).toHaveLength(12);
+    for (const { slot } of opened) {
+      expect(itemsOf(h, slot.id, mark)).toEqual(tokens(4, `s${slot.index}-`).map((t) => JSON.stringify(t)));
+      expect(seqsOf(h, slot.id, mark)).toEqual([1, 2, 3, 4]);
+    }
+    expect(h.metrics.withheldRecords).toBe(0);
+  });
+
+  it('EGRESS-02 with a configured cap of 128 bytes, every batch is at most 128 bytes', async () => {
+    const h = egress({ maxBatchBytes: 128 });
+    expect(h.batcher.cap).toBe(128);
+    const { slot } = await openSlot(h);
+    const items = tokens(30, 'token-');
+    offerItems(h, slot, items);
+    grant(h, slot, 30);
+    await h.runtime.runMacrotasks();
+    expect(h.sink.sent.length).toBeGreaterThan(3);
+    for (const b of h.sink.sent) expect(b.payload.byteLength).toBeLessThanOrEqual(128);
+    expect(itemsOf(h, slot.id)).toEqual(items.map((t) => JSON.stringify(t)));
+  });
+
+  it('EGRESS-03 with a configured cap of 1 MiB and 100 records of ~1 KB, every batch is ≤ 65,536 bytes, there are several, and the largest is over 32 KiB', async () => {
+    const h = egress({ maxBatchBytes: 1 << 20 });
+    expect(h.batcher.cap).toBe(65_536);
+    const { slot } = await openSlot(h);
+    const mark = h.sink.sent.length;
+    for (let i = 0; i < 100; i++) h.batcher.offer(slot, EgressKind.ItemBytes, new Uint8Array(1000).fill(i));
+    grant(h, slot, 100);
+    await h.runtime.runMacrotasks();
+    const sizes = h.sink.sent.slice(mark).map((b) => b.payload.byteLength);
+    expect(sizes.length).toBeGreaterThan(1);
+    for (const n of sizes) expect(n).toBeLessThanOrEqual(65_536);
+    expect(Math.max(...sizes)).toBeGreaterThan(32 * 1024);
+    expect(seqsOf(h, slot.id, mark)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+  });
+
+  it('EGRESS-04 inlet depth 4, no credit: the producer\'s 32 records and its terminal all complete; after a grant the wire carries 32 items, Finalized, CloseSlot', async () => {
+    // lanemux has no inlet channel: the batcher takes records into the slot's withheld FIFO at once
+    // (bounded by the slot byte budget). The C+1 inlet depth (C = 3 → 4) applies only while the
+    // batcher is parked on admission. The producer is not parked here, so nothing waits.
+    const h = egress({ initialCredit: 3 });
+    const { slot } = await openSlot(h);
+    const mark = h.sink.sent.length;
+    const answers = offerItems(h, slot, tokens(32));
+    answers.push(offerFinalized(h, slot));
+    expect(answers.every((a) => a === Offer.Ok)).toBe(true);
+    expect(slot.paused).toBe(false);
+    await h.runtime.advance(10);
+    expect(h.sink.sent.length).toBe(mark);
+    expect(h.metrics.withheldRecords).toBe(33);
+    grant(h, slot, 32);
+    await h.runtime.runMacrotasks();
+    expect(records(h, mark).map((r) => label(r))).toEqual([
+      ...tokens(32).map((t, i) => `${JSON.stringify(t)}@${i + 1}`),
+      'Finalized@33',
+      'Close(TerminalSent)@34',
+    ]);
+  });
+
+  it('EGRESS-04 (parked) while the batcher is parked on admission, the inlet depth C+1 = 4 bounds the producer; after admission everything flows', async () => {
+    // lanemux equivalent of the full C+1 inlet: while parked, the slot takes C+1 records and the
+    // next offer is accepted with Offer.Wait (the inlet's one-record overshoot).
+    const h = egress({ initialCredit: 3 });
+    const { slot } = await openSlot(h, 1);
+    h.sink.mode = 'stall';
+    offerItems(h, slot, ['first']);
+    await h.runtime.runMacrotasks();
+    expect(h.batcher.parked).toBe(true);
+    const mark = h.sink.sent.length;
+    const answers = offerItems(h, slot, tokens(5));
+    expect(answers).toEqual([Offer.Ok, Offer.Ok, Offer.Ok, Offer.Ok, Offer.Wait]);
+    expect(slot.paused).toBe(true);
+    let resumed = false;
+    void slot.waitWritable().then(() => (resumed = true));
+    grant(h, slot, 5);
+    await h.runtime.advance(10);
+    expect(resumed).toBe(false);
+    h.sink.release();
+    await h.runtime.advance(10);
+    expect(resumed).toBe(true);
+    expect(itemsOf(h, slot.id, mark)).toEqual(tokens(5).map((t) => JSON.stringify(t)));
+  });
+
+  it('EGRESS-05 slot budget 256 B, no credit: the slot pauses its inlet at the byte cap, is not killed, another slot flows; after a grant everything arrives in order and withheld_records returns to 0', async () => {
+    const h = egress({ slotByteBudget: 256 });
+    const a = await openSlot(h);
+    const b = await openSlot(h);
+    const mark = h.sink.sent.length;
+    const items = tokens(60, 'rec-');
+    let offered = 0;
+    const producer = (async () => {
+      for (const it of items) {
+        const r = h.batcher.offer(a.slot, EgressKind.ItemString, it);
+        offered++;
+        if (r === Offer.Closed) throw new Error('closed');
+        if (r === Offer.Wait) await a.slot.waitWritable();
+      }
+    })();
+    await h.runtime.advance(100);
+    // Paused at the cap: later records stay with the producer.
+    expect(a.slot.paused).toBe(true);
+    expect(offered).toBeLessThan(items.length);
+    expect(a.slot.withheldBytes).toBeGreaterThanOrEqual(256);
+    expect(a.slot.withheldBytes).toBeLessThan(256 + 30); // at most one record over the cap
+    expect(h.metrics.withheldRecords).toBe(offered);
+    // Not killed: no close on the wire, no withheld_overflow, the producer was not failed.
+    expect(a.slot.closed).toBe(false);
+    expect(a.owner.closed).toEqual([]);
+    expect(records(h, mark).filter((r) => r.type === RecordType.CloseSlot)).toEqual([]);
+    expect(h.metrics.dropped('withheld_overflow')).toBe(0);
+    // Another slot keeps flowing meanwhile.
+    grant(h, b.slot, 5);
+    offerItems(h, b.slot, tokens(5, 'b'));
+    await h.runtime.runMacrotasks();
+    expect(itemsOf(h, b.slot.id, mark)).toEqual(tokens(5, 'b').map((t) => JSON.stringify(t)));
+    // A grant releases everything, in order.
+    grant(h, a.slot, 60);
+    await h.runtime.advance(10);
+    await producer;
+    await h.runtime.advance(10);
+    expect(offered).toBe(60);
+    expect(itemsOf(h, a.slot.id, mark)).toEqual(items.map((t) => JSON.stringify(t)));
+    expect(seqsOf(h, a.slot.id, mark)).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+    expect(h.metrics.withheldRecords).toBe(0);
+    expect(a.slot.paused).toBe(false);
+  });
+
+  it('EGRESS-06 a producer leaves without a terminal while 4 records are withheld; after a grant the 4 records go out before CloseSlot{PeerGone}', async () => {
+    const h = egress();
+    const { slot, owner } = await openSlot(h);
+    const mark = h.sink.sent.length;
+    offerItems(h, slot, tokens(4));
+    h.batcher.depart(slot);
+    await h.runtime.advance(50);
+    expect(h.sink.sent.length).toBe(mark);
+    expect(slot.closed).toBe(false);
+    grant(h, slot, 4);
+    await h.runtime.runMacrotasks();
+    expect(records(h, mark).map((r) => label(r))).toEqual(['"t0"@1', '"t1"@2', '"t2"@3', '"t3"@4', 'Close(PeerGone)@5']);
+    expect(slot.closed).toBe(true);
+    expect(owner.closed.map((e) => e?.code)).toEqual(['ERR_SLOT_CLOSED']);
+    expect(h.metrics.liveSlots).toBe(0);
+  });
+
+  it('EGRESS-07 a withheld terminal produces exactly [item, Finalized, CloseSlot] on the wire, with no second close', async () => {
+    const h = egress();
+    const { slot, owner } = await openSlot(h);
+    const mark = h.sink.sent.length;
+    offerItems(h, slot, ['only']);
+    expect(offerFinalized(h, slot)).toBe(Offer.Ok);
+    await h.runtime.runMacrotasks();
+    expect(h.sink.sent.length).toBe(mark);
+    grant(h, slot, 1);
+    await h.runtime.runMacrotasks();
+    // The producer's inlet then closes (it is done): no PeerGone follows the terminal.
+    h.batcher.depart(slot);
+    await h.runtime.advance(100);
+    expect(records(h, mark).map((r) => label(r))).toEqual(['"only"@1', 'Finalized@2', 'Close(TerminalSent)@3']);
+    expect(owner.closed).toEqual([null]);
+    expect(owner.retired).toEqual(['Sent']);
+  });
+
+  it('EGRESS-08 an item spends a grant of 1; the terminal then goes on the reserve, and Finalized + CloseSlot share one batch', async () => {
+    const h = egress();
+    const { slot } = await openSlot(h);
+    grant(h, slot, 1);
+    await h.runtime.runMacrotasks();
+    const mark = h.sink.sent.length;
+    expect(offerItems(h, slot, ['x'])).toEqual([Offer.Ok]);
+    await h.runtime.runMacrotasks();
+    expect(slot.ledger.dataAvailable).toBe(0);
+    expect(offerFinalized(h, slot)).toBe(Offer.Ok);
+    await h.runtime.runMacrotasks();
+    expect(wire(h, mark)).toEqual([['"x"@1'], ['Finalized@2', 'Close(TerminalSent)@3']]);
+    expect(h.metrics.withheldRecords).toBe(0);
+  });
+
+  it('EGRESS-09 without credit a terminal behind starved items waits: nothing sent, withheld = 4, live_slots = 1; a grant of 8 sends them in order, then the close', async () => {
+    // withheld = 4 counts the terminal: three starved items plus the terminal behind them.
+    const h = egress();
+    const { slot } = await openSlot(h);
+    const mark = h.sink.sent.length;
+    offerItems(h, slot, ['a', 'b', 'c']);
+    offerFinalized(h, slot);
+    await h.runtime.advance(100);
+    expect(h.sink.sent.length).toBe(mark);
+    expect(h.metrics.withheldRecords).toBe(4);
+    expect(h.metrics.liveSlots).toBe(1);
+    expect(h.batcher.liveSlots).toBe(1);
+    grant(h, slot, 8);
+    await h.runtime.runMacrotasks();
+    expect(records(h, mark).map((r) => label(r))).toEqual(['"a"@1', '"b"@2', '"c"@3', 'Finalized@4', 'Close(TerminalSent)@5']);
+    expect(h.metrics.liveSlots).toBe(0);
+    expect(h.metrics.withheldRecords).toBe(0);
+  });
+
+  it('EGRESS-10 a grant of 3 against 8 withheld records sends exactly the first 3; the other 5 stay queued in order', async () => {
+    const h = egress();
+    const { slot } = await openSlot(h);
+    const mark = h.sink.sent.length;
+    offerItems(h, slot, tokens(8));
+    grant(h, slot, 3);
+    await h.runtime.runMacrotasks();
+    expect(itemsOf(h, slot.id, mark)).toEqual(['"t0"', '"t1"', '"t2"']);
+    expect(slot.queued).toBe(5);
+    expect(h.metrics.withheldRecords).toBe(5);
+    expect(slot.qValue.slice(slot.qHead)).toEqual(['t3', 't4', 't5', 't6', 't7']);
+    grant(h, slot, 5);
+    await h.runtime.runMacrotasks();
+    expect(itemsOf(h, slot.id, mark)).toEqual(tokens(8).map((t) => JSON.stringify(t)));
+    expect(seqsOf(h, slot.id, mark)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
+  it('EGRESS-11 a starved slot withholds while other slots keep flowing, and slot_credit_exhausted_total > 0', async () => {
+    const h = egress();
+    const starved = await openSlot(h);
+    const flowing = await openSlot(h);
+    grant(h, flowing.slot, 100);
+    await h.runtime.runMacrotasks();
+    const mark = h.sink.sent.length;
+    for (let i = 0; i < 5; i++) {
+      offerItems(h, starved.slot, [`s${i}`]);
+      offerItems(h, flowing.slot, [`f${i}`]);
+      await h.runtime.runMacrotasks();
+    }
+    expect(itemsOf(h, flowing.slot.id, mark)).toEqual(tokens(5, 'f').map((t) => JSON.stringify(t)));
+    expect(dataOf(h, starved.slot.id, mark)).toEqual([]);
+    expect(starved.slot.queued).toBe(5);
+    expect(h.metrics.slotCreditExhausted).toBeGreaterThan(0);
+    // Once per starvation episode, not once per record.
+    expect(h.metrics.slotCreditExhausted).toBe(1);
+  });
+
+  it('EGRESS-12 a terminal and its close share a batch with CloseSlot right after Finalized; an item queued after the terminal is never sent; live_slots = 0', async () => {
+    const h = egress();
+    const { slot } = await openSlot(h);
+    const mark = h.sink.sent.length;
+    offerItems(h, slot, ['before']);
+    offerFinalized(h, slot);
+    offerItems(h, slot, ['after']); // queued behind the terminal
+    grant(h, slot, 10);
+    await h.runtime.advance(100);
+    const sent = wire(h, mark);
+    expect(sent).toEqual([['"before"@1', 'Finalized@2', 'Close(TerminalSent)@3']]);
+    expect(records(h, mark).some((r) => r.type === RecordType.Data && label(r).startsWith('"after"'))).toBe(false);
+    expect(h.metrics.liveSlots).toBe(0);
+    expect(h.metrics.withheldRecords).toBe(0);
+    // And with credit in hand, an offer after the terminal is refused outright.
+    const s2 = await openSlot(h, 10);
+    const m2 = h.sink.sent.length;
+    offerItems(h, s2.slot, ['x']);
+    offerFinalized(h, s2.slot);
+    expect(offerItems(h, s2.slot, ['late'])).toEqual([Offer.Closed]);
+    await h.runtime.runMacrotasks();
+    expect(wire(h, m2)).toEqual([['"x"@1', 'Finalized@2', 'Close(TerminalSent)@3']]);
+  });
+
+  it('EGRESS-13 when the cap is one byte short of room for the close after the terminal, the wire shows [filler, filler] then [Finalized, CloseSlot]', async () => {
+    // 16 + 2 × (13 + 89) = 220; Finalized needs 13 + 10 and its close 14: 220 + 37 = 257 = cap + 1.
+    const filler = itemBody(89);
+    const h = egress({ maxBatchBytes: 256 });
+    const { slot } = await openSlot(h);
+    const mark = h.sink.sent.length;
+    h.batcher.offer(slot, EgressKind.Body, filler);
+    h.batcher.offer(slot, EgressKind.Body, filler);
+    offerFinalized(h, slot);
+    grant(h, slot, 2);
+    await h.runtime.runMacrotasks();
+    expect(wire(h, mark)).toEqual([
+      ['bytes81@1', 'bytes81@2'],
+      ['Finalized@3', 'Close(TerminalSent)@4'],
+    ]);
+    expect(h.sink.sent.slice(mark).map((b) => b.payload.byteLength)).toEqual([220, 16 + 23 + 14]);
+    // Control: one byte more cap and all four share a batch.
+    const g = egress({ maxBatchBytes: 257 });
+    const s = await openSlot(g);
+    const m2 = g.sink.sent.length;
+    g.batcher.offer(s.slot, EgressKind.Body, filler);
+    g.batcher.offer(s.slot, EgressKind.Body, filler);
+    offerFinalized(g, s.slot);
+    grant(g, s.slot, 2);
+    await g.runtime.runMacrotasks();
+    expect(wire(g, m2)).toEqual([['bytes81@1', 'bytes81@2', 'Finalized@3', 'Close(TerminalSent)@4']]);
+  });
+
+  it('EGRESS-14 cap 256 B: a 512-byte item fails just its own stream (ERR_RECORD_TOO_LARGE, lanemux has no rendezvous); another slot flows meanwhile', async () => {
+    // lanemux equivalent: the reference sends a record over the cap alone via rendezvous and fences
+    // its slot. lanemux has no rendezvous: a record that cannot fit a batch fails only its stream.
+    const h = egress({ maxBatchBytes: 256 });
+    const big = await openSlot(h, 10);
+    const other = await openSlot(h, 10);
+    const mark = h.sink.sent.length;
+    offerItems(h, big.slot, ['small']);
+    expect(h.batcher.offer(big.slot, EgressKind.ItemBytes, new Uint8Array(512))).toBe(Offer.Closed);
+    offerItems(h, other.slot, ['o1', 'o2']);
+    await h.runtime.runMacrotasks();
+    expect(big.slot.closed).toBe(true);
+    expect(big.owner.closed.map((e) => e?.code)).toEqual(['ERR_RECORD_TOO_LARGE']);
+    expect(big.owner.retired).toEqual(['Discarded']);
+    expect(other.slot.closed).toBe(false);
+    expect(itemsOf(h, other.slot.id, mark)).toEqual(['"o1"', '"o2"']);
+    expect(h.metrics.rendezvousSingletons).toBe(0);
+    for (const b of h.sink.sent) expect(b.payload.byteLength).toBeLessThanOrEqual(256);
+    expect(h.batcher.offer(big.slot, EgressKind.ItemString, 'later')).toBe(Offer.Closed);
+    offerItems(h, other.slot, ['o3']);
+    await h.runtime.runMacrotasks();
+    expect(seqsOf(h, other.slot.id, mark)).toEqual([1, 2, 3]);
+  });
+
+  it('EGRESS-14 a stream failed for a too-large record tells its consumer: CloseSlot{PeerGone} follows its last record on the wire', async () => {
+    // A locally failed slot frees its index (and bumps the generation) like any close, so the
+    // receiver must learn that the stream ended (protocol.md §15.1.3: any close other than the
+    // terminal's injects exactly one Dropped). Without a CloseSlot the ingress slot stays live.
+    const h = egress({ maxBatchBytes: 256 });
+    const big = await openSlot(h, 10);
+    const mark = h.sink.sent.length;
+    offerItems(h, big.slot, ['small']);
+    h.batcher.offer(big.slot, EgressKind.ItemBytes, new Uint8Array(512));
+    await h.runtime.advance(100);
+    expect(records(h, mark).filter((r) => r.slot === big.slot.id).map((r) => label(r))).toEqual(['"small"@1', 'Close(PeerGone)@2']);
+  });
+
+  it('EGRESS-14 (whole node) after one stream fails for a too-large record, the next stream on that batcher still opens and delivers', async () => {
+    const runtime = new ManualRuntime();
+    const [ma, mb] = LoopMessenger.pair();
+    const nodes: LanemuxNode[] = [];
+    try {
+      const consumer = await createNode({ messenger: ma, runtime, mux: { initialCredit: 8, maxBatchBytes: 256 } });
+      const producer = await createNode({ messenger: mb, runtime, mux: { initialCredit: 8, maxBatchBytes: 256 } });
+      nodes.push(consumer, producer);
+      const first = consumer.createAnchor<Uint8Array | string>();
+      const s1 = await producer.attachAnchor<Uint8Array | string>(first.handle);
+      await runtime.runMacrotasks();
+      await expect(s1.send(new Uint8Array(512))).rejects.toMatchObject({ code: 'ERR_RECORD_TOO_LARGE' });
+      await runtime.advance(50);
+      const second = consumer.createAnchor<string>();
+      const s2 = await producer.attachAnchor<string>(second.handle);
+      await runtime.runMacrotasks();
+      await s2.send('hello');
+      await s2.finalize();
+      await runtime.advance(50);
+      const got: string[] = [];
+      const reading = (async () => {
+        for await (const t of second) got.push(t);
+      })();
+      await runtime.advance(50);
+      await reading;
+      expect(got).toEqual(['hello']);
+      expect(consumer.metricsRegistry.dropped('slot_collision')).toBe(0);
+      // The failed stream's consumer is told too (Dropped → ERR_SENDER_DROPPED), not left to its watchdog.
+      await expect(first.next()).rejects.toMatchObject({ code: 'ERR_SENDER_DROPPED' });
+    } finally {
+      for (const n of nodes) await n.close();
+    }
+  });
+
+  it('EGRESS-15 a record admitted synchronously is never fenced in lanemux: a cap-sized record goes alone and the slot\'s next record follows at once', async () => {
+    // lanemux equivalent: there are no rendezvous singletons, so nothing fences a slot. A record
+    // that exactly fills the 256-byte cap (16 + 13 + 227) goes in a batch of its own, admitted
+    // synchronously; the fenced flag stays false and the next record follows at the next seq.
+    const h = egress({ maxBatchBytes: 256 });
+    const { slot } = await openSlot(h, 10);
+    const mark = h.sink.sent.length;
+    offerItems(h, slot, ['a']);
+    h.batcher.offer(slot, EgressKind.Body, itemBody(227));
+    offerItems(h, slot, ['b']);
+    expect(slot.fenced).toBe(false);
+    await h.runtime.runMacrotasks();
+    expect(wire(h, mark)).toEqual([['"a"@1'], ['bytes219@2'], ['"b"@3']]);
+    expect(h.sink.sent[mark + 1]!.payload.byteLength).toBe(256);
+    expect(h.metrics.rendezvousSingletons).toBe(0);
+    expect(slot.fenced).toBe(false);
+  });
+});
