@@ -97,7 +97,10 @@ export class LanemuxNode implements AnchorHost {
   #perStreamEndpoint: string | null = null;
   readonly #anchors = new Map<bigint, StreamAnchor<unknown>>();
   readonly #locals = new Map<StreamAnchor<unknown>, LocalPort>();
-  readonly #perStreamBinds = new Map<string, StreamAnchor<unknown>>();
+  /** Per-stream attaches awaiting their connection: the anchor and the buffer it already reads. */
+  readonly #perStreamBinds = new Map<string, { anchor: StreamAnchor<unknown>; buffer: SlotBuffer }>();
+  /** Live per-stream connections by anchor: dropping one resets it unless its terminal already arrived. */
+  readonly #perStreamDrops = new Map<StreamAnchor<unknown>, (error: StreamError) => void>();
   readonly #liveSenders = new Set<StreamSender<unknown>>();
   #closed = false;
 
@@ -213,7 +216,13 @@ export class LanemuxNode implements AnchorHost {
       this.#locals.delete(anchor);
       if (cancelled) local.fail(new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream'));
     }
-    for (const [key, a] of this.#perStreamBinds) if (a === anchor) this.#perStreamBinds.delete(key);
+    for (const [key, b] of this.#perStreamBinds) if (b.anchor === anchor) this.#perStreamBinds.delete(key);
+    const drop = this.#perStreamDrops.get(anchor);
+    if (drop !== undefined) {
+      this.#perStreamDrops.delete(anchor);
+      // Nobody reads this anchor any more: drop the connection, or the producer blocks once buffers fill.
+      drop(cancelled ? new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream') : new StreamError('ERR_STREAM_CLOSED', 'the anchor failed'));
+    }
     if (cancelled) this.#metrics.anchorOperation('cancel', 'success', anchor.feedKind);
   }
 
@@ -254,9 +263,22 @@ export class LanemuxNode implements AnchorHost {
     }
     if (this.#perStreamEndpoint !== null && (keys.length === 0 || keys.includes(TCP_STREAM_KEY))) {
       const session = randomU64(this.#runtime);
-      this.#perStreamBinds.set(`${anchor.localId}:${session}`, anchor);
-      // The anchor waits for the connection; mark it taken so a second attach is refused.
-      anchor._feed(new SlotBuffer(ANCHOR_CHANNEL_DEPTH), 'legacy', null);
+      // The anchor waits on the buffer the connection will fill, so a reader parked on it is woken by
+      // the first frame; feeding it also marks the anchor taken (a second attach is refused).
+      const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
+      const key = `${anchor.localId}:${session}`;
+      this.#perStreamBinds.set(key, { anchor, buffer });
+      // The accept window: a producer that never dials must not leave the anchor waiting forever.
+      // (The legacy path keeps one timer per pending attach, as it did per stream.)
+      this.#runtime.setTimer(() => {
+        const pending = this.#perStreamBinds.get(key);
+        if (pending === undefined || pending.anchor !== anchor) return;
+        this.#perStreamBinds.delete(key);
+        this.#metrics.unclaimedBindReaped++;
+        buffer.pushForced(FrameKind.Dropped, undefined);
+        buffer.close();
+      }, this.#config.acceptWindow);
+      anchor._feed(buffer, 'legacy', null);
       this.#metrics.anchorOperation('attach', 'success', TCP_STREAM_KEY);
       return attachOk({ key: TCP_STREAM_KEY, heartbeatMs: this.#config.heartbeatInterval, session, credit: 0, budget: 0, lane: 0, endpoint: this.#perStreamEndpoint });
     }
@@ -271,10 +293,10 @@ export class LanemuxNode implements AnchorHost {
   /** Consumer side of a per-stream connection: frames into the anchor's own channel. */
   #acceptPerStream(anchorId: bigint, sessionId: bigint): PerStreamSink | null {
     const key = `${anchorId}:${sessionId}`;
-    const anchor = this.#perStreamBinds.get(key);
-    if (anchor === undefined) return null;
+    const bind = this.#perStreamBinds.get(key);
+    if (bind === undefined) return null;
     this.#perStreamBinds.delete(key);
-    const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
+    const { anchor, buffer } = bind;
     const frame: DecodedFrame = { kind: 0, value: undefined, terminal: false };
     let ended = false;
     const sink: PerStreamSink = {
@@ -287,10 +309,14 @@ export class LanemuxNode implements AnchorHost {
         return ok && buffer.length < buffer.capacity;
       },
       end: () => {
+        this.#perStreamDrops.delete(anchor);
         if (!ended) buffer.pushForced(FrameKind.Dropped, undefined);
         buffer.close();
       },
     };
+    this.#perStreamDrops.set(anchor, (error) => {
+      if (!ended) sink.abort?.(error);
+    });
     anchor._feed(buffer, 'legacy', null, () => {
       if (buffer.length < buffer.capacity) sink.resume?.();
     });
@@ -343,7 +369,11 @@ export class LanemuxNode implements AnchorHost {
       const conn = await this.#perStream.connect(ok.endpoint, h.localId, ok.routing_session_id, options.signal ? { signal: options.signal } : {});
       const sender = new StreamSender<T>({ transport: TCP_STREAM_KEY, signal: options.signal, onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>) });
       const port = new PerStreamPort(conn);
-      conn.onClose((error) => sender._closed(error));
+      conn.onClose((error) => {
+        sender._closed(error);
+        // The connection closed: after a clean end every frame was handed on.
+        sender._retire(error === null && sender.closed ? 'Sent' : 'Discarded');
+      });
       sender._bind(port);
       this.#liveSenders.add(sender as StreamSender<unknown>);
       return sender;
@@ -431,6 +461,9 @@ export class LanemuxNode implements AnchorHost {
     anchor._feed(buffer, 'local', null, () => port.drained());
     this.#locals.set(anchor, port);
     const sender = new StreamSender<T>({ transport: null, signal: options.signal, onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>) });
+    // A same-worker terminal is in the anchor's channel the moment it is handed over.
+    port.onTerminal = () => sender._retire('Sent');
+    port.onFailed = () => sender._retire('Discarded');
     sender._bind(port);
     this.#liveSenders.add(sender as StreamSender<unknown>);
     this.#metrics.anchorOperation('attach', 'success', 'local');

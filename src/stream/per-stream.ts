@@ -14,6 +14,8 @@ export interface PerStreamSink {
   end(error: LanemuxError | null): void;
   /** Set by the transport: the sink calls it when it can take frames again. */
   resume: (() => void) | null;
+  /** Set by the transport: the sink calls it to drop the connection (the anchor was cancelled or failed). */
+  abort?: ((error: LanemuxError) => void) | null;
 }
 
 /** The producer side of one per-stream connection. */

@@ -36,7 +36,7 @@ export class MuxPort implements SenderPort {
     return this.slot.paused;
   }
   get closeError(): LanemuxError | null {
-    return this.slot.closeError;
+    return this.slot.closed ? this.slot.closeError : null;
   }
   offer(kind: number, value: unknown): Offer {
     const slot = this.slot;
@@ -76,6 +76,10 @@ export class LocalPort implements SenderPort {
   #waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
   #pending: Array<[number, unknown]> = [];
   closeError: LanemuxError | null = null;
+  /** Called when a terminal is handed over (retirement: Sent). */
+  onTerminal: (() => void) | null = null;
+  /** Called when the consumer went away first (retirement: Discarded). */
+  onFailed: (() => void) | null = null;
 
   constructor(buffer: SlotBuffer) {
     this.#buffer = buffer;
@@ -85,6 +89,7 @@ export class LocalPort implements SenderPort {
   }
   offer(kind: number, value: unknown): Offer {
     if (this.closeError !== null) return Offer.Closed;
+    if (kind >= FrameKind.Finalized) this.onTerminal?.();
     if (this.#pending.length === 0 && this.#buffer.push(kind, value, 0)) return Offer.Ok;
     // Full: keep this one frame aside and make the producer wait (the inlet's one-record overshoot).
     this.#pending.push([kind, value]);
@@ -113,6 +118,7 @@ export class LocalPort implements SenderPort {
   fail(error: LanemuxError): void {
     if (this.closeError !== null) return;
     this.closeError = error;
+    this.onFailed?.();
     this.#pending = [];
     const w = this.#waiters;
     this.#waiters = [];
@@ -160,6 +166,8 @@ export class PerStreamPort implements SenderPort {
       },
     );
     this.#paused = p;
+    // `trySend` drops this promise: a later rejection must not be an unhandled rejection.
+    p.catch(() => {});
     return Offer.Wait;
   }
   waitWritable(): Promise<void> {

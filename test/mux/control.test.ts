@@ -52,6 +52,25 @@ describe('E. Batcher control, epochs and retirement', () => {
     expect(h.batcher.inbox.postReplyCredit(sid(22, 0), 1)).toBe(false);
   });
 
+  it('CTRL-01 (graceful retire) when the retirement closes span batches on a stalled transport, every producer still fails exactly once and live_slots returns to 0', async () => {
+    // A retire applied by the batcher's drain closes each live slot with CloseSlot{PeerGone}. With a
+    // 64-byte cap three closes fit a batch; the transport stalls on the first, so the rest cannot be
+    // staged. Those slots must still be failed locally (§9.7: "fails those slots, so their producers
+    // re-attach"; §15.1.5: live_slots returns to 0).
+    const h = egress({ maxBatchBytes: 64 });
+    const opened = await openSlots(h, 5);
+    h.sink.mode = 'stall';
+    h.batcher.inbox.postRetire();
+    await h.runtime.runMacrotasks();
+    expect(h.batcher.retired).toBe(true);
+    h.sink.release();
+    await h.runtime.advance(100);
+    expect(opened.map((o) => o.owner.closed.length)).toEqual([1, 1, 1, 1, 1]);
+    expect(opened.every((o) => o.slot.closed)).toBe(true);
+    expect(h.batcher.liveSlots).toBe(0);
+    expect(h.metrics.liveSlots).toBe(0);
+  });
+
   it('CTRL-01 (whole mux) a reply for a retired batcher is not lost: the mux re-resolves a fresh batcher, which writes it as a single CloseSlot batch', async () => {
     const p = muxPair({ creditSweepInterval: 10, batcherIdleTtl: 10 });
     const peerB = p.mb.self.id;
