@@ -15,20 +15,23 @@ const { values: opt } = parseArgs({
     requests: { type: 'string', default: '256' },
     frontends: { type: 'string', default: '4' },
     'pass-ms': { type: 'string', default: '2' },
-    tokens: { type: 'string', default: '64' },
+    tokens: { type: 'string', default: '128' },
     'max-batch': { type: 'string' },
     credit: { type: 'string', default: '32' },
     lanes: { type: 'string', default: '1' },
     modes: { type: 'string', default: 'legacy,auto,manual' },
     json: { type: 'boolean', default: false },
+    'yield-sends': { type: 'boolean', default: false },
     quiet: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
 });
 if (opt.help) {
-  console.log(`usage: npm start -- [--requests 256] [--frontends 4] [--pass-ms 2] [--tokens 64]
+  console.log(`usage: npm start -- [--requests 256] [--frontends 4] [--pass-ms 2] [--tokens 128]
                   [--max-batch N] [--credit 32] [--lanes 1] [--modes legacy,auto,manual] [--json]
-  --pass-ms 0 runs passes back to back (yielding to the event loop between passes).`);
+  --pass-ms 0 runs passes back to back (yielding to the event loop between passes).
+  --yield-sends yields to the event loop after every send (a producer whose sampling step does I/O):
+  Auto then writes what it finds at each wake, Manual still writes one batch per peer per pass.`);
   process.exit(0);
 }
 const cfg = {
@@ -39,6 +42,7 @@ const cfg = {
   credit: int(opt.credit, 1, 65_536, 'credit'),
   lanes: int(opt.lanes, 1, 16, 'lanes'),
   modes: opt.modes.split(',').map((m) => m.trim()).filter(Boolean),
+  yieldSends: opt['yield-sends'],
 };
 cfg.maxBatch = opt['max-batch'] === undefined ? cfg.requests : int(opt['max-batch'], 1, 100_000, 'max-batch');
 for (const m of cfg.modes) if (!['legacy', 'auto', 'manual'].includes(m)) fail(`unknown mode ${m}`);
@@ -119,6 +123,7 @@ async function runMode(mode) {
       if (p !== undefined) waits.push(p);
       sent++;
       if (--req.left === 0) waits.push(req.s.finalize());
+      if (cfg.yieldSends) await new Promise((r) => setImmediate(r));
     }
     if (mode === 'manual') engine.flushBatch();
     await Promise.all(waits);
@@ -162,7 +167,7 @@ async function runMode(mode) {
 const results = [];
 if (!opt.json) {
   console.log(`lanemux demo: ${cfg.requests} requests x ${cfg.tokens} tokens, ${cfg.frontends} frontends, max batch ${cfg.maxBatch}, ` +
-    `pass every ${cfg.passMs} ms, credit ${cfg.credit}, ${cfg.lanes} lane(s), loopback TCP`);
+    `pass every ${cfg.passMs} ms, credit ${cfg.credit}, ${cfg.lanes} lane(s)${cfg.yieldSends ? ', yielding after every send' : ''}, loopback TCP`);
 }
 for (const mode of cfg.modes) results.push(await runMode(mode));
 
