@@ -54,6 +54,8 @@ export interface BatcherHost {
   nextEpoch(): bigint;
   /** True while the peer is connected (credit owed to a gone peer is moot, not lost). */
   peerAlive(peer: PeerId): boolean;
+  /** Hand credit replies a retiring batcher could not write to its replacement. */
+  repostCredit(peer: PeerId, lane: number, credit: readonly number[]): void;
 }
 
 /** Per-receiver bound on slot indices: a sender never opens more live slots than a table holds. */
@@ -505,7 +507,10 @@ export class Batcher implements SlotBatcher {
       const slot = this.slotFor(l.slot);
       if (slot && slot.sessionId === l.session) slot.owner.onLifecycle(l.cancel);
     }
-    if (d.retire) this.retire(undefined, true);
+    if (d.retire) {
+      const left = this.retire(undefined, true);
+      if (left.credit.length > 0) this.#host.repostCredit(this.peer, this.lane, left.credit);
+    }
   }
 
   /** Peer replies: CreditUpdate first, then CloseSlot/RejectSlot, then lifecycle (§9.5). */
@@ -575,6 +580,12 @@ export class Batcher implements SlotBatcher {
     m.recordsPerBatchSent.observe(count);
     m.stagedRecords -= this.#gate.staged;
     this.#gate.onWrite(now, carriedData);
+    if (this.#timer !== null) {
+      // The written batch took its window with it; the wake that follows re-arms for what is left.
+      this.#host.runtime.clearTimer(this.#timer);
+      this.#timer = null;
+      this.#timerAt = Number.NaN;
+    }
     this.#resetDataSlots();
     this.batchSeq = (this.batchSeq + 1) >>> 0;
     const replies = this.#replies;
@@ -714,7 +725,8 @@ export class Batcher implements SlotBatcher {
         if (s === undefined) continue;
         m.withheldRecords -= s.clearQueue();
         if (!this.#parked) this.#emitClose(s, CloseReason.PeerGone, err);
-        else this.#closeSlotLocally(s, err, false);
+        // A clamp flush that parked leaves the close unwritten: fail the producer all the same.
+        if (!s.closed) this.#closeSlotLocally(s, err, false);
       }
       const d = this.inbox.close();
       if (!this.#parked) {

@@ -179,6 +179,15 @@ export class Mux implements BatcherHost, IngressHost {
     bind.owner.onEnded(bind, end);
   }
 
+  repostCredit(peer: PeerId, lane: number, credit: readonly number[]): void {
+    // Credit a retiring batcher still held goes to its replacement (moot if the peer is gone).
+    if (!this.peerAlive(peer)) return;
+    for (let i = 0; i < credit.length; i += 2) {
+      this.metrics.creditReposted += credit[i + 1]!;
+      this.replyCredit(peer, lane, credit[i]!, credit[i + 1]!);
+    }
+  }
+
   replyCredit(peer: PeerId, lane: number, peerSlot: number, delta: number): void {
     if (!this.peerAlive(peer)) return; // the stream died with its peer: nothing is owed
     if (!this.batcherFor(peer, lane).inbox.postReplyCredit(peerSlot, delta)) {
@@ -425,11 +434,7 @@ export class Mux implements BatcherHost, IngressHost {
           if (++b.idleTicks >= idleTicks) {
             const left = b.retire();
             arr[lane] = undefined;
-            // Credit the retiring batcher still held goes to its replacement.
-            for (let i = 0; i < left.credit.length; i += 2) {
-              this.metrics.creditReposted += left.credit[i + 1]!;
-              this.replyCredit(peer, lane, left.credit[i]!, left.credit[i + 1]!);
-            }
+            this.repostCredit(peer, lane, left.credit);
             continue;
           }
         } else b.idleTicks = 0;

@@ -147,6 +147,7 @@ export function egress(config: MuxConfig = {}, options: { maxMessageSize?: numbe
   const epochs: bigint[] = [];
   let epoch = 0n;
   const state = { peerAlive: true };
+  const reposted: number[] = [];
   const host: BatcherHost = {
     config: resolved,
     metrics,
@@ -158,6 +159,9 @@ export function egress(config: MuxConfig = {}, options: { maxMessageSize?: numbe
       return epoch;
     },
     peerAlive: () => state.peerAlive,
+    repostCredit: (_peer, _lane, credit) => {
+      reposted.push(...credit);
+    },
   };
   const batcher = new Batcher(host, PEER, options.lane ?? 0);
   const h: EgressHarness = {

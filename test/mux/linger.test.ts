@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { CloseReason } from '../../src/wire/constants.ts';
 import { egress, offerItems, openSlot, sid, wakeDelta, wakes, wire } from './harness.ts';
 
+
 const C = 64;
 
 describe('G. Reply linger (C = 64, reply_linger 1 s)', () => {
@@ -37,6 +38,21 @@ describe('G. Reply linger (C = 64, reply_linger 1 s)', () => {
     expect(h.sink.sent[mark]!.at).toBe(100);
     await h.runtime.advance(2000);
     expect(h.sink.sent.length).toBe(mark + 1);
+  });
+
+  it('LINGER-02 (timer) once the close has taken the replies out, their linger window no longer wakes the batcher', async () => {
+    // batcher_wakes_total counts real wakes (§16.1). The credit reply armed a 1 s window; the close
+    // wrote it at 100 ms, so nothing is pending at 1 s and no linger wake may follow.
+    const h = egress({ replyLinger: 1000 });
+    h.batcher.inbox.postReplyCredit(sid(5, 1), 9);
+    await h.runtime.advance(100);
+    h.batcher.inbox.postReplyClose(sid(6, 0), CloseReason.ProtocolError);
+    await h.runtime.advance(10);
+    expect(h.sink.sent).toHaveLength(1);
+    const before = wakes(h.metrics);
+    await h.runtime.advance(2000);
+    expect(wakeDelta(before, wakes(h.metrics)).linger).toBe(0);
+    expect(h.runtime.timerCount).toBe(0);
   });
 
   it('LINGER-02 replies drained together go out credit first, then the close (§9.5 drain order)', async () => {
