@@ -41,6 +41,9 @@ export class Mux implements BatcherHost, IngressHost {
   readonly #messenger: Messenger;
   #batchers = new Map<PeerId, Array<Batcher | undefined>>();
   #tables = new Map<PeerId, Array<IngressTable | undefined>>();
+  /** Flat lists for the sweep: index loops, so a tick on an idle node allocates nothing. */
+  #batcherList: Batcher[] = [];
+  #tableList: IngressTable[] = [];
   #budgets = new Map<PeerId, ByteBudget>();
   #binds = new Map<string, Bind>();
   /** Accept deadlines, FIFO (the window is one constant, so deadlines arrive in order). */
@@ -109,6 +112,7 @@ export class Mux implements BatcherHost, IngressHost {
     if (b === undefined || b.retired) {
       b = new Batcher(this, peer, lane);
       arr[lane] = b;
+      this.#batcherList.push(b);
       this.#armSweep();
     }
     return b;
@@ -134,6 +138,7 @@ export class Mux implements BatcherHost, IngressHost {
       }
       t = new IngressTable(this, peer, lane, budget);
       arr[lane] = t;
+      this.#tableList.push(t);
       this.#armSweep();
     }
     return t;
@@ -350,7 +355,7 @@ export class Mux implements BatcherHost, IngressHost {
   }
 
   #hasWork(): boolean {
-    return this.#batchers.size > 0 || this.#tables.size > 0 || this.#binds.size > 0 || this.#heartbeatSenders.size > 0;
+    return this.#batcherList.length > 0 || this.#tableList.length > 0 || this.#binds.size > 0 || this.#heartbeatSenders.size > 0;
   }
 
   /** Keep the sweep running while the node has work (called when work appears). */
@@ -366,8 +371,9 @@ export class Mux implements BatcherHost, IngressHost {
   sweep(): void {
     if (this.#closed) return;
     const now = this.runtime.now();
-    for (const arr of this.#tables.values()) for (const t of arr) if (t !== undefined && t.liveSlots > 0) t.sweep();
-    this.#expireBinds(now);
+    const tables = this.#tableList;
+    for (let i = 0; i < tables.length; i++) if (tables[i]!.liveSlots > 0) tables[i]!.sweep();
+    if (this.#deadlineHead < this.#deadlines.length) this.#expireBinds(now);
     if (now - this.#lastWatchdog >= this.config.heartbeatInterval) {
       this.#lastWatchdog = now;
       this.#watchdogWindow();
@@ -398,9 +404,11 @@ export class Mux implements BatcherHost, IngressHost {
   /** One heartbeat window of every stream watchdog (§14.2). */
   #watchdogWindow(): void {
     const limit = this.config.detectionMultiplier;
-    for (const arr of this.#tables.values()) {
-      for (const t of arr) {
-        if (t === undefined || t.liveSlots === 0) continue;
+    const tables = this.#tableList;
+    for (let i = 0; i < tables.length; i++) {
+      {
+        const t = tables[i]!;
+        if (t.liveSlots === 0) continue;
         const fire: IngressSlot[] = [];
         for (const s of t.slots()) {
           const live = s.arrivals !== s.lastArrivals || s.senderStarved;
@@ -414,34 +422,42 @@ export class Mux implements BatcherHost, IngressHost {
   }
 
   #checkBatchers(now: number): void {
+    const list = this.#batcherList;
+    if (list.length === 0) return;
     const idleTicks = Math.max(1, Math.floor(this.config.batcherIdleTtl / this.config.creditSweepInterval));
-    for (const [peer, arr] of this.#batchers) {
-      let any = false;
-      let healthDue = false;
-      for (let lane = 0; lane < arr.length; lane++) {
-        const b = arr[lane];
-        if (b === undefined) continue;
-        if (b.retired) {
-          arr[lane] = undefined;
-          continue;
-        }
-        if (b.liveSlots > 0 && now - b.lastHealthCheck >= this.config.healthCheckInterval) {
-          b.lastHealthCheck = now;
-          healthDue = true;
-        }
-        const ingressLive = this.#tables.get(peer)?.[lane]?.liveSlots ?? 0;
-        if (b.idle && ingressLive === 0) {
-          if (++b.idleTicks >= idleTicks) {
-            const left = b.retire();
-            arr[lane] = undefined;
-            this.repostCredit(peer, lane, left.credit);
-            continue;
-          }
-        } else b.idleTicks = 0;
-        any = true;
+    let healthPeer: PeerId | null = null;
+    let removed = false;
+    for (let i = 0; i < list.length; i++) {
+      const b = list[i]!;
+      if (b.retired) {
+        removed = true;
+        continue;
       }
-      if (!any) this.#batchers.delete(peer);
-      if (healthDue) this.#healthCheck(peer);
+      const { peer, lane } = b;
+      if (b.liveSlots > 0 && now - b.lastHealthCheck >= this.config.healthCheckInterval) {
+        // One health check per peer per interval, whatever its lane count.
+        for (const x of this.#batchers.get(peer) ?? []) if (x !== undefined) x.lastHealthCheck = now;
+        if (healthPeer !== peer) this.#healthCheck(peer);
+        healthPeer = peer;
+      }
+      const ingressLive = this.#tables.get(peer)?.[lane]?.liveSlots ?? 0;
+      if (b.idle && ingressLive === 0) {
+        if (++b.idleTicks >= idleTicks) {
+          const left = b.retire();
+          removed = true;
+          this.repostCredit(peer, lane, left.credit);
+        }
+      } else b.idleTicks = 0;
+    }
+    if (removed) this.#pruneBatchers();
+  }
+
+  /** Drop retired batchers from the registry and the sweep list. */
+  #pruneBatchers(): void {
+    this.#batcherList = this.#batcherList.filter((b) => !b.retired);
+    for (const [peer, arr] of this.#batchers) {
+      for (let lane = 0; lane < arr.length; lane++) if (arr[lane]?.retired) arr[lane] = undefined;
+      if (arr.every((b) => b === undefined)) this.#batchers.delete(peer);
     }
   }
 
@@ -471,12 +487,13 @@ export class Mux implements BatcherHost, IngressHost {
     if (!ingressToo) return;
     if (arr) {
       for (const b of arr) if (b !== undefined && !b.retired) b.retire(error);
-      this.#batchers.delete(peer);
+      this.#pruneBatchers();
     }
     const tables = this.#tables.get(peer);
     if (tables) {
       for (const t of tables) if (t !== undefined) t.retireAll();
       this.#tables.delete(peer);
+      this.#tableList = this.#tableList.filter((t) => t.peer !== peer);
       this.#budgets.delete(peer);
     }
   }
@@ -491,8 +508,10 @@ export class Mux implements BatcherHost, IngressHost {
     if (this.#closed) return;
     for (const arr of this.#batchers.values()) for (const b of arr) if (b !== undefined && !b.retired) b.retire();
     this.#batchers.clear();
-    for (const arr of this.#tables.values()) for (const t of arr) if (t !== undefined) t.retireAll();
+    this.#batcherList = [];
+    for (const t of this.#tableList) t.retireAll();
     this.#tables.clear();
+    this.#tableList = [];
     for (const b of [...this.#binds.values()]) {
       b.buffer.pushForced(5 /* FrameKind.Dropped */, undefined);
       b.buffer.close();
