@@ -27,6 +27,18 @@ const DONE: IteratorResult<never> = Object.freeze({ done: true, value: undefined
 
 /** The consumer's end of a stream. */
 export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
+  static {
+    // `await using anchor = …` where the runtime has explicit resource management.
+    const dispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
+    if (typeof dispose === 'symbol') {
+      Object.defineProperty(StreamAnchor.prototype, dispose, {
+        value(this: StreamAnchor) {
+          return this.close();
+        },
+      });
+    }
+  }
+
   /** The handle to give a producer (`attachAnchor`); parse it back with `parseHandle`. */
   readonly handle: string;
   /** The anchor's local id (low 64 bits of the handle). */
@@ -184,7 +196,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
     if (!this.finished) this.#host.anchorLifecycle(this as StreamAnchor<unknown>, false);
   }
 
-  /** Close the anchor (alias of {@link cancel}); for `await using`. */
+  /** Close the anchor (alias of {@link cancel}). `[Symbol.asyncDispose]` calls it where the runtime has it. */
   async close(): Promise<void> {
     this.cancel();
   }

@@ -86,6 +86,18 @@ export interface AttachOptions {
 
 /** A lanemux node. Create one with {@link createNode}. */
 export class LanemuxNode implements AnchorHost {
+  static {
+    // `await using node = await createNode(…)` where the runtime has explicit resource management.
+    const dispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
+    if (typeof dispose === 'symbol') {
+      Object.defineProperty(LanemuxNode.prototype, dispose, {
+        value(this: LanemuxNode) {
+          return this.close();
+        },
+      });
+    }
+  }
+
   /** This node's 64-bit worker id (the routing key in its anchor handles). */
   readonly workerId: bigint;
   readonly #messenger: Messenger;

@@ -33,4 +33,17 @@ describe('streams over the mux (loop messenger)', () => {
     expect(consumer.metrics()['velo_streaming_mux_reader_stall_total']).toBe(0);
     expect(consumer.metricsRegistry.liveSlots + producer.metricsRegistry.liveSlots).toBe(0);
   });
+
+  it('anchors and nodes are async-disposable where the runtime has Symbol.asyncDispose', async () => {
+    const { consumer, producer } = await pair();
+    const anchor = consumer.createAnchor<string>();
+    const sender = await producer.attachAnchor<string>(anchor.handle);
+    const dispose = (Symbol as { asyncDispose?: symbol }).asyncDispose!;
+    await (anchor as unknown as Record<symbol, () => Promise<void>>)[dispose]!();
+    expect(anchor.finished).toBe(true);
+    await new Promise<void>((r) => (sender.cancelSignal.aborted ? r() : sender.cancelSignal.addEventListener('abort', () => r())));
+    await expect(sender.send('x')).rejects.toMatchObject({ code: 'ERR_UNKNOWN_SLOT' });
+    await (producer as unknown as Record<symbol, () => Promise<void>>)[dispose]!();
+    expect(() => producer.createAnchor()).toThrow(/closed/);
+  });
 });
