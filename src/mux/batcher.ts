@@ -191,9 +191,10 @@ export class Batcher implements SlotBatcher {
       this.#pendingOpens.push(...slots);
       return;
     }
+    this.#begin();
     for (const slot of slots) {
       if (slot.closed) continue;
-      this.#begin();
+      // Opens queued behind a parked write share one batch of their own: no data can overtake them.
       this.#enc.appendOpenSlot(slot.id, 0, slot.anchorId, slot.sessionId);
       this.#typeCounts[RecordType.OpenSlot]! += 1;
       this.#gate.onStage(this.#host.runtime.now(), StagedKind.Urgent);
@@ -234,7 +235,7 @@ export class Batcher implements SlotBatcher {
     slot.enqueue(kind, value, recordBytes(kind, value));
     m.withheldRecords++;
     // Pause at the byte cap, or at the inlet depth (C+1) while parked on admission.
-    if (slot.withheldBytes >= this.#host.config.slotByteBudget || (this.#parked && slot.queued > this.#host.config.initialCredit + 1)) {
+    if (slot.withheldBytes >= this.#host.config.slotByteBudget || (this.#parked && slot.queued > slot.inletDepth)) {
       if (!slot.paused) m.producerSendBackpressure++;
       slot.paused = true;
       return Offer.Wait;
@@ -369,7 +370,7 @@ export class Batcher implements SlotBatcher {
         return;
       }
     }
-    if (slot.paused && slot.withheldBytes < this.#host.config.slotByteBudget && !(this.#parked && slot.queued > this.#host.config.initialCredit + 1)) {
+    if (slot.paused && slot.withheldBytes < this.#host.config.slotByteBudget && !(this.#parked && slot.queued > slot.inletDepth)) {
       slot.resume();
     }
   }

@@ -57,6 +57,8 @@ export class EgressSlot {
   readonly sessionId: bigint;
   readonly ledger: SenderLedger;
   readonly owner: EgressSlotOwner;
+  /** Records a producer may hand over while the batcher is parked on admission: C+1, the inlet depth. */
+  readonly inletDepth: number;
   /** frame_seq of the next record (OpenSlot took 0). */
   nextSeq = 1;
   // Withheld FIFO: parallel arrays with a moving head (no object per record).
@@ -93,6 +95,7 @@ export class EgressSlot {
     this.sessionId = sessionId;
     this.ledger = ledger;
     this.owner = owner;
+    this.inletDepth = ledger.dataAvailable + 1;
   }
 
   /** Records waiting in the withheld FIFO. */

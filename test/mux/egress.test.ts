@@ -110,9 +110,10 @@ describe('D. Egress batcher', () => {
 
   it('EGRESS-04 (parked) while the batcher is parked on admission, the inlet depth C+1 = 4 bounds the producer; after admission everything flows', async () => {
     // lanemux equivalent of the full C+1 inlet: while parked, the slot takes C+1 records and the
-    // next offer is accepted with Offer.Wait (the inlet's one-record overshoot).
+    // next offer is accepted with Offer.Wait (the inlet's one-record overshoot). C is the window
+    // the slot was opened with (the receiver's advertised credit).
     const h = egress({ initialCredit: 3 });
-    const { slot } = await openSlot(h, 1);
+    const { slot } = await openSlot(h, 3);
     h.sink.mode = 'stall';
     offerItems(h, slot, ['first']);
     await h.runtime.runMacrotasks();
