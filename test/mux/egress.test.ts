@@ -14,6 +14,7 @@ import {
   EgressKind,
   Offer,
   RecordType,
+  RecordingOwner,
   batches,
   dataOf,
   egress,
@@ -421,5 +422,29 @@ describe('D. Egress batcher', () => {
     expect(h.sink.sent[mark + 1]!.payload.byteLength).toBe(256);
     expect(h.metrics.rendezvousSingletons).toBe(0);
     expect(slot.fenced).toBe(false);
+  });
+});
+
+describe('opens behind a parked write', () => {
+  it('several opens made while parked all reach the wire, in one open-only batch, before any of their data', async () => {
+    const h = egress();
+    const first = await openSlot(h, 4);
+    h.sink.mode = 'stall';
+    offerItems(h, first.slot, ['parks']);
+    await h.runtime.runMacrotasks();
+    expect(h.batcher.parked).toBe(true);
+    const mark = h.sink.sent.length;
+    const owners = [new RecordingOwner(), new RecordingOwner(), new RecordingOwner()];
+    const opening = owners.map((o, i) => h.batcher.openSlot(BigInt(100 + i), BigInt(200 + i), 4, o));
+    h.sink.release();
+    const slots = await Promise.all(opening);
+    for (const s of slots) offerItems(h, s, [`data-${s.index}`]);
+    await h.runtime.advance(10);
+    const wireBatches = batches(h, mark).map((b) => b.records.map((r) => r.type));
+    // After the parked batch: one batch with exactly the three OpenSlots, then their data.
+    expect(wireBatches[0]).toEqual([RecordType.OpenSlot, RecordType.OpenSlot, RecordType.OpenSlot]);
+    expect(new Set(batches(h, mark)[0]!.records.map((r) => r.slot))).toEqual(new Set(slots.map((s) => s.id)));
+    const after = records(h, mark + 1);
+    expect(after.map((r) => r.type)).toEqual([RecordType.Data, RecordType.Data, RecordType.Data]);
   });
 });
