@@ -212,7 +212,7 @@ async function send(peer) {
         send_credit_exhausted: d.exhausted,
         send_backpressure: d.backpressure,
         send_try_fallbacks: fallbacks,
-        manual_rescue_flushes: rescues,
+        manual_rescue_flushes: rescues, // whole run, warm-up included
         send_faults: d.stalls,
       });
     },
@@ -228,6 +228,8 @@ else {
     '--window', String(window), '--credit', String(credit), '--api', api, '--lanes', String(lanes), '--timeout', String(timeoutMs)];
   const r = await runPair(script, [...common, '--role', 'recv'], [...common, '--role', 'send'], timeoutMs + 5000);
   const out = finalizePass(r, slots, passes);
+  // lib's error text repeats the child's argv, whose --peer JSON holds every handle: elide it.
+  if (typeof out.error === 'string') out.error = out.error.replace(/--peer \{[\s\S]*?\} exited/, '--peer {…} exited');
   if (!out.error) {
     const np = passes;
     out.credit_batches_back_per_pass = round(out.recv_credit_batches_sent / np, 3);

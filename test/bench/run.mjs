@@ -26,7 +26,7 @@ const { parseArgs } = lib;
 const here = path.dirname(fileURLToPath(import.meta.url));
 const args = parseArgs();
 if (args.help === 'true') {
-  process.stdout.write(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 18).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n');
+  process.stdout.write(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 17).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n');
   process.exit(0);
 }
 const quick = args.quick === 'true';
@@ -311,11 +311,16 @@ lines.push('');
 lines.push('Ratios are lanemux ÷ anchor, paired per round, median over rounds: tokens/s above 1× is faster; CPU and latency above 1× cost more.');
 lines.push('Y = 4 rows pair with (d) Y = 4; their (c)/(a) columns use the X = 256 rows ((a) is one connection per stream whatever Y).');
 lines.push('tokens/write: lanemux data records per batch written by the engine in the timed section; anchors: tokens per socket.write.');
-const credit = Object.entries(summary).filter(([id]) => id.startsWith('lanemux') && id.endsWith('W8'));
-lines.push('', '| lanemux W 8 run | batches/pass | credit batches back/pass | credit-starved slot episodes | Manual rescue flushes | send / recv CPU util |', '|---|---|---|---|---|---|');
+const credit = Object.entries(summary).filter(([id]) => (id.startsWith('lanemux') || id.startsWith('(d)')) && id.endsWith('W8'));
+lines.push('', '| W 8 run | send / recv CPU µs/token | send / recv CPU util | batches/pass | credit batches back/pass | credit-starved slot episodes | Manual rescue flushes |', '|---|---|---|---|---|---|---|');
 for (const [id, a] of credit) {
   if (!a.ok_runs) continue;
-  lines.push(`| ${id.replace(' W8', '')} | ${fd(a.batches_per_pass, 2)} | ${fd(a.credit_batches_back_per_pass, 3)} | ${f0(a.send_credit_exhausted)} | ${f0(a.manual_rescue_flushes)} | ${fd(a.send_cpu_util)} / ${fd(a.recv_cpu_util)} |`);
+  const anchor = !id.startsWith('lanemux');
+  if (anchor) {
+    lines.push(`| *${id.replace(' W8', '')}* | ${fd(a.send_cpu_us_per_token)} / ${fd(a.recv_cpu_us_per_token)} | ${fd(a.send_cpu_util)} / ${fd(a.recv_cpu_util)} | ${fd(a.send_writes_total / (a.passes + a.warm), 2)} | – | – | – |`);
+    continue;
+  }
+  lines.push(`| ${id.replace(' W8', '')} | ${fd(a.send_cpu_us_per_token)} / ${fd(a.recv_cpu_us_per_token)} | ${fd(a.send_cpu_util)} / ${fd(a.recv_cpu_util)} | ${fd(a.batches_per_pass, 2)} | ${fd(a.credit_batches_back_per_pass, 3)} | ${f0(a.send_credit_exhausted)} | ${f0(a.manual_rescue_flushes)} |`);
 }
 if (micro.codec?.rows?.length) {
   lines.push('', '| codec case | ns/record (median of 5) |', '|---|---|');
