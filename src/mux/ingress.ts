@@ -12,7 +12,7 @@ import { DropReason } from '../metrics/mux-metrics.ts';
 import type { PeerId } from '../messenger/types.ts';
 import { CloseReason, RecordType } from '../wire/constants.ts';
 import type { BatchReader } from '../wire/decoder.ts';
-import { FrameKind, decodeFrameInto } from '../wire/frame.ts';
+import { FrameKind, decodeFrameAt } from '../wire/frame.ts';
 import type { DecodedFrame } from '../wire/frame.ts';
 import { seqGap, seqNewer } from '../wire/seq.ts';
 import type { Bind, BindEnd } from './bind.ts';
@@ -235,7 +235,7 @@ export class IngressTable {
           terminal = false;
           value = undefined;
         } else {
-          kind = decodeFrameInto(r.body(), scratchFrame);
+          kind = decodeFrameAt(r.payload, r.bodyOffset, r.bodyOffset + bytes, scratchFrame);
           terminal = scratchFrame.terminal;
           value = scratchFrame.value;
           scratchFrame.value = undefined;

@@ -24,6 +24,9 @@ export interface AnchorHost {
 export type FeedKind = 'none' | 'mux' | 'local' | 'legacy';
 
 const DONE: IteratorResult<never> = Object.freeze({ done: true, value: undefined });
+const STEP_ITEM = 0;
+const STEP_NONE = 1;
+const STEP_DONE = 2;
 
 /** The consumer's end of a stream. */
 export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
@@ -108,17 +111,73 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
    * stream goes on (call `next()` again). `Dropped` → `ERR_SENDER_DROPPED`, a protocol
    * `TransportError` → `ERR_TRANSPORT_ERROR`, an undecodable record → `ERR_DESERIALIZATION`: these end it.
    */
-  async next(): Promise<IteratorResult<T>> {
+  next(): Promise<IteratorResult<T>> {
+    // Fast path: an item already buffered costs one settled promise, not an async function.
+    let r: number;
+    try {
+      r = this.#step();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (r === STEP_ITEM) return Promise.resolve({ done: false, value: this.#take() });
+    if (r === STEP_DONE) return Promise.resolve(DONE);
+    return this.#nextSlow();
+  }
+
+  async #nextSlow(): Promise<IteratorResult<T>> {
+    for (;;) {
+      await this.waitAvailable();
+      const r = this.#step();
+      if (r === STEP_ITEM) return { done: false, value: this.#take() };
+      if (r === STEP_DONE) return DONE;
+    }
+  }
+
+  /**
+   * Synchronous read for hot consumers: move up to `max` items that are already buffered into
+   * `out`, creating no promise, and return how many. 0 means nothing is here now (see
+   * {@link waitAvailable}) or the stream ended (see {@link finished}). Throws as `next()` does; the
+   * items taken before the error stay in `out`.
+   */
+  takeAvailable(out: T[], max = Number.POSITIVE_INFINITY): number {
+    let n = 0;
+    while (n < max && this.#step() === STEP_ITEM) {
+      out.push(this.#take());
+      n++;
+    }
+    return n;
+  }
+
+  /** Resolves when `takeAvailable` has something to return, or the stream ended or failed. */
+  waitAvailable(): Promise<void> {
+    if (this.#error !== null || this.#done) return Promise.resolve();
+    const f = this.#feed;
+    if (f === null) {
+      return new Promise<void>((resolve) => {
+        this.#feedWaiter = resolve;
+      });
+    }
+    return f.waitReadable();
+  }
+
+  #pending: unknown = undefined;
+
+  #take(): T {
+    const v = this.#pending as T;
+    this.#pending = undefined;
+    return v;
+  }
+
+  /**
+   * Advance over control frames to the next item (left in `#pending`), the end, or "nothing now".
+   * Throws the stream's error frames.
+   */
+  #step(): number {
     for (;;) {
       if (this.#error !== null) throw this.#error;
-      if (this.#done) return DONE;
+      if (this.#done) return STEP_DONE;
       const f = this.#feed;
-      if (f === null) {
-        await new Promise<void>((resolve) => {
-          this.#feedWaiter = resolve;
-        });
-        continue;
-      }
+      if (f === null) return STEP_NONE;
       if (f.take()) {
         this.#onTake?.();
         const kind = f.kind;
@@ -126,14 +185,15 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
         f.value = undefined;
         switch (kind) {
           case FrameKind.Item:
-            return { done: false, value: value as T };
+            this.#pending = value;
+            return STEP_ITEM;
           case FrameKind.Heartbeat:
             continue;
           case FrameKind.SenderError:
             throw new StreamError('ERR_SENDER_ERROR', String(value));
           case FrameKind.Finalized:
             this.#finish(false);
-            return DONE;
+            return STEP_DONE;
           case FrameKind.Detached:
             // The sender left; the anchor may be attached again.
             this._unfeed();
@@ -149,12 +209,15 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
       if (f.closed) {
         // Closed with nothing to read and no terminal: the stream ended without a sentinel.
         if (this.#feed === f) {
-          if (this.#feedKind === 'local' || this.#feedKind === 'legacy') this.#finish(false);
-          else throw this.#fail(new StreamError('ERR_SENDER_DROPPED', 'the stream closed without a terminal', { retryable: true }));
+          if (this.#feedKind === 'local' || this.#feedKind === 'legacy') {
+            this.#finish(false);
+            return STEP_DONE;
+          }
+          throw this.#fail(new StreamError('ERR_SENDER_DROPPED', 'the stream closed without a terminal', { retryable: true }));
         }
         continue;
       }
-      await f.waitReadable();
+      return STEP_NONE;
     }
   }
 
@@ -187,7 +250,9 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
   cancel(): void {
     if (this.finished) return;
     this.#finish(true);
+    // Discard unread records and wake a reader parked on the buffer (it then sees the end).
     this.#feed?.clear();
+    this.#feed?.close();
     this.#wakeFeedWaiter();
   }
 

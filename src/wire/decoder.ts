@@ -55,7 +55,8 @@ export class BatchReader {
    * supported). On `UnsupportedVersion` the header fields are still set and `hasHeader` is true.
    */
   reset(payload: Uint8Array): boolean {
-    this.payload = payload;
+    // Views of a plain Uint8Array are far cheaper than views of a Node Buffer (a subclass).
+    this.payload = payload.constructor === Uint8Array ? payload : new Uint8Array(payload.buffer, payload.byteOffset, payload.byteLength);
     this.error = null;
     this.index = 0;
     this.#pos = BATCH_HEADER_LEN;
@@ -65,7 +66,7 @@ export class BatchReader {
       this.error = new DecodeError('TruncatedBatchHeader', 0, `payload is ${payload.byteLength} bytes, header needs ${BATCH_HEADER_LEN}`);
       return false;
     }
-    const v = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+    const v = new DataView(this.payload.buffer, this.payload.byteOffset, this.payload.byteLength);
     this.#view = v;
     this.version = v.getUint8(0);
     this.flags = v.getUint8(1);

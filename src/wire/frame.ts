@@ -184,6 +184,11 @@ function encodeNewtype(prefix: Uint8Array, value: Uint8Array): Uint8Array {
 
 // ───────────────────────── reading ─────────────────────────
 
+function startsWithAt(buf: Uint8Array, at: number, prefix: Uint8Array): boolean {
+  for (let i = 0; i < prefix.length; i++) if (buf[at + i] !== prefix[i]) return false;
+  return true;
+}
+
 function startsWith(body: Uint8Array, prefix: Uint8Array): boolean {
   if (body.byteLength < prefix.length) return false;
   for (let i = 0; i < prefix.length; i++) if (body[i] !== prefix[i]) return false;
@@ -200,9 +205,9 @@ function equals(a: Uint8Array, b: Uint8Array): boolean {
  * Read a msgpack str or bin at `off` that must end exactly at the end of `body`. Returns false
  * when it is not such a value; otherwise fills `out` with the payload bounds and kind.
  */
-function readStrOrBin(body: Uint8Array, off: number, out: { start: number; end: number; str: boolean }): boolean {
-  const b = body[off];
-  if (b === undefined) return false;
+function readStrOrBin(body: Uint8Array, off: number, out: { start: number; end: number; str: boolean }, end = body.byteLength): boolean {
+  if (off >= end) return false;
+  const b = body[off]!;
   let n: number;
   let h: number;
   let str = true;
@@ -210,24 +215,24 @@ function readStrOrBin(body: Uint8Array, off: number, out: { start: number; end: 
     n = b & 0x1f;
     h = 1;
   } else if (b === 0xd9 || b === 0xc4) {
-    if (off + 2 > body.byteLength) return false;
+    if (off + 2 > end) return false;
     n = body[off + 1]!;
     h = 2;
     str = b === 0xd9;
   } else if (b === 0xda || b === 0xc5) {
-    if (off + 3 > body.byteLength) return false;
+    if (off + 3 > end) return false;
     n = (body[off + 1]! << 8) | body[off + 2]!;
     h = 3;
     str = b === 0xda;
   } else if (b === 0xdb || b === 0xc6) {
-    if (off + 5 > body.byteLength) return false;
+    if (off + 5 > end) return false;
     n = ((body[off + 1]! << 24) | (body[off + 2]! << 16) | (body[off + 3]! << 8) | body[off + 4]!) >>> 0;
     h = 5;
     str = b === 0xdb;
   } else {
     return false;
   }
-  if (off + h + n !== body.byteLength) return false;
+  if (off + h + n !== end) return false;
   out.start = off + h;
   out.end = off + h + n;
   out.str = str;
@@ -402,22 +407,33 @@ const KIND_OF: Record<string, number> = {
  * copied, so the frame does not keep the whole batch alive.
  */
 export function decodeFrameInto(body: Uint8Array, out: DecodedFrame): number {
+  return decodeFrameAt(body, 0, body.byteLength, out);
+}
+
+const copyBytes = Uint8Array.prototype.slice;
+
+/**
+ * {@link decodeFrameInto} for a body given as `[start, end)` of a larger buffer (a batch payload),
+ * so the ingress path makes no intermediate view: one view for a string's UTF-8, one real copy for
+ * bytes (`Uint8Array.prototype.slice`, since a Node `Buffer`'s own `slice` is a view).
+ */
+export function decodeFrameAt(buf: Uint8Array, start: number, end: number, out: DecodedFrame): number {
   out.terminal = false;
-  if (startsWith(body, ITEM_PREFIX) && readStrOrBin(body, ITEM_PREFIX_LEN, scratch)) {
-    const view = body.subarray(scratch.start, scratch.end);
+  const n = end - start;
+  if (n > ITEM_PREFIX_LEN && startsWithAt(buf, start, ITEM_PREFIX) && readStrOrBin(buf, start + ITEM_PREFIX_LEN, scratch, end)) {
     if (scratch.str) {
       try {
-        out.value = utf8Decode(view);
+        out.value = utf8Decode(buf.subarray(scratch.start, scratch.end));
       } catch {
         out.kind = FrameKind.Undecodable;
         out.value = 'Item string is not valid UTF-8';
         return out.kind;
       }
-    } else out.value = view.slice();
+    } else out.value = copyBytes.call(buf, scratch.start, scratch.end);
     out.kind = FrameKind.Item;
     return out.kind;
   }
-  const n = body.byteLength;
+  const body = buf.subarray(start, end);
   if (n >= 8 && n <= 10) {
     out.value = undefined;
     if (equals(body, FRAME_HEARTBEAT)) return (out.kind = FrameKind.Heartbeat);
@@ -430,7 +446,8 @@ export function decodeFrameInto(body: Uint8Array, out: DecodedFrame): number {
   try {
     const f = decodeFrame(body);
     out.kind = KIND_OF[f.kind]!;
-    out.value = f.kind === 'Item' ? f.value : f.kind === 'SenderError' || f.kind === 'TransportError' ? f.message : undefined;
+    out.value =
+      f.kind === 'Item' ? (f.value instanceof Uint8Array ? copyBytes.call(f.value) : f.value) : f.kind === 'SenderError' || f.kind === 'TransportError' ? f.message : undefined;
     out.terminal = isTerminalSentinel(body);
   } catch (e) {
     out.kind = FrameKind.Undecodable;

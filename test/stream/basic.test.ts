@@ -46,4 +46,31 @@ describe('streams over the mux (loop messenger)', () => {
     await (producer as unknown as Record<symbol, () => Promise<void>>)[dispose]!();
     expect(() => producer.createAnchor()).toThrow(/closed/);
   });
+
+  it('takeAvailable reads what is buffered without a promise per item; waitAvailable parks until more arrives', async () => {
+    const { consumer, producer } = await pair({ initialCredit: 64 });
+    const anchor = consumer.createAnchor<string>();
+    const sender = await producer.attachAnchor<string>(anchor.handle);
+    const got: string[] = [];
+    const reading = (async () => {
+      while (!anchor.finished) {
+        if (anchor.takeAvailable(got) === 0) await anchor.waitAvailable();
+      }
+    })();
+    for (let i = 0; i < 500; i++) await sender.send(`t${i}`);
+    await sender.finalize();
+    await reading;
+    expect(got).toEqual(Array.from({ length: 500 }, (_, i) => `t${i}`));
+  });
+
+  it('cancel wakes a reader parked on an empty buffer', async () => {
+    const { consumer, producer } = await pair();
+    const anchor = consumer.createAnchor<string>();
+    await producer.attachAnchor<string>(anchor.handle);
+    const reading = anchor.next();
+    await Promise.resolve();
+    anchor.cancel();
+    expect(await reading).toEqual({ done: true, value: undefined });
+  });
 });
+

@@ -524,3 +524,32 @@ describe('decodeFrameInto (allocation-free hot-path decoder)', () => {
     );
   });
 });
+
+describe('decodeFrameAt (ingress path)', () => {
+  it('copies Item(bytes) out of a Node Buffer payload, so a kept token does not retain the whole read', async () => {
+    const { Buffer } = await import('node:buffer');
+    const { decodeFrameAt, encodeFrame } = await import('../../src/wire/frame.ts');
+    const body = encodeFrame({ kind: 'Item', value: Uint8Array.of(1, 2, 3) });
+    const read = Buffer.alloc(4096);
+    read.set(body, 100);
+    const out = { kind: -1, value: undefined as unknown, terminal: false };
+    decodeFrameAt(read, 100, 100 + body.byteLength, out);
+    const v = out.value as Uint8Array;
+    expect(Array.from(v)).toEqual([1, 2, 3]);
+    expect(v.buffer).not.toBe(read.buffer);
+    expect(v.buffer.byteLength).toBe(3);
+  });
+
+  it('reads a string item from the middle of a payload without reading past the body', async () => {
+    const { decodeFrameAt, encodeFrame } = await import('../../src/wire/frame.ts');
+    const body = encodeFrame({ kind: 'Item', value: 'héllo' });
+    const payload = new Uint8Array(body.byteLength + 20).fill(0xa1);
+    payload.set(body, 10);
+    const out = { kind: -1, value: undefined as unknown, terminal: false };
+    decodeFrameAt(payload, 10, 10 + body.byteLength, out);
+    expect(out.value).toBe('héllo');
+    // The same bytes with the body cut short are not an Item.
+    decodeFrameAt(payload, 10, 10 + body.byteLength - 1, out);
+    expect(out.kind).not.toBe(0);
+  });
+});
