@@ -20,6 +20,12 @@ export type FlushPolicy =
       /** Also write when the batch reaches this many bytes. Defaults to none. */
       readonly atBytes?: number;
     }
+  /**
+   * Only `flushBatch()` writes application records (plus clamps, terminals, closes and credit
+   * replies past their linger). A credit grant that arrives after a pass's flush releases the
+   * withheld records only at the next `flushBatch()` (protocol.md §15.2.5): a producer that waits
+   * for its consumer before it flushes again must flush on a timer too, or use `auto`.
+   */
   | { readonly kind: 'manual' };
 
 /** Mux configuration. Every field is optional; see {@link MUX_DEFAULTS}. */

@@ -484,7 +484,9 @@ export class LanemuxNode implements AnchorHost {
 
   /**
    * Kick every batcher: under `manual` this is the write; under `auto` it writes before the
-   * batcher's own conditions. Synchronous, never throws, does nothing without a mux.
+   * batcher's own conditions. Synchronous, never throws, does nothing without a mux. It is not a
+   * back-pressure point. Under `manual`, records released by credit that arrives after this call
+   * wait for the next call.
    */
   flushBatch(): void {
     this.#mux?.flushBatch();
