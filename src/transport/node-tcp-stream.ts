@@ -30,6 +30,7 @@ import net from 'node:net';
 import { z } from 'zod';
 import type { LanemuxError } from '../errors.ts';
 import type { PerStreamConnection, PerStreamSink, PerStreamTransport } from '../stream/per-stream.ts';
+import { FrameDecoder } from './frame.ts';
 import { parseOptions } from './options.ts';
 import { MAX_MAX_MESSAGE_SIZE } from './port.ts';
 import { TcpStreamError } from './tcp-stream-errors.ts';
@@ -154,13 +155,6 @@ function reset(socket: net.Socket): void {
   } catch {
     socket.destroy();
   }
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.byteLength + b.byteLength);
-  out.set(a, 0);
-  out.set(b, a.byteLength);
-  return out;
 }
 
 function peerOf(socket: net.Socket): string {
@@ -371,14 +365,8 @@ class Inbound {
   #prefaceFill = 0;
   #prefaceTimer: ReturnType<typeof setTimeout> | null;
   #sink: PerStreamSink | null = null;
-  readonly #prefix = new Uint8Array(TCP_STREAM_PREFIX_BYTES);
-  #prefixFill = 0;
-  /** A body split across chunks, being assembled into its own allocation. */
-  #body: Uint8Array | null = null;
-  #bodyFill = 0;
-  /** Bytes received but not yet parsed because the sink paused us. Non-null only while paused. */
-  #stash: Uint8Array | null = null;
-  #paused = false;
+  /** Frames after the preface; it holds what arrives while the sink has paused us. */
+  readonly #decoder: FrameDecoder;
   /** The producer's FIN arrived (possibly while we still hold stashed frames). */
   #eof = false;
   #socketClosed = false;
@@ -391,6 +379,8 @@ class Inbound {
     this.#owner = owner;
     this.#accept = accept;
     this.#maxFrameBytes = owner.options.maxFrameBytes;
+    // Copies, not views: a consumer may hold a small item for long, and a view would pin the whole chunk.
+    this.#decoder = new FrameDecoder(this.#maxFrameBytes, `tcp-stream peer ${peerOf(socket)}`, { copy: true });
     const timeoutMs = owner.options.prefaceTimeoutMs;
     this.#prefaceTimer = setTimeout(() => {
       this.#fail(new TcpStreamError('ERR_PREFACE', `no tcp-stream preface from ${peerOf(socket)} within ${timeoutMs} ms`));
@@ -399,7 +389,7 @@ class Inbound {
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('end', () => {
       this.#eof = true;
-      if (!this.#paused) this.#endOfInput();
+      if (!this.#decoder.paused) this.#endOfInput();
     });
     socket.on('error', (e: Error) => {
       this.#socketError ??= e;
@@ -414,72 +404,23 @@ class Inbound {
 
   #onData(chunk: Uint8Array): void {
     if (this.#finished) return;
-    if (this.#paused) {
-      // Data raced the pause: keep it behind what is already stashed, in order.
-      this.#stash = this.#stash === null ? chunk : concat(this.#stash, chunk);
-      this.#socket.pause();
-      return;
-    }
-    this.#process(chunk);
-  }
-
-  /** Parse `chunk` from the start. Node never reuses a chunk it handed us, so keeping views of it is safe. */
-  #process(chunk: Uint8Array): void {
-    let off = 0;
-    const end = chunk.byteLength;
+    let rest = chunk;
     if (this.#sink === null) {
-      const n = Math.min(TCP_STREAM_PREFACE_BYTES - this.#prefaceFill, end);
+      const n = Math.min(TCP_STREAM_PREFACE_BYTES - this.#prefaceFill, chunk.byteLength);
       this.#preface.set(chunk.subarray(0, n), this.#prefaceFill);
       this.#prefaceFill += n;
-      off = n;
       if (this.#prefaceFill < TCP_STREAM_PREFACE_BYTES || !this.#onPreface()) return;
+      rest = chunk.subarray(n);
+      if (rest.byteLength === 0) return;
     }
-    while (off < end) {
-      if (this.#finished) return;
-      if (this.#paused) {
-        this.#stash = chunk.subarray(off);
-        return;
-      }
-      if (this.#body !== null) {
-        const body = this.#body;
-        const n = Math.min(body.byteLength - this.#bodyFill, end - off);
-        body.set(chunk.subarray(off, off + n), this.#bodyFill);
-        this.#bodyFill += n;
-        off += n;
-        if (this.#bodyFill === body.byteLength) {
-          this.#body = null;
-          this.#deliver(body);
-        }
-        continue;
-      }
-      let len: number;
-      if (this.#prefixFill === 0 && end - off >= TCP_STREAM_PREFIX_BYTES) {
-        len = chunk[off]! * 0x1000000 + ((chunk[off + 1]! << 16) | (chunk[off + 2]! << 8) | chunk[off + 3]!);
-        off += TCP_STREAM_PREFIX_BYTES;
-      } else {
-        while (this.#prefixFill < TCP_STREAM_PREFIX_BYTES && off < end) this.#prefix[this.#prefixFill++] = chunk[off++]!;
-        if (this.#prefixFill < TCP_STREAM_PREFIX_BYTES) return;
-        const p = this.#prefix;
-        len = p[0]! * 0x1000000 + ((p[1]! << 16) | (p[2]! << 8) | p[3]!);
-        this.#prefixFill = 0;
-      }
-      // Checked before anything is allocated: a hostile prefix cannot make us reserve more.
-      if (len > this.#maxFrameBytes) {
-        this.#fail(
-          new TcpStreamError('ERR_FRAME_TOO_LARGE', `tcp-stream frame of ${len} bytes from ${peerOf(this.#socket)} exceeds the limit of ${this.#maxFrameBytes} bytes`),
-        );
-        return;
-      }
-      if (end - off >= len) {
-        // Copy rather than view: a consumer may hold a small item for long, and a view would pin the whole chunk.
-        const body = new Uint8Array(len);
-        body.set(chunk.subarray(off, off + len));
-        off += len;
-        this.#deliver(body);
-      } else {
-        this.#body = new Uint8Array(len);
-        this.#bodyFill = 0;
-      }
+    this.#check(this.#decoder.push(rest, this.#deliver));
+    // Data that raced a pause is held by the decoder, in order; keep the socket paused meanwhile.
+    if (this.#decoder.paused && !this.#finished) this.#socket.pause();
+  }
+
+  #check(error: LanemuxError | undefined): void {
+    if (error !== undefined) {
+      this.#fail(new TcpStreamError('ERR_FRAME_TOO_LARGE', `${error.message} (tcp-stream)`, { cause: error }));
     }
   }
 
@@ -510,19 +451,16 @@ class Inbound {
     return true;
   }
 
-  #deliver(body: Uint8Array): void {
-    let more: boolean;
+  /** One frame to the sink; false (pause) when it is full. */
+  readonly #deliver = (body: Uint8Array): boolean => {
+    if (this.#finished) return false;
     try {
-      more = this.#sink!.frame(body);
+      return this.#sink!.frame(body);
     } catch (cause) {
       this.#fail(new TcpStreamError('ERR_MALFORMED_FRAME', `the sink threw on a tcp-stream frame from ${peerOf(this.#socket)}`, { cause }));
-      return;
+      return false;
     }
-    if (!more && !this.#finished) {
-      this.#paused = true;
-      this.#socket.pause();
-    }
-  }
+  };
 
   /** Installed as `sink.abort`: the consumer gave up on the stream; the producer sees a reset. */
   readonly #abort = (error: LanemuxError): void => {
@@ -531,12 +469,9 @@ class Inbound {
 
   /** Installed as `sink.resume`: called often (after every take), so cheap when not paused. */
   readonly #resume = (): void => {
-    if (!this.#paused || this.#finished) return;
-    this.#paused = false;
-    const stash = this.#stash;
-    this.#stash = null;
-    if (stash !== null) this.#process(stash);
-    if (this.#paused || this.#finished) return;
+    if (!this.#decoder.paused || this.#finished) return;
+    this.#check(this.#decoder.resume(this.#deliver));
+    if (this.#decoder.paused || this.#finished) return;
     if (this.#eof) this.#endOfInput();
     else this.#socket.resume();
   };
@@ -546,7 +481,7 @@ class Inbound {
     if (this.#finished) return;
     if (this.#sink === null) {
       this.#fail(new TcpStreamError('ERR_PREFACE', `tcp-stream connection from ${peerOf(this.#socket)} ended before its preface`));
-    } else if (this.#prefixFill > 0 || this.#body !== null) {
+    } else if (this.#decoder.midFrame) {
       this.#fail(new TcpStreamError('ERR_MALFORMED_FRAME', `tcp-stream connection from ${peerOf(this.#socket)} ended inside a frame`));
     } else {
       this.#finish(null);
@@ -560,7 +495,7 @@ class Inbound {
       this.#prefaceTimer = null;
     }
     // A clean FIN while we still hold stashed frames: the sink gets them (and its end) on resume.
-    if (!this.#finished && !(this.#eof && this.#paused && this.#socketError === undefined)) {
+    if (!this.#finished && !(this.#eof && this.#decoder.paused && this.#socketError === undefined)) {
       const cause = this.#socketError;
       const detail = cause === undefined ? 'closed before the stream ended' : `failed: ${cause.message}`;
       this.#finish(new TcpStreamError('ERR_SENDER_DROPPED', `tcp-stream connection from ${peerOf(this.#socket)} ${detail}`, { cause, retryable: true }));
@@ -576,9 +511,7 @@ class Inbound {
   #finish(error: LanemuxError | null): void {
     if (this.#finished) return;
     this.#finished = true;
-    this.#paused = false;
-    this.#stash = null;
-    this.#body = null;
+    this.#decoder.stop();
     if (this.#prefaceTimer !== null) {
       clearTimeout(this.#prefaceTimer);
       this.#prefaceTimer = null;

@@ -410,12 +410,17 @@ export function decodeFrameInto(body: Uint8Array, out: DecodedFrame): number {
   return decodeFrameAt(body, 0, body.byteLength, out);
 }
 
-const copyBytes = Uint8Array.prototype.slice;
+/** A plain Uint8Array copy (a Node Buffer's `slice` is a view, and its species is Buffer). */
+function copyBytes(buf: Uint8Array, start = 0, end = buf.byteLength): Uint8Array {
+  const out = new Uint8Array(end - start);
+  out.set(buf.subarray(start, end));
+  return out;
+}
 
 /**
  * {@link decodeFrameInto} for a body given as `[start, end)` of a larger buffer (a batch payload),
  * so the ingress path makes no intermediate view: one view for a string's UTF-8, one real copy for
- * bytes (`Uint8Array.prototype.slice`, since a Node `Buffer`'s own `slice` is a view).
+ * bytes (a plain `Uint8Array`: a Node `Buffer`'s own `slice` is a view).
  */
 export function decodeFrameAt(buf: Uint8Array, start: number, end: number, out: DecodedFrame): number {
   out.terminal = false;
@@ -429,7 +434,7 @@ export function decodeFrameAt(buf: Uint8Array, start: number, end: number, out: 
         out.value = 'Item string is not valid UTF-8';
         return out.kind;
       }
-    } else out.value = copyBytes.call(buf, scratch.start, scratch.end);
+    } else out.value = copyBytes(buf, scratch.start, scratch.end);
     out.kind = FrameKind.Item;
     return out.kind;
   }
@@ -447,7 +452,7 @@ export function decodeFrameAt(buf: Uint8Array, start: number, end: number, out: 
     const f = decodeFrame(body);
     out.kind = KIND_OF[f.kind]!;
     out.value =
-      f.kind === 'Item' ? (f.value instanceof Uint8Array ? copyBytes.call(f.value) : f.value) : f.kind === 'SenderError' || f.kind === 'TransportError' ? f.message : undefined;
+      f.kind === 'Item' ? (f.value instanceof Uint8Array ? copyBytes(f.value) : f.value) : f.kind === 'SenderError' || f.kind === 'TransportError' ? f.message : undefined;
     out.terminal = isTerminalSentinel(body);
   } catch (e) {
     out.kind = FrameKind.Undecodable;
