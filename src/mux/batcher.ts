@@ -25,7 +25,7 @@ import {
   RecordType,
 } from '../wire/constants.ts';
 import { BatchEncoder } from '../wire/encoder.ts';
-import { itemBytesLength, itemStringLength, itemStringMaxLength } from '../wire/frame.ts';
+import { FRAME_HEARTBEAT, itemBytesLength, itemStringLength, itemStringMaxLength } from '../wire/frame.ts';
 import { formatSlotId } from '../wire/slot-id.ts';
 import type { ResolvedMuxConfig } from './config.ts';
 import { ControlInbox } from './control-inbox.ts';
@@ -115,6 +115,8 @@ export class Batcher implements SlotBatcher {
   #inflightReplies: number[] = [];
   #inflightGuards: EgressSlot[] = [];
   #leftoverCredit: number[] = [];
+  /** Identifies the write the batcher is parked on (0: none). */
+  #parkToken = 0;
   #scheduleWake = (): void => this.#runWake();
   #onTimer = (): void => {
     this.#timer = null;
@@ -158,7 +160,7 @@ export class Batcher implements SlotBatcher {
    * Open a slot for (anchor, session) holding `credit` (the advertised window). Resolves once the
    * OpenSlot batch is admitted (the awaited open ack), with the slot ready for records.
    */
-  openSlot(anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner): Promise<EgressSlot> {
+  openSlot(anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner, slotByteBudget = this.#host.config.slotByteBudget): Promise<EgressSlot> {
     if (this.retired) return Promise.reject(new MuxError('ERR_CLOSED', 'batcher retired; re-resolve', { retryable: true }));
     if (this.liveSlots >= MAX_LIVE_SLOTS_PER_BATCHER) {
       return Promise.reject(new MuxError('ERR_TOO_MANY_SLOTS', `peer ${this.peer} lane ${this.lane} already holds ${this.liveSlots} live slots`));
@@ -170,9 +172,9 @@ export class Batcher implements SlotBatcher {
       this.#generations = g;
     }
     const id = ((index << 8) | this.#generations[index]!) >>> 0;
-    const slot = new EgressSlot(this, id, anchorId, sessionId, new SenderLedger(credit), owner);
+    const slot = new EgressSlot(this, id, anchorId, sessionId, new SenderLedger(credit), owner, slotByteBudget);
     this.#slots[index] = slot;
-    this.inbox.publish(index, this.#generations[index]!);
+    this.inbox.publish(index, this.#generations[index]!, sessionId);
     this.liveSlots++;
     this.#host.metrics.liveSlots++;
     this.#host.metrics.batcherWakes[WakeSource.open]! += 1;
@@ -192,9 +194,18 @@ export class Batcher implements SlotBatcher {
       return;
     }
     this.#begin();
-    for (const slot of slots) {
+    for (let i = 0; i < slots.length; i++) {
+      const slot = slots[i]!;
       if (slot.closed) continue;
-      // Opens queued behind a parked write share one batch of their own: no data can overtake them.
+      if (!this.#fits(RECORD_HEADER_LEN + 16, false)) {
+        this.#flush();
+        if (this.#parked) {
+          this.#pendingOpens.push(...slots.slice(i));
+          return;
+        }
+        this.#begin();
+      }
+      // Opens queued behind a parked write share batches of their own: no data can overtake them.
       this.#enc.appendOpenSlot(slot.id, 0, slot.anchorId, slot.sessionId);
       this.#typeCounts[RecordType.OpenSlot]! += 1;
       this.#gate.onStage(this.#host.runtime.now(), StagedKind.Urgent);
@@ -228,6 +239,8 @@ export class Batcher implements SlotBatcher {
 
   #withhold(slot: EgressSlot, kind: number, value: unknown): Offer {
     const m = this.#host.metrics;
+    // A producer that does not wait for `send()` while paused hits a hard cap, never unbounded memory.
+    if (kind !== EgressKind.Terminal && slot.paused && slot.withheldBytes >= 2 * slot.byteBudget) return Offer.Refused;
     if (!slot.starved && !this.#affordable(slot, kind)) {
       slot.starved = true;
       m.slotCreditExhausted++;
@@ -235,12 +248,19 @@ export class Batcher implements SlotBatcher {
     slot.enqueue(kind, value, recordBytes(kind, value));
     m.withheldRecords++;
     // Pause at the byte cap, or at the inlet depth (C+1) while parked on admission.
-    if (slot.withheldBytes >= this.#host.config.slotByteBudget || (this.#parked && slot.queued > slot.inletDepth)) {
+    if (slot.withheldBytes >= slot.byteBudget || (this.#parked && slot.queued > slot.inletDepth)) {
       if (!slot.paused) m.producerSendBackpressure++;
       slot.paused = true;
       return Offer.Wait;
     }
     return Offer.Ok;
+  }
+
+  /** A heartbeat goes only when it can go now; a slot without credit or with a backlog drops it. */
+  heartbeat(slot: EgressSlot): void {
+    if (slot.closed || slot.closeError !== null || slot.queued > 0 || slot.fenced || slot.opening || this.#parked) return;
+    if (slot.ledger.dataAvailable === 0) return;
+    if (this.#emit(slot, EgressKind.Body, FRAME_HEARTBEAT) === EMIT_OK && !this.#inWake) this.#wake(WakeSource.frame);
   }
 
   /** The producer left without a terminal: a CloseSlot{PeerGone} follows whatever is withheld. */
@@ -370,7 +390,7 @@ export class Batcher implements SlotBatcher {
         return;
       }
     }
-    if (slot.paused && slot.withheldBytes < this.#host.config.slotByteBudget && !(this.#parked && slot.queued > slot.inletDepth)) {
+    if (slot.paused && slot.withheldBytes < slot.byteBudget && !(this.#parked && slot.queued > slot.inletDepth)) {
       slot.resume();
     }
   }
@@ -476,6 +496,9 @@ export class Batcher implements SlotBatcher {
       if (!this.#parked) this.#armTimer();
     } finally {
       this.#inWake = false;
+      // A post made during this wake (an owner callback posting to this inbox) found the wake
+      // running and was not scheduled: schedule it now, or it would wait for an unrelated post.
+      if (this.inbox.pending && !this.#parked && !this.retired) this.#wake(WakeSource.control);
     }
   }
 
@@ -527,9 +550,9 @@ export class Batcher implements SlotBatcher {
 
   /** Stage a reply record (frame_seq 0, the peer's SlotId). */
   #stageControl(now: number, type: number, peerSlot: number, value: number, session: bigint): void {
-    if (!this.#enc.isOpen) this.#begin();
     const body = type === RecordType.CreditUpdate ? 4 : type === RecordType.CloseSlot ? 1 : 9;
-    if (!this.#fits(RECORD_HEADER_LEN + body, false)) {
+    if (!this.#parked && !this.#enc.isOpen) this.#begin();
+    if (this.#parked || !this.#fits(RECORD_HEADER_LEN + body, false)) {
       this.#flush();
       if (this.#parked) {
         // Taken from the inbox but not stageable until admission: post it back (coalesced, never
@@ -562,7 +585,8 @@ export class Batcher implements SlotBatcher {
   /** Write the open batch (if any records) and await admission; an empty batch gives its seq back. */
   #flush(): void {
     const enc = this.#enc;
-    if (!enc.isOpen) return;
+    // Never touch the encoder while its buffer is out for admission.
+    if (this.#parked || !enc.isOpen) return;
     const count = enc.recordCount;
     if (count === 0) {
       enc.discard();
@@ -608,10 +632,12 @@ export class Batcher implements SlotBatcher {
     this.#parked = true;
     this.#inflightReplies = replies;
     this.#inflightGuards = guards;
-    const epoch = this.epoch;
+    // The settlement belongs to this write only: epoch death or retirement in between voids it.
+    const token = ++this.#parkToken;
     admission.then(
       () => {
-        if (this.epoch !== epoch) return;
+        if (this.#parkToken !== token || this.retired) return;
+        this.#parkToken = 0;
         this.#parked = false;
         this.#inflightReplies = [];
         this.#inflightGuards = [];
@@ -619,11 +645,14 @@ export class Batcher implements SlotBatcher {
         this.#afterUnpark();
       },
       (error: unknown) => {
-        if (this.epoch !== epoch) return;
+        if (this.#parkToken !== token || this.retired) return;
+        this.#parkToken = 0;
         this.#parked = false;
         this.epochDeath(
           new MuxError('ERR_EPOCH_DEATH', `the transport refused a batch to ${this.peer} lane ${this.lane}`, { cause: error, retryable: true }),
         );
+        // Replies posted while parked, and the credit epoch death re-posted, go out now.
+        if (!this.retired) this.#runWake();
       },
     );
   }
@@ -682,14 +711,20 @@ export class Batcher implements SlotBatcher {
     this.#inflightReplies = [];
     this.#inflightGuards = [];
     this.#parked = false;
-    for (const g of guards) g.owner.onRetired('Discarded');
-    for (const s of this.#slots) if (s !== undefined) this.#closeSlotLocally(s, error, false);
-    for (const s of this.#pendingOpens) this.#closeSlotLocally(s, error, false);
+    this.#parkToken = 0;
+    const pendingOpens = this.#pendingOpens;
     this.#pendingOpens = [];
     this.#ready = [];
+    // The new epoch is in place before any owner callback runs: a callback that re-opens a slot
+    // at once must find a consistent batcher.
     this.epoch = this.#host.nextEpoch();
     this.batchSeq = 0;
     this.#linkEpoch = this.#host.sink.linkEpoch?.(this.peer);
+    const live: EgressSlot[] = [];
+    for (const s of this.#slots) if (s !== undefined) live.push(s);
+    for (const g of guards) g.owner.onRetired('Discarded');
+    for (const s of live) this.#closeSlotLocally(s, error, false);
+    for (const s of pendingOpens) this.#closeSlotLocally(s, error, false);
     if (!this.#host.peerAlive(this.peer)) return;
     for (let i = 0; i < lostReplies.length; i += 2) {
       if (this.inbox.postReplyCredit(lostReplies[i]!, lostReplies[i + 1]!)) m.creditReposted += lostReplies[i + 1]!;
@@ -738,6 +773,10 @@ export class Batcher implements SlotBatcher {
       this.#leftoverCredit = [];
       return { credit };
     }
+    for (const g of this.#guards) g.owner.onRetired('Discarded');
+    for (const g of this.#inflightGuards) g.owner.onRetired('Discarded');
+    this.#guards = [];
+    this.#inflightGuards = [];
     for (const s of this.#slots) if (s !== undefined) this.#closeSlotLocally(s, err, false);
     const d = this.inbox.close();
     m.stagedRecords -= this.#gate.staged;

@@ -40,8 +40,8 @@ export interface InboxDrain {
   lifecycleReplies: Map<string, { slot: number; session: bigint; cancel: boolean }>;
   /** Owned-slot control keyed by full SlotId. */
   owned: Map<number, OwnedEntry>;
-  /** Lifecycle signals for owned slots: `${slot}:${session}` → cancel. */
-  ownedLifecycle: Map<string, { slot: number; session: bigint; cancel: boolean }>;
+  /** Lifecycle signals for owned slots, one per slot (its live session only). */
+  ownedLifecycle: Map<number, { slot: number; session: bigint; cancel: boolean }>;
 }
 
 // Shared empty maps for a drain with nothing in it; never written to.
@@ -50,7 +50,7 @@ const EMPTY = {
   rejects: new Map<number, number>(),
   lifecycleReplies: new Map<string, { slot: number; session: bigint; cancel: boolean }>(),
   owned: new Map<number, OwnedEntry>(),
-  ownedLifecycle: new Map<string, { slot: number; session: bigint; cancel: boolean }>(),
+  ownedLifecycle: new Map<number, { slot: number; session: bigint; cancel: boolean }>(),
 };
 
 /** The coalesced control inbox of one (peer, lane) batcher. */
@@ -59,7 +59,9 @@ export class ControlInbox {
   #rejects = new Map<number, number>();
   #lifecycleReplies = new Map<string, { slot: number; session: bigint; cancel: boolean }>();
   #owned = new Map<number, OwnedEntry>();
-  #ownedLifecycle = new Map<string, { slot: number; session: bigint; cancel: boolean }>();
+  #ownedLifecycle = new Map<number, { slot: number; session: bigint; cancel: boolean }>();
+  /** Routing session per allocated index, when the batcher published one. */
+  #sessions: Array<bigint | undefined> = [];
   /** Live generation per allocated index (-1: never allocated). */
   #live: Int16Array = new Int16Array(0);
   #kicked = false;
@@ -89,8 +91,12 @@ export class ControlInbox {
     return this.#rejects.size;
   }
 
-  /** The batcher allocated `index` at `generation`: keys for it are now accepted. */
-  publish(index: number, generation: number): void {
+  /**
+   * The batcher allocated `index` at `generation` (for the routing `session`, if given): keys for
+   * it are now accepted, and lifecycle signals only for that session.
+   */
+  publish(index: number, generation: number, session?: bigint): void {
+    this.#sessions[index] = session;
     if (index >= this.#live.length) {
       const next = new Int16Array(Math.max(64, this.#live.length * 2, index + 1)).fill(-1);
       next.set(this.#live);
@@ -176,10 +182,13 @@ export class ControlInbox {
       return false;
     }
     if (k === 'stale') return true;
-    const key = `${slot}:${session}`;
-    const e = this.#ownedLifecycle.get(key);
-    if (e) e.cancel ||= cancel;
-    else this.#ownedLifecycle.set(key, { slot, session, cancel });
+    // A signal for another session (a reused index) is stale: dropped, so a peer cannot grow the
+    // map with made-up sessions.
+    const live = this.#sessions[slotIndex(slot)];
+    if (live !== undefined && live !== session) return true;
+    const e = this.#ownedLifecycle.get(slot);
+    if (e && e.session === session) e.cancel ||= cancel;
+    else this.#ownedLifecycle.set(slot, { slot, session, cancel });
     this.#notify();
     return true;
   }

@@ -26,6 +26,11 @@ export const Offer = {
   Wait: 1,
   /** The slot is closed: the record was not taken. */
   Closed: 2,
+  /**
+   * Not taken: the producer kept sending without waiting while the slot was paused, and the
+   * withheld queue reached its hard cap (twice the slot byte budget). Await `send()`.
+   */
+  Refused: 3,
 } as const;
 export type Offer = (typeof Offer)[keyof typeof Offer];
 
@@ -46,6 +51,8 @@ export interface EgressSlotOwner {
 export interface SlotBatcher {
   offer(slot: EgressSlot, kind: number, value: unknown): Offer;
   depart(slot: EgressSlot): void;
+  /** Stage a heartbeat only if it can go now (credit, nothing withheld, not parked); else drop it. */
+  heartbeat(slot: EgressSlot): void;
 }
 
 export class EgressSlot {
@@ -59,6 +66,8 @@ export class EgressSlot {
   readonly owner: EgressSlotOwner;
   /** Records a producer may hand over while the batcher is parked on admission: C+1, the inlet depth. */
   readonly inletDepth: number;
+  /** The negotiated slot byte budget: the withheld queue pauses its producer here. */
+  readonly byteBudget: number;
   /** frame_seq of the next record (OpenSlot took 0). */
   nextSeq = 1;
   // Withheld FIFO: parallel arrays with a moving head (no object per record).
@@ -87,7 +96,7 @@ export class EgressSlot {
   stagedInBatch = false;
   #waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
 
-  constructor(batcher: SlotBatcher, id: number, anchorId: bigint, sessionId: bigint, ledger: SenderLedger, owner: EgressSlotOwner) {
+  constructor(batcher: SlotBatcher, id: number, anchorId: bigint, sessionId: bigint, ledger: SenderLedger, owner: EgressSlotOwner, byteBudget: number) {
     this.batcher = batcher;
     this.id = id;
     this.index = id >>> 8;
@@ -96,6 +105,7 @@ export class EgressSlot {
     this.ledger = ledger;
     this.owner = owner;
     this.inletDepth = ledger.dataAvailable + 1;
+    this.byteBudget = byteBudget;
   }
 
   /** Records waiting in the withheld FIFO. */

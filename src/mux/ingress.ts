@@ -240,6 +240,11 @@ export class IngressTable {
           value = scratchFrame.value;
           scratchFrame.value = undefined;
         }
+        // A second copy of a record already held is a duplicate, not a second admission.
+        if (seq !== s.nextSeq && s.hold !== null && s.hold.has(seq)) {
+          m.recordsDropped[DropReason.duplicate]! += 1;
+          return;
+        }
         const cls = terminal ? CreditClass.Terminal : CreditClass.Data;
         if (s.account.admit(cls) !== 'ok') {
           // Ahead of sequence, an overspend is the hold exceeding the credit.

@@ -7,6 +7,8 @@
 import { ByteBudget } from '../credit/byte-budget.ts';
 import type { LanemuxError } from '../errors.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
+import { DropReason } from '../metrics/mux-metrics.ts';
+import { FrameKind } from '../wire/frame.ts';
 import type { Messenger, PeerGoneEvent, PeerId } from '../messenger/types.ts';
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { MAX_LANES } from '../wire/constants.ts';
@@ -149,6 +151,11 @@ export class Mux implements BatcherHost, IngressHost {
     const r = this.#reader;
     if (!r.reset(payload)) {
       this.decodeErrors++;
+      return;
+    }
+    if (r.lane !== lane) {
+      // Dropped before any table exists: its slot ids belong to another batcher (§5.7).
+      this.metrics.recordsDropped[DropReason.lane_mismatch]! += r.recordCount;
       return;
     }
     this.#table(from, lane).handleBatch(r);
@@ -306,12 +313,12 @@ export class Mux implements BatcherHost, IngressHost {
   // ───────────────────────── egress: opening slots ─────────────────────────
 
   /** Open a slot toward `peer` on `lane mod lanes(peer)`, retrying a retiring batcher (≤ 3 attempts). */
-  async openSlot(peer: PeerId, lane: number, anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner): Promise<EgressSlot> {
+  async openSlot(peer: PeerId, lane: number, anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner, slotByteBudget?: number): Promise<EgressSlot> {
     const l = lane % this.lanes(peer);
     let last: unknown;
     for (let attempt = 0; attempt < CONNECT_ATTEMPTS; attempt++) {
       try {
-        return await this.batcherFor(peer, l).openSlot(anchorId, sessionId, credit, owner);
+        return await this.batcherFor(peer, l).openSlot(anchorId, sessionId, credit, owner, slotByteBudget);
       } catch (e) {
         last = e;
         if (!(e instanceof MuxError && e.code === 'ERR_CLOSED')) throw e;
@@ -349,8 +356,12 @@ export class Mux implements BatcherHost, IngressHost {
     if (this.#sweepTimer !== null || this.#closed) return;
     this.#sweepTimer = this.runtime.setTimer(() => {
       this.#sweepTimer = null;
-      this.sweep();
-      if (this.#hasWork()) this.#armSweep();
+      try {
+        this.sweep();
+      } finally {
+        // One failing visit must not stop bind expiry, watchdogs and the backstop credit walk.
+        if (this.#hasWork()) this.#armSweep();
+      }
     }, this.config.creditSweepInterval);
   }
 
@@ -390,13 +401,19 @@ export class Mux implements BatcherHost, IngressHost {
       this.#deadlineHead++;
       if (!b.claimed && !b.ended) {
         this.metrics.unclaimedBindReaped++;
-        b.buffer.pushForced(5 /* FrameKind.Dropped */, undefined);
+        b.buffer.pushForced(FrameKind.Dropped, undefined);
         b.buffer.close();
         this.bindEnded(b, 'expired');
       }
     }
     if (this.#deadlineHead > 1024 && this.#deadlineHead * 2 > q.length) {
       q.splice(0, this.#deadlineHead);
+      this.#deadlineHead = 0;
+    }
+    // Claimed and ended binds need no deadline: drop them from the queue so it does not keep a
+    // whole accept window of finished streams alive.
+    if (q.length - this.#deadlineHead > 2 * this.#binds.size + 1024) {
+      this.#deadlines = q.slice(this.#deadlineHead).filter((b) => !b.claimed && !b.ended);
       this.#deadlineHead = 0;
     }
   }
@@ -495,6 +512,7 @@ export class Mux implements BatcherHost, IngressHost {
       this.#tables.delete(peer);
       this.#tableList = this.#tableList.filter((t) => t.peer !== peer);
       this.#budgets.delete(peer);
+      this.#peerLoad.delete(peer);
     }
   }
 
@@ -506,6 +524,8 @@ export class Mux implements BatcherHost, IngressHost {
   /** Stop sending, then retire every ingress slot (Dropped) and every bind. */
   close(): void {
     if (this.#closed) return;
+    // Stop sending first: what producers handed over before close() is written, then retired.
+    for (const b of this.#batcherList) if (!b.retired) b.kick();
     for (const arr of this.#batchers.values()) for (const b of arr) if (b !== undefined && !b.retired) b.retire();
     this.#batchers.clear();
     this.#batcherList = [];
@@ -513,7 +533,7 @@ export class Mux implements BatcherHost, IngressHost {
     this.#tables.clear();
     this.#tableList = [];
     for (const b of [...this.#binds.values()]) {
-      b.buffer.pushForced(5 /* FrameKind.Dropped */, undefined);
+      b.buffer.pushForced(FrameKind.Dropped, undefined);
       b.buffer.close();
       this.bindEnded(b, 'dropped');
     }

@@ -19,7 +19,7 @@ export class SlotBuffer {
   #head = 0;
   #length = 0;
   #closed = false;
-  #wake: (() => void) | null = null;
+  #wakers: Array<() => void> = [];
   /** Drain signal: set by ingress when the slot is live. */
   onDrain: DrainListener | null = null;
   /** Frames of the current take (valid until the next take). */
@@ -99,19 +99,20 @@ export class SlotBuffer {
     return true;
   }
 
-  /** Resolves when a frame is available or the buffer closes. One promise per wait, not per frame. */
+  /** Resolves when a frame is available or the buffer closes. One promise per wait, not per frame; any number of waiters. */
   waitReadable(): Promise<void> {
     if (this.#length > 0 || this.#closed) return Promise.resolve();
     return new Promise((resolve) => {
-      this.#wake = resolve;
+      this.#wakers.push(resolve);
     });
   }
 
   #signal(): void {
-    const w = this.#wake;
-    if (w) {
-      this.#wake = null;
-      w();
-    }
+    if (this.#wakers.length === 0) return;
+    // Every waiter re-checks after waking, so concurrent readers never lose a wakeup.
+    const w = this.#wakers;
+    this.#wakers = [];
+    for (const f of w) f();
   }
+
 }

@@ -18,6 +18,8 @@ export interface AnchorHost {
   anchorDone(anchor: StreamAnchor<unknown>, cancelled: boolean): void;
   /** A consumer stop or cancel signal for the anchor's current sender. */
   anchorLifecycle(anchor: StreamAnchor<unknown>, cancel: boolean): void;
+  /** The anchor has no sender again (after a Detached): its unattached timer restarts. */
+  anchorUnattached(anchor: StreamAnchor<unknown>): void;
 }
 
 /** How the anchor is currently fed. */
@@ -52,7 +54,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
   #onTake: (() => void) | null = null;
   /** The mux bind feeding the anchor (attach or pre-bind), if any. */
   bind: Bind | null = null;
-  #feedWaiter: (() => void) | null = null;
+  #feedWaiters: Array<() => void> = [];
   #done = false;
   #error: LanemuxError | null = null;
   #readable: ReadableStream<T> | null = null;
@@ -80,9 +82,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
     this.#feedKind = kind;
     this.bind = bind;
     this.#onTake = onTake;
-    const w = this.#feedWaiter;
-    this.#feedWaiter = null;
-    w?.();
+    this.#wakeFeedWaiter();
   }
 
   /** @internal Withdraw the feed (detach, released pre-bind): unread frames there are discarded. */
@@ -97,13 +97,16 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
   _fail(error: LanemuxError): void {
     if (this.finished) return;
     this.#error = error;
+    // Wake a reader parked on the buffer too: it then sees the error.
+    this.#feed?.close();
     this.#wakeFeedWaiter();
   }
 
   #wakeFeedWaiter(): void {
-    const w = this.#feedWaiter;
-    this.#feedWaiter = null;
-    w?.();
+    if (this.#feedWaiters.length === 0) return;
+    const w = this.#feedWaiters;
+    this.#feedWaiters = [];
+    for (const f of w) f();
   }
 
   /**
@@ -154,7 +157,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
     const f = this.#feed;
     if (f === null) {
       return new Promise<void>((resolve) => {
-        this.#feedWaiter = resolve;
+        this.#feedWaiters.push(resolve);
       });
     }
     return f.waitReadable();
@@ -197,6 +200,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
           case FrameKind.Detached:
             // The sender left; the anchor may be attached again.
             this._unfeed();
+            this.#host.anchorUnattached(this as StreamAnchor<unknown>);
             continue;
           case FrameKind.Dropped:
             throw this.#fail(new StreamError('ERR_SENDER_DROPPED', 'the sender went away without finishing the stream', { retryable: true }));

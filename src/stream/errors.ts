@@ -21,6 +21,8 @@ export type StreamErrorCode =
   | 'ERR_ALREADY_ATTACHED'
   /** No connected peer owns the handle's worker id. */
   | 'ERR_UNKNOWN_PEER'
+  /** `send()` was called again and again without waiting while the stream was at its byte budget. */
+  | 'ERR_BACKPRESSURE'
   /** The stream is closed for this operation (after finalize, detach, cancel or a peer close). */
   | 'ERR_STREAM_CLOSED'
   /** The consumer cancelled the stream. */

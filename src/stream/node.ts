@@ -64,6 +64,11 @@ export interface NodeOptions {
   readonly maxMessageSize?: number;
   /** Worker id when the node builds its messenger. Defaults to a random one. */
   readonly workerId?: bigint;
+  /**
+   * An anchor no sender attached to within this many ms ends with `ERR_SENDER_DROPPED` and is
+   * forgotten (the timer restarts after a detach). Defaults to 60,000 (the accept window).
+   */
+  readonly unattachedTimeout?: number;
   /** Mux configuration, validated with zod; a bad value throws naming the field. Defaults: see `MUX_DEFAULTS`. */
   readonly mux?: MuxConfig;
   /** The per-stream (legacy) transport; without one, peers that lack the mux cannot attach. */
@@ -114,11 +119,19 @@ export class LanemuxNode implements AnchorHost {
   /** Live per-stream connections by anchor: dropping one resets it unless its terminal already arrived. */
   readonly #perStreamDrops = new Map<StreamAnchor<unknown>, (error: StreamError) => void>();
   readonly #liveSenders = new Set<StreamSender<unknown>>();
+  readonly #ownsMessenger: boolean;
+  readonly #unattachedTimeout: number;
+  /** Unattached deadlines, FIFO (one constant timeout), checked by one timer. */
+  #unattached: Array<{ anchor: StreamAnchor<unknown>; deadline: number }> = [];
+  #unattachedHead = 0;
+  #unattachedTimer: unknown = null;
   #closed = false;
 
   /** @internal Use {@link createNode}. */
-  constructor(options: NodeOptions & { readonly messenger: Messenger }, config: ResolvedMuxConfig) {
+  constructor(options: NodeOptions & { readonly messenger: Messenger; readonly ownsMessenger?: boolean }, config: ResolvedMuxConfig) {
     this.#messenger = options.messenger;
+    this.#ownsMessenger = options.ownsMessenger ?? false;
+    this.#unattachedTimeout = options.unattachedTimeout ?? config.acceptWindow;
     this.#config = config;
     this.#metrics = options.metrics ?? new MuxMetrics();
     this.#runtime = options.runtime ?? systemRuntime();
@@ -188,6 +201,7 @@ export class LanemuxNode implements AnchorHost {
     const anchor = new StreamAnchor<T>(this, formatHandle({ workerId: this.workerId, localId }), localId);
     this.#anchors.set(localId, anchor as StreamAnchor<unknown>);
     this.#metrics.activeAnchors++;
+    this.anchorUnattached(anchor as StreamAnchor<unknown>);
     return anchor;
   }
 
@@ -203,7 +217,7 @@ export class LanemuxNode implements AnchorHost {
       this.#metrics.anchorOperation('prebind', 'error', 'mux');
       return undefined;
     }
-    const bind = mux.bind(anchor.localId, bindOwner, null, options.laneKey);
+    const bind = mux.bind(anchor.localId, this.#bindOwner(anchor), null, options.laneKey);
     anchor._feed(bind.buffer, 'mux', bind);
     this.#metrics.anchorOperation('prebind', 'success', 'mux');
     return encodeTicket({
@@ -238,6 +252,54 @@ export class LanemuxNode implements AnchorHost {
     if (cancelled) this.#metrics.anchorOperation('cancel', 'success', anchor.feedKind);
   }
 
+  /** @internal AnchorHost: start (or restart) the anchor's unattached timer. */
+  anchorUnattached(anchor: StreamAnchor<unknown>): void {
+    if (this.#closed) return;
+    this.#unattached.push({ anchor, deadline: this.#runtime.now() + this.#unattachedTimeout });
+    this.#armUnattached();
+  }
+
+  #armUnattached(): void {
+    if (this.#unattachedTimer !== null || this.#unattachedHead >= this.#unattached.length) return;
+    const head = this.#unattached[this.#unattachedHead]!;
+    this.#unattachedTimer = this.#runtime.setTimer(() => {
+      this.#unattachedTimer = null;
+      this.#expireUnattached();
+    }, Math.max(0, head.deadline - this.#runtime.now()));
+  }
+
+  #expireUnattached(): void {
+    const now = this.#runtime.now();
+    const q = this.#unattached;
+    while (this.#unattachedHead < q.length && q[this.#unattachedHead]!.deadline <= now) {
+      const { anchor } = q[this.#unattachedHead++]!;
+      // Still registered, still without a sender: nobody will ever feed it.
+      if (this.#anchors.get(anchor.localId) === anchor && anchor.feedKind === 'none' && !anchor.finished) {
+        anchor._fail(new StreamError('ERR_SENDER_DROPPED', `no sender attached within ${this.#unattachedTimeout} ms`, { retryable: true }));
+        this.anchorDone(anchor, false);
+      }
+    }
+    if (this.#unattachedHead > 1024 && this.#unattachedHead * 2 > q.length) {
+      q.splice(0, this.#unattachedHead);
+      this.#unattachedHead = 0;
+    }
+    this.#armUnattached();
+  }
+
+  /** The anchor side of a mux bind: a stream that ended dropped or expired is forgotten at once. */
+  #bindOwner(anchor: StreamAnchor<unknown>): BindOwner {
+    return {
+      onClaimed: () => {},
+      onEnded: (_bind: Bind, end: BindEnd) => {
+        // The consumer still reads the Dropped it holds; the node need not keep the anchor for it.
+        if ((end === 'dropped' || end === 'expired') && this.#anchors.get(anchor.localId) === anchor) {
+          this.#anchors.delete(anchor.localId);
+          this.#metrics.activeAnchors--;
+        }
+      },
+    };
+  }
+
   /** @internal AnchorHost */
   anchorLifecycle(anchor: StreamAnchor<unknown>, cancel: boolean): void {
     if (anchor.bind !== null) this.#mux?.signalLifecycle(anchor.bind, cancel);
@@ -268,7 +330,7 @@ export class LanemuxNode implements AnchorHost {
       return this.#refuse('the anchor already has a sender (AlreadyAttached)');
     }
     if (offersMux) {
-      const bind = mux!.bind(anchor.localId, bindOwner, from, laneKey);
+      const bind = mux!.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey);
       anchor._feed(bind.buffer, 'mux', bind);
       this.#metrics.anchorOperation('attach', 'success', 'mux');
       return attachOk({ key: MESSENGER_MUX_KEY, heartbeatMs: this.#config.heartbeatInterval, session: bind.sessionId, credit: bind.limit, budget: bind.slotByteBudget, lane: bind.lane });
@@ -375,7 +437,7 @@ export class LanemuxNode implements AnchorHost {
       if (this.#mux === null) throw new StreamError('ERR_ATTACH_REFUSED', `the consumer answered ${MESSENGER_MUX_KEY}, which this node did not offer`);
       // Zero credit fails the attach: resolveLimits names the key and "initial_credit = 0".
       const limits = resolveLimits({ initialCredit: ok.initial_credit, slotByteBudget: ok.slot_byte_budget }, { transportKey: ok.streaming_transport_key });
-      return this.#openMux<T>(peer, ok.lane, h.localId, ok.routing_session_id, limits.initialCredit, ok.heartbeat_interval_ms, options.signal, 'attach');
+      return this.#openMux<T>(peer, ok.lane, h.localId, ok.routing_session_id, limits, ok.heartbeat_interval_ms, options.signal, 'attach');
     }
     if (ok.streaming_transport_key === TCP_STREAM_KEY && this.#perStream !== null && ok.endpoint !== undefined) {
       const conn = await this.#perStream.connect(ok.endpoint, h.localId, ok.routing_session_id, options.signal ? { signal: options.signal } : {});
@@ -410,10 +472,19 @@ export class LanemuxNode implements AnchorHost {
     const peer = workerKey(h.workerId);
     if (this.#messenger.peer(peer) === undefined) throw new StreamError('ERR_UNKNOWN_PEER', `no connected peer has worker id ${peer}`);
     const limits = resolveLimits({ initialCredit: t.initial_credit, slotByteBudget: t.slot_byte_budget }, { transportKey: t.streaming_transport_key });
-    return this.#openMux<T>(peer, t.lane, h.localId, t.routing_session_id, limits.initialCredit, t.heartbeat_interval_ms, options.signal, 'open');
+    return this.#openMux<T>(peer, t.lane, h.localId, t.routing_session_id, limits, t.heartbeat_interval_ms, options.signal, 'open');
   }
 
-  async #openMux<T>(peer: PeerId, lane: number, anchorId: bigint, session: bigint, credit: number, heartbeatMs: number, signal: AbortSignal | undefined, op: string): Promise<StreamSender<T>> {
+  async #openMux<T>(
+    peer: PeerId,
+    lane: number,
+    anchorId: bigint,
+    session: bigint,
+    limits: { initialCredit: number; slotByteBudget: number },
+    heartbeatMs: number,
+    signal: AbortSignal | undefined,
+    op: string,
+  ): Promise<StreamSender<T>> {
     const mux = this.#mux!;
     const node = this;
     let hb: HeartbeatSender | null = null;
@@ -432,7 +503,8 @@ export class LanemuxNode implements AnchorHost {
     };
     let slot: EgressSlot;
     try {
-      slot = await mux.openSlot(peer, lane, anchorId, session, credit, owner);
+      // The slot holds the consumer's window and pauses its producer at the consumer's byte budget.
+      slot = await mux.openSlot(peer, lane, anchorId, session, limits.initialCredit, owner, limits.slotByteBudget);
     } catch (e) {
       node.#metrics.anchorOperation(op, 'error', 'mux');
       throw e;
@@ -508,16 +580,14 @@ export class LanemuxNode implements AnchorHost {
     this.#locals.clear();
     for (const s of [...this.#liveSenders]) s._closed(dropped);
     this.#liveSenders.clear();
+    if (this.#unattachedTimer !== null) this.#runtime.clearTimer(this.#unattachedTimer);
+    this.#unattachedTimer = null;
+    this.#unattached = [];
     await this.#perStream?.close();
-    await this.#messenger.close();
+    // A messenger the caller passed in is the caller's to close.
+    if (this.#ownsMessenger) await this.#messenger.close();
   }
 }
-
-/** Anchors read their bind's buffer directly; the bind's lifecycle needs no extra hook. */
-const bindOwner: BindOwner = {
-  onClaimed(_bind: Bind): void {},
-  onEnded(_bind: Bind, _end: BindEnd): void {},
-};
 
 /**
  * Create a node. Validates `mux` (a bad value throws `ERR_INVALID_CONFIG` naming the field) and
@@ -545,7 +615,7 @@ export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
       ...(options.workerId !== undefined ? { workerId: options.workerId } : {}),
     });
   }
-  const node = new LanemuxNode({ ...options, messenger, runtime }, config);
+  const node = new LanemuxNode({ ...options, messenger, runtime, ownsMessenger: options.messenger === undefined }, config);
   await node._start();
   return node;
 }

@@ -6,7 +6,7 @@ import type { LanemuxError } from '../errors.ts';
 import { Offer } from '../mux/egress-slot.ts';
 import { EgressKind } from '../mux/egress-slot.ts';
 import type { EgressSlot } from '../mux/egress-slot.ts';
-import { FRAME_DETACHED, FRAME_DROPPED, FRAME_FINALIZED, FRAME_HEARTBEAT, FrameKind, encodeFrame } from '../wire/frame.ts';
+import { FRAME_DETACHED, FRAME_DROPPED, FRAME_FINALIZED, FrameKind, encodeFrame } from '../wire/frame.ts';
 import type { SlotBuffer } from '../mux/slot-buffer.ts';
 import { StreamError } from './errors.ts';
 
@@ -48,7 +48,8 @@ export class MuxPort implements SenderPort {
       case FrameKind.SenderError:
         return slot.batcher.offer(slot, EgressKind.Body, encodeFrame({ kind: 'SenderError', message: String(value) }));
       case FrameKind.Heartbeat:
-        return slot.batcher.offer(slot, EgressKind.Body, FRAME_HEARTBEAT);
+        slot.batcher.heartbeat(slot);
+        return Offer.Ok;
       case FrameKind.Finalized:
         return slot.batcher.offer(slot, EgressKind.Terminal, FRAME_FINALIZED);
       case FrameKind.Detached:
@@ -89,8 +90,11 @@ export class LocalPort implements SenderPort {
   }
   offer(kind: number, value: unknown): Offer {
     if (this.closeError !== null) return Offer.Closed;
+    if (kind === FrameKind.Heartbeat) return Offer.Ok; // no watchdog reads a same-worker stream
     if (kind >= FrameKind.Finalized) this.onTerminal?.();
     if (this.#pending.length === 0 && this.#buffer.push(kind, value, 0)) return Offer.Ok;
+    // A producer that does not wait for `send()` gets a hard cap (the anchor channel's depth again).
+    if (this.#pending.length >= this.#buffer.capacity && kind < FrameKind.Finalized) return Offer.Refused;
     // Full: keep this one frame aside and make the producer wait (the inlet's one-record overshoot).
     this.#pending.push([kind, value]);
     return Offer.Wait;
@@ -135,6 +139,7 @@ export class PerStreamPort implements SenderPort {
   #paused: Promise<void> | null = null;
   closeError: LanemuxError | null = null;
   #ended = false;
+  #bytesWhilePaused = 0;
 
   constructor(conn: import('./per-stream.ts').PerStreamConnection) {
     this.#conn = conn;
@@ -147,7 +152,10 @@ export class PerStreamPort implements SenderPort {
   }
   offer(kind: number, value: unknown): Offer {
     if (this.closeError !== null || this.#ended) return Offer.Closed;
+    // A producer that does not wait for `send()` while the socket is draining gets a hard cap.
+    if (this.#paused !== null && kind < FrameKind.Finalized && this.#bytesWhilePaused >= PER_STREAM_PAUSED_CAP) return Offer.Refused;
     const body = encodeFrame(frameOf(kind, value));
+    if (this.#paused !== null) this.#bytesWhilePaused += body.byteLength;
     const r = this.#conn.write(body);
     if (kind >= FrameKind.Finalized) {
       this.#ended = true;
@@ -157,7 +165,10 @@ export class PerStreamPort implements SenderPort {
     if (r === true) return Offer.Ok;
     const p = r.then(
       () => {
-        if (this.#paused === p) this.#paused = null;
+        if (this.#paused === p) {
+          this.#paused = null;
+          this.#bytesWhilePaused = 0;
+        }
       },
       (e: unknown) => {
         this.#paused = null;
@@ -180,6 +191,9 @@ export class PerStreamPort implements SenderPort {
     this.#conn.destroy();
   }
 }
+
+/** Bytes a per-stream producer may write past a full socket buffer without waiting. */
+const PER_STREAM_PAUSED_CAP = 1 << 20;
 
 function frameOf(kind: number, value: unknown): import('../wire/frame.ts').StreamFrame {
   switch (kind) {

@@ -87,6 +87,11 @@ export class StreamSender<T = unknown> {
     const r = port.offer(kind, value);
     if (r === Offer.Ok) return RESOLVED;
     if (r === Offer.Wait) return port.waitWritable();
+    if (r === Offer.Refused) {
+      return Promise.reject(
+        new StreamError('ERR_BACKPRESSURE', 'the stream is at its byte budget and send() was called again without waiting: await send()', { retryable: true }),
+      );
+    }
     return Promise.reject(this.#closedError());
   }
 
@@ -106,7 +111,8 @@ export class StreamSender<T = unknown> {
   trySend(item: T): boolean {
     const port = this.#port;
     if (port === null || this.closed || port.paused) return false;
-    return port.offer(FrameKind.Item, item) !== Offer.Closed;
+    const r = port.offer(FrameKind.Item, item);
+    return r === Offer.Ok || r === Offer.Wait;
   }
 
   /** Report an error to the consumer (`SenderError`): not terminal, and it spends credit like an item. */
