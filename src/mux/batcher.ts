@@ -58,6 +58,9 @@ export interface BatcherHost {
   repostCredit(peer: PeerId, lane: number, credit: readonly number[]): void;
 }
 
+/** Opens that may wait behind a parked write; more opens wait for room (`OPEN_QUEUE_DEPTH`). */
+export const OPEN_QUEUE_DEPTH = 64;
+
 /** Per-receiver bound on slot indices: a sender never opens more live slots than a table holds. */
 export const MAX_LIVE_SLOTS_PER_BATCHER = 65_536;
 
@@ -105,6 +108,8 @@ export class Batcher implements SlotBatcher {
   /** Slots opened while parked: their OpenSlot is still to be written. */
   #pendingOpens: EgressSlot[] = [];
   #openWaiters = new Map<EgressSlot, { resolve: () => void; reject: (e: unknown) => void }>();
+  /** Opens waiting for room in the open queue. */
+  #openRoom: Array<{ retry: () => void; reject: (e: unknown) => void }> = [];
   // Open batch bookkeeping.
   #typeCounts = new Uint32Array(TYPE_COUNT);
   #replies: number[] = []; // [peerSlot, credit] pairs staged in the open batch
@@ -162,6 +167,12 @@ export class Batcher implements SlotBatcher {
    */
   openSlot(anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner, slotByteBudget = this.#host.config.slotByteBudget): Promise<EgressSlot> {
     if (this.retired) return Promise.reject(new MuxError('ERR_CLOSED', 'batcher retired; re-resolve', { retryable: true }));
+    if (this.#parked && this.#pendingOpens.length >= OPEN_QUEUE_DEPTH) {
+      // The open queue is full while the peer is congested: the attach waits for room.
+      return new Promise((resolve, reject) => {
+        this.#openRoom.push({ retry: () => this.openSlot(anchorId, sessionId, credit, owner, slotByteBudget).then(resolve, reject), reject });
+      });
+    }
     if (this.liveSlots >= MAX_LIVE_SLOTS_PER_BATCHER) {
       return Promise.reject(new MuxError('ERR_TOO_MANY_SLOTS', `peer ${this.peer} lane ${this.lane} already holds ${this.liveSlots} live slots`));
     }
@@ -471,8 +482,10 @@ export class Batcher implements SlotBatcher {
         const opens = this.#pendingOpens;
         this.#pendingOpens = [];
         this.#writeOpens(opens);
-        if (this.#parked) return;
       }
+      // Room in the open queue: let waiting opens in (they write now or queue again).
+      while (this.#openRoom.length > 0 && !(this.#parked && this.#pendingOpens.length >= OPEN_QUEUE_DEPTH)) this.#openRoom.shift()!.retry();
+      if (this.#parked) return;
       if (this.inbox.pending) this.#applyInbox();
       if (this.retired) return;
       if (this.#ready.length > 0) {
@@ -725,6 +738,7 @@ export class Batcher implements SlotBatcher {
     for (const g of guards) g.owner.onRetired('Discarded');
     for (const s of live) this.#closeSlotLocally(s, error, false);
     for (const s of pendingOpens) this.#closeSlotLocally(s, error, false);
+    if (this.#openRoom.length > 0) this.#wake(WakeSource.open); // waiting opens proceed in the new epoch
     if (!this.#host.peerAlive(this.peer)) return;
     for (let i = 0; i < lostReplies.length; i += 2) {
       if (this.inbox.postReplyCredit(lostReplies[i]!, lostReplies[i + 1]!)) m.creditReposted += lostReplies[i + 1]!;
@@ -751,6 +765,10 @@ export class Batcher implements SlotBatcher {
     }
     const err = error ?? new MuxError('ERR_CLOSED', `batcher for ${this.peer} lane ${this.lane} retired`, { retryable: true });
     const m = this.#host.metrics;
+    // Waiting opens re-resolve a fresh batcher (the mux retries ERR_CLOSED).
+    const room = this.#openRoom;
+    this.#openRoom = [];
+    for (const w of room) w.reject(new MuxError('ERR_CLOSED', 'batcher retired; re-resolve', { retryable: true }));
     for (const s of this.#pendingOpens) this.#closeSlotLocally(s, err, false);
     this.#pendingOpens = [];
     this.#ready = [];

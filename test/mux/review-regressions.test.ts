@@ -104,3 +104,21 @@ describe('review regressions: ingress', () => {
     expect(b.slot!.account.remaining).toBe(4);
   });
 });
+
+describe('open queue depth', () => {
+  it('at most 64 opens wait behind a parked write; later opens wait for room, then all ack in order', async () => {
+    const { OPEN_QUEUE_DEPTH } = await import('../../src/mux/batcher.ts');
+    const h = egress();
+    h.sink.mode = 'stall';
+    const first = h.batcher.openSlot(1n, 1n, 4, noop); // parks on its own OpenSlot batch
+    const acks = Array.from({ length: 200 }, (_, i) => h.batcher.openSlot(BigInt(10 + i), BigInt(10 + i), 4, noop));
+    await h.runtime.runMacrotasks();
+    expect(h.batcher.liveSlots).toBe(1 + OPEN_QUEUE_DEPTH); // the rest did not allocate yet
+    h.sink.release();
+    await h.runtime.advance(100);
+    const slots = await Promise.all([first, ...acks]);
+    expect(slots).toHaveLength(201);
+    const opened = records(h).filter((r) => r.type === RecordType.OpenSlot).map((r) => r.slot);
+    expect(new Set(opened)).toEqual(new Set(slots.map((s) => s.id)));
+  });
+});
