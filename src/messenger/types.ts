@@ -8,33 +8,17 @@
  * @packageDocumentation
  */
 
+import type { PeerIdentity } from '../transport/port.ts';
+
 /** A peer's key: its 64-bit worker id as 16 lower-case hex digits (cheap as a Map key). */
 export type PeerId = string;
 
-/** What a peer told us about itself in the hello exchange. */
-export interface PeerInfo {
-  /** The peer's key (its worker id, hex). */
-  readonly id: PeerId;
-  /** The peer's 64-bit worker id: the routing key inside stream handles. */
-  readonly workerId: bigint;
-  /** Random id of the peer's process instance (changes on restart). */
-  readonly instanceId: string;
-  /** Lanes usable toward this peer: min(ours, theirs), 1..16. */
-  readonly lanes: number;
-  /** Largest message (envelope included) the peer accepts, in bytes. */
-  readonly maxMessageSize: number;
-  /** Streaming transport keys the peer supports (e.g. `messenger-mux-v2`, `tcp-stream`). */
-  readonly transportKeys: readonly string[];
-  /** Messenger protocol version the peer speaks. */
-  readonly protocolVersion: number;
-  /** Transport-specific address the peer can be dialled at, if it listens (else undefined). */
-  readonly address?: string | undefined;
-  /**
-   * Local epoch of the connection this info describes: unique per messenger and increasing with
-   * each established link (0 for `self`). A reconnect, even to the same worker, has a new epoch.
-   */
-  readonly epoch: number;
-}
+/**
+ * What a peer told us about itself in the hello exchange: the transport's `PeerIdentity` (id, worker
+ * id, instance id, lanes, max message size, stream transport keys, protocol version, address, link
+ * epoch). The messenger's `self` carries epoch 0.
+ */
+export type PeerInfo = PeerIdentity;
 
 /**
  * Result of a send: `true` when the transport admitted the message synchronously, otherwise a

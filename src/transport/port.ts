@@ -187,19 +187,23 @@ export interface LocalIdentity {
   readonly protocolVersion: number;
 }
 
-/** A remote peer as learned in the hello exchange; structurally the messenger's `PeerInfo`. */
+/** A remote peer as learned in the hello exchange (the messenger's `PeerInfo`). */
 export interface PeerIdentity {
-  /** Worker id as 16 lower-case hex digits. */
+  /** The peer's key: its worker id as 16 lower-case hex digits (cheap as a Map key). */
   readonly id: string;
+  /** The peer's 64-bit worker id: the routing key inside stream handles. */
   readonly workerId: bigint;
+  /** Random id of the peer's process instance (changes on restart). */
   readonly instanceId: string;
-  /** Lanes usable toward this peer: min(ours, theirs). */
+  /** Lanes usable toward this peer: min(ours, theirs), 1..16. */
   readonly lanes: number;
-  /** Largest message (envelope included) the peer accepts, as it advertised. */
+  /** Largest message (envelope included) the peer accepts, in bytes, as it advertised. */
   readonly maxMessageSize: number;
+  /** Streaming transport keys the peer supports (e.g. `messenger-mux-v2`, `tcp-stream`). */
   readonly transportKeys: readonly string[];
+  /** Messenger protocol version the peer speaks. */
   readonly protocolVersion: number;
-  /** Address the peer listens on, if it said so. */
+  /** Transport-specific address the peer can be dialled at, if it listens (else undefined). */
   readonly address?: string | undefined;
   /**
    * Local epoch of this link: a number unique per transport, increasing for each established link.
