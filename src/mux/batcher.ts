@@ -142,6 +142,11 @@ export class Batcher implements SlotBatcher {
     this.inbox.onNotify = () => this.#wake(WakeSource.control);
   }
 
+  /** The connection epoch this batcher's batches are pinned to (undefined: the transport has none). */
+  get linkEpoch(): number | undefined {
+    return this.#linkEpoch;
+  }
+
   /** The effective batch cap in bytes. */
   get cap(): number {
     return this.#cap;

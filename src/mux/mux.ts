@@ -494,7 +494,17 @@ export class Mux implements BatcherHost, IngressHost {
   // ───────────────────────── peer loss and teardown ─────────────────────────
 
   #peerGone(ev: PeerGoneEvent): void {
-    this.#failPeer(ev.peer, new MuxError('ERR_SENDER_DROPPED', `peer ${ev.peer} is gone: ${ev.reason}`, { retryable: true }), true);
+    const error = new MuxError('ERR_SENDER_DROPPED', `peer ${ev.peer} is gone: ${ev.reason}`, { retryable: true });
+    const current = this.#messenger.peer(ev.peer);
+    if (current !== undefined && current.epoch !== ev.epoch) {
+      // An older link of a peer that is connected again: only batches pinned to that link are
+      // lost. Its batchers die an epoch (their slots fail once); the new link's ingress stays.
+      for (const b of this.#batchers.get(ev.peer) ?? []) {
+        if (b !== undefined && !b.retired && b.linkEpoch !== undefined && b.linkEpoch !== current.epoch) b.epochDeath(error);
+      }
+      return;
+    }
+    this.#failPeer(ev.peer, error, true);
   }
 
   /** Epoch death on every lane toward `peer`; with `ingressToo`, retire its ingress tables (Dropped each). */

@@ -72,3 +72,24 @@ describe('anchor ids', () => {
     expect(a.localId).toBe(0x7fff_ffff_ffff_ffffn);
   });
 });
+
+describe('peer gone for an older link', () => {
+  it('leaves the current link streams untouched', async () => {
+    const [mc, mp] = LoopMessenger.pair();
+    const consumer = await createNode({ messenger: mc });
+    const producer = await createNode({ messenger: mp });
+    nodes.push(consumer, producer);
+    const a = consumer.createAnchor<string>();
+    const s = await producer.attachAnchor<string>(a.handle);
+    await s.send('one');
+    // Both sides hear that a link older than the current one (epoch 1) went away.
+    mc.reportGone(0);
+    mp.reportGone(0);
+    await s.send('two');
+    await s.finalize();
+    const got: string[] = [];
+    for await (const t of a) got.push(t);
+    expect(got).toEqual(['one', 'two']);
+    expect(producer.metrics()['velo_streaming_mux_epoch_deaths_total']).toBe(0);
+  });
+});

@@ -161,6 +161,13 @@ export class LoopMessenger implements Messenger {
     this.#gone.add(listener);
     return () => this.#gone.delete(listener);
   }
+  /** Report the peer gone for a given (older) link epoch without closing anything. */
+  reportGone(epoch: number): void {
+    const r = this.remote;
+    if (!r) return;
+    for (const l of this.#gone) l({ peer: r.self.id, code: 'ERR_PEER_GONE', reason: 'superseded link', epoch, error: new Error('superseded link') });
+  }
+
   /** Simulate the connection dying: both sides report the other gone. */
   kill(): void {
     const r = this.remote;
