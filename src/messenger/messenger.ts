@@ -21,8 +21,8 @@
  */
 import { z } from 'zod';
 import { LanemuxError } from '../errors.ts';
-import { TransportError } from '../transport/errors.ts';
-import { decodeBounded, encodeShared } from '../transport/msgpack.ts';
+import { TransportError, describeThrown, toError } from '../transport/errors.ts';
+import { decodeBounded, encodeShared, minEncodedSize } from '../transport/msgpack.ts';
 import { parseOptions } from '../transport/options.ts';
 import {
   DEFAULT_MAX_MESSAGE_SIZE,
@@ -373,15 +373,19 @@ class MessengerImpl implements Messenger {
     const nameBytes = isReservedName(name) ? undefined : encodeName(name);
     if (nameBytes === undefined) return Promise.reject(new MessengerError('ERR_INVALID_HANDLER', `cannot send a request to handler name ${JSON.stringify(name)}`));
     const timeoutMs = options.timeoutMs ?? this.#o.requestTimeoutMs;
-    if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) return Promise.reject(new MessengerError('ERR_INVALID_ARGUMENT', `timeoutMs must be a positive finite number, got ${timeoutMs}`));
+    const badTimeout = checkTimeout(`request "${name}"`, timeoutMs);
+    if (badTimeout !== undefined) return Promise.reject(badTimeout);
     if (this.#pendingRequests >= this.#o.maxPendingRequests) {
       return Promise.reject(new MessengerError('ERR_BUSY', `${this.#pendingRequests} requests are already pending (maxPendingRequests)`, { retryable: true }));
     }
+    // Refuse a body that cannot fit before the encoder grows a buffer for it (6 = kind, id, name length).
+    const least = 6 + nameBytes.byteLength + minEncodedSize(body);
+    if (least > st.link.maxMessageSize) return Promise.reject(tooLarge(least, st));
     let encoded: Uint8Array;
     try {
       encoded = encodeShared(body);
     } catch (cause) {
-      return Promise.reject(new MessengerError('ERR_INVALID_ARGUMENT', `request body for "${name}" cannot be encoded as MessagePack: ${(cause as Error).message}`, { cause }));
+      return Promise.reject(new MessengerError('ERR_INVALID_ARGUMENT', `request body for "${name}" cannot be encoded as MessagePack: ${describeThrown(cause)}`, { cause }));
     }
     const id = st.allocId(st.requests);
     const head = requestHead(id, nameBytes);
@@ -430,7 +434,10 @@ class MessengerImpl implements Messenger {
   ping(peer: PeerId, options: { timeoutMs?: number } = {}): Promise<number> {
     const st = this.#target(peer, 0);
     if (st instanceof LanemuxError) return Promise.reject(st);
-    return this.#ping(st, options.timeoutMs ?? (this.#o.healthCheck === false ? 5_000 : this.#o.healthCheck.timeoutMs));
+    const timeoutMs = options.timeoutMs ?? (this.#o.healthCheck === false ? 5_000 : this.#o.healthCheck.timeoutMs);
+    const badTimeout = checkTimeout('ping', timeoutMs);
+    if (badTimeout !== undefined) return Promise.reject(badTimeout);
+    return this.#ping(st, timeoutMs);
   }
 
   #ping(st: PeerState, timeoutMs: number): Promise<number> {
@@ -591,7 +598,7 @@ class MessengerImpl implements Messenger {
     try {
       body = decodeBounded(bytes.subarray(6 + n));
     } catch (cause) {
-      this.#replyError(st, lane, id, 'ERR_MALFORMED_ENVELOPE', `request body for "${name}" is not valid MessagePack: ${(cause as Error).message}`, false);
+      this.#replyError(st, lane, id, 'ERR_MALFORMED_ENVELOPE', `request body for "${name}" is not valid MessagePack: ${describeThrown(cause)}`, false);
       return;
     }
     const controller = new AbortController();
@@ -625,11 +632,16 @@ class MessengerImpl implements Messenger {
 
   #replyValue(st: PeerState, lane: number, id: number, name: string, value: unknown): void {
     if (st.dead) return;
+    const least = 5 + minEncodedSize(value);
+    if (least > st.link.maxMessageSize) {
+      this.#replyError(st, lane, id, 'ERR_FRAME_TOO_LARGE', `the result of "${name}" is at least ${least} bytes, over the ${st.link.maxMessageSize}-byte limit`, false);
+      return;
+    }
     let encoded: Uint8Array;
     try {
       encoded = encodeShared(value);
     } catch (cause) {
-      this.#replyError(st, lane, id, 'ERR_HANDLER_FAILED', `the result of "${name}" cannot be encoded as MessagePack: ${(cause as Error).message}`, false);
+      this.#replyError(st, lane, id, 'ERR_HANDLER_FAILED', `the result of "${name}" cannot be encoded as MessagePack: ${describeThrown(cause)}`, false);
       return;
     }
     const size = 5 + encoded.byteLength;
@@ -641,13 +653,13 @@ class MessengerImpl implements Messenger {
   }
 
   #replyThrown(st: PeerState, lane: number, id: number, name: string, error: unknown): void {
-    if (error instanceof LanemuxError) {
+    if (isLanemuxErrorSafe(error)) {
       this.#replyError(st, lane, id, error.code, error.message, error.retryable);
       return;
     }
     // Not a LanemuxError: a bug in the handler. Report it here too; send only the message.
     this.#reportError('handler', error, st.id, name);
-    const message = error instanceof Error ? error.message : String(error);
+    const message = describeThrown(error);
     this.#replyError(st, lane, id, 'ERR_HANDLER_FAILED', `handler "${name}" failed: ${message}`, false);
   }
 
@@ -743,6 +755,10 @@ class MessengerImpl implements Messenger {
 
   async connect(address: string, options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<PeerInfo> {
     if (this.#closed) throw new MessengerError('ERR_CLOSED', 'the messenger is closed');
+    if (options.timeoutMs !== undefined) {
+      const badTimeout = checkTimeout(`connect to ${address}`, options.timeoutMs);
+      if (badTimeout !== undefined) throw badTimeout;
+    }
     const link = await this.#transport.connect(address, options);
     return link.info;
   }
@@ -803,7 +819,7 @@ class MessengerImpl implements Messenger {
 
   #reportError(source: 'handler', error: unknown, peer: PeerId | undefined, handler: string): void {
     this.#stats.handlerErrors++;
-    this.#emitError({ source, peer, handler, error: error instanceof Error ? error : new Error(String(error)) });
+    this.#emitError({ source, peer, handler, error: toError(error) });
   }
 
   #emitError(event: MessengerErrorEvent): void {
@@ -811,7 +827,7 @@ class MessengerImpl implements Messenger {
       // Nobody listens: say it once so a broken handler is not silent, then only count.
       if (!this.#warned) {
         this.#warned = true;
-        console.warn(`lanemux messenger: ${event.source} error${event.handler ? ` in "${event.handler}"` : ''}: ${event.error.message} (further errors are only counted; use onError)`);
+        console.warn(`lanemux messenger: ${event.source} error${event.handler ? ` in "${event.handler}"` : ''}: ${describeThrown(event.error)} (further errors are only counted; use onError)`);
       }
       return;
     }
@@ -836,6 +852,15 @@ class MessengerImpl implements Messenger {
   }
 }
 
+/** Largest delay a timer takes: above it Node fires after 1 ms (and browsers at once). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** A per-call `timeoutMs` must be a number in 1..2^31-1 ms; the error to reject with, if not. */
+function checkTimeout(what: string, timeoutMs: unknown): LanemuxError | undefined {
+  if (typeof timeoutMs === 'number' && timeoutMs >= 1 && timeoutMs <= MAX_TIMEOUT_MS) return undefined;
+  return new MessengerError('ERR_INVALID_ARGUMENT', `${what}: timeoutMs must be a number from 1 to ${MAX_TIMEOUT_MS} (ms), got ${describeThrown(timeoutMs)}`);
+}
+
 function tooLarge(size: number, st: PeerState): LanemuxError {
   return new TransportError(
     'ERR_FRAME_TOO_LARGE',
@@ -852,8 +877,23 @@ function decodeErrorBody(bytes: Uint8Array): z.output<typeof errorBodySchema> | 
   }
 }
 
+/** `instanceof LanemuxError` that cannot throw (a thrown proxy may trap `getPrototypeOf`). */
+function isLanemuxErrorSafe(v: unknown): v is LanemuxError {
+  try {
+    return v instanceof LanemuxError;
+  } catch {
+    return false;
+  }
+}
+
 function isThenable(v: unknown): v is PromiseLike<unknown> {
-  return typeof v === 'object' && v !== null && typeof (v as { then?: unknown }).then === 'function';
+  if (typeof v !== 'object' || v === null) return false;
+  try {
+    return typeof (v as { then?: unknown }).then === 'function';
+  } catch {
+    // A result whose `then` getter throws is not awaited; encoding it then fails and is reported.
+    return false;
+  }
 }
 
 function swallow(admission: Admission): void {

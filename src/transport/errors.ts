@@ -40,7 +40,12 @@ export type TransportErrorCode =
   /** Invalid options; the message names the field. */
   | 'ERR_CONFIG'
   /** A protocol rule broken by the peer that has no more specific code. */
-  | 'ERR_PROTOCOL';
+  | 'ERR_PROTOCOL'
+  /**
+   * Two nodes dialled each other at once: of the two links, the one dialled by the lower worker id is
+   * kept and the other is closed with this code (protocol.md §3.5). The dial that made it does not retry.
+   */
+  | 'ERR_DUPLICATE_LINK';
 
 /** An error raised or reported by the transport layer. */
 export class TransportError extends LanemuxError<TransportErrorCode> {
@@ -70,11 +75,40 @@ const TRANSPORT_CODES: ReadonlySet<string> = new Set<TransportErrorCode>([
   'ERR_TOO_MANY_PEERS',
   'ERR_CONFIG',
   'ERR_PROTOCOL',
+  'ERR_DUPLICATE_LINK',
 ]);
 
 /** Wrap anything thrown by a socket library into a TransportError with `code` (keeps LanemuxErrors). */
 export function asTransportError(code: TransportErrorCode, context: string, cause: unknown): LanemuxError {
   if (cause instanceof LanemuxError) return cause;
-  const detail = cause instanceof Error ? cause.message : String(cause);
+  const detail = describeThrown(cause);
   return new TransportError(code, `${context}: ${detail}`, { cause, retryable: code === 'ERR_PEER_GONE' || code === 'ERR_CONNECT' });
+}
+
+/**
+ * A printable description of any thrown value, never throwing itself: `String(v)` throws for
+ * `Object.create(null)`, symbols-as-objects and hostile proxies, and an Error's `message` may be a
+ * throwing getter. Falls back to `Object.prototype.toString` (e.g. `[object Object]`).
+ */
+export function describeThrown(value: unknown): string {
+  try {
+    if (value instanceof Error) return String(value.message);
+    return String(value);
+  } catch {
+    try {
+      return Object.prototype.toString.call(value);
+    } catch {
+      return '[unprintable value]';
+    }
+  }
+}
+
+/** `value` if it is an Error, else an Error describing it (with `value` as its cause). Never throws. */
+export function toError(value: unknown): Error {
+  try {
+    if (value instanceof Error) return value;
+  } catch {
+    // A proxy whose prototype trap throws: describe it below.
+  }
+  return new Error(describeThrown(value), { cause: value });
 }

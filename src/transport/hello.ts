@@ -32,8 +32,15 @@ const helloSchema = z.object({
   worker: z.string().regex(hex16),
   /** Instance id of the sender's process. */
   instance: z.string().min(1).max(64),
-  /** Dialler-chosen session number grouping the lanes of one link attempt. */
-  session: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  /**
+   * Dialler-chosen session number grouping the lanes of one link attempt, 0..2^53-1. Values above
+   * 2^32-1 may arrive as MessagePack uint64 (decoded as bigint) or as an integral float64 (how
+   * `@msgpack/msgpack` encodes them with `useBigInt64`); both are accepted.
+   */
+  session: z.union([
+    z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+    z.bigint().min(0n).max(BigInt(Number.MAX_SAFE_INTEGER)).transform((v) => Number(v)),
+  ]),
   /** Lane of this connection. */
   lane: z.number().int().min(0).max(MAX_LANES - 1),
   /** Dialler: lanes it offers (lane 0) or the agreed count (lanes ≥ 1). Acceptor: the agreed count. */
@@ -64,7 +71,8 @@ export function encodeHello(hello: Hello): Uint8Array {
   const body = encodeShared({
     worker: hello.worker,
     instance: hello.instance,
-    session: hello.session,
+    // A MessagePack uint64 above 2^32-1 (a plain number would go out as a float64).
+    session: hello.session > 0xffffffff ? BigInt(hello.session) : hello.session,
     lane: hello.lane,
     lanes: hello.lanes,
     maxMessageSize: Math.min(hello.maxMessageSize, MAX_MAX_MESSAGE_SIZE),
@@ -131,6 +139,11 @@ export function encodeGoaway(error: LanemuxError): Uint8Array {
 
 /** Decode a GOAWAY into the error the peer reported (or a malformed-envelope error). */
 export function decodeGoaway(bytes: Uint8Array): LanemuxError {
+  return parseGoaway(bytes) ?? new TransportError('ERR_MALFORMED_ENVELOPE', 'malformed GOAWAY from peer');
+}
+
+/** The error a GOAWAY reports, or undefined if it does not decode (tells a peer's reason from a bad frame). */
+export function parseGoaway(bytes: Uint8Array): LanemuxError | undefined {
   try {
     const parsed = goawaySchema.safeParse(decodeBounded(bytes.subarray(1)));
     if (parsed.success) {
@@ -140,7 +153,7 @@ export function decodeGoaway(bytes: Uint8Array): LanemuxError {
   } catch {
     // fall through
   }
-  return new TransportError('ERR_MALFORMED_ENVELOPE', 'malformed GOAWAY from peer');
+  return undefined;
 }
 
 /** Whether a peer-reported reason leaves room for a reconnect to succeed. */

@@ -43,8 +43,15 @@ export interface MemoryNetwork {
   readonly names: () => readonly string[];
 }
 
+/** A listening adapter as the network sees it: where to hand new connections, and whose they are. */
+interface Listener {
+  readonly host: ListenHost;
+  /** The listening adapter's connections: accepted ones are registered here, not with the dialler. */
+  readonly conns: Set<MemoryConn>;
+}
+
 class Network implements MemoryNetwork {
-  readonly listeners = new Map<string, ListenHost>();
+  readonly listeners = new Map<string, Listener>();
   counter = 0;
   names = (): readonly string[] => [...this.listeners.keys()];
 }
@@ -112,7 +119,7 @@ class MemoryAdapter implements TransportAdapter {
       throw new TransportError('ERR_CONFIG', `memory://${name} is already listening on this network`);
     }
     this.#name = name;
-    this.#network.listeners.set(name, host);
+    this.#network.listeners.set(name, { host, conns: this.#conns });
     return `memory://${name}`;
   }
 
@@ -126,16 +133,18 @@ class MemoryAdapter implements TransportAdapter {
         return;
       }
       const name = request.address.slice('memory://'.length);
-      const host = this.#network.listeners.get(name);
-      if (host === undefined) {
+      const listener = this.#network.listeners.get(name);
+      if (listener === undefined) {
         events.fail(new TransportError('ERR_CONNECT', `nothing listens on ${request.address}`, { retryable: true }));
         return;
       }
       const local = new MemoryConn(`memory://${name}`, request.frameLimit, this.#limits, this.#conns);
-      const remote = new MemoryConn(`memory://${this.#name ?? 'dialer'}`, host.frameLimit, this.#limits, this.#conns);
+      // The accepted end belongs to the listening adapter: closing this (dialling) adapter closes only
+      // its own end, gracefully, so what it already sent is still delivered to the listener.
+      const remote = new MemoryConn(`memory://${this.#name ?? 'dialer'}`, listener.host.frameLimit, this.#limits, listener.conns);
       local.pair(remote);
       conn = local;
-      host.accept(remote);
+      listener.host.accept(remote);
       events.open(local);
     });
     return {
@@ -148,7 +157,7 @@ class MemoryAdapter implements TransportAdapter {
 
   async close(): Promise<void> {
     this.#closed = true;
-    if (this.#name !== undefined && this.#network.listeners.get(this.#name) !== undefined) {
+    if (this.#name !== undefined && this.#network.listeners.get(this.#name)?.conns === this.#conns) {
       this.#network.listeners.delete(this.#name);
     }
     const err = new TransportError('ERR_CLOSED', 'memory transport closed');

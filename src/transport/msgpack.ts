@@ -1,11 +1,20 @@
 /**
  * MessagePack for control payloads (hello, GOAWAY, unary bodies, error notices), with explicit limits.
  *
- * `@msgpack/msgpack` defaults every `max*Length` to 2^32-1, so a 6-byte message announcing a huge
- * array would make the decoder reserve it. Here every limit is at most the next power of two above
- * the message's own length (each element takes at least one byte), so decoding never reserves more
- * than about twice what the peer actually sent. 64-bit integers decode as `bigint` (`useBigInt64`),
- * so u64 ids (worker, anchor, session) survive a round trip; smaller integers stay numbers.
+ * `@msgpack/msgpack` pre-allocates every array and map at the length its header declares, and its
+ * `max*Length` limits apply to each container on its own. So the limits alone do not bound what a
+ * peer can make us reserve: nested array16/map16 headers of 3 bytes each, each declaring thousands
+ * of items, made a 256 KiB message reserve gigabytes. {@link decodeBounded} therefore first walks the
+ * structure without allocating ({@link checkShape}): every declared item must still fit in the bytes
+ * that remain (an item takes at least one byte), nesting is at most {@link MAX_DEPTH} deep, and the
+ * value fills the input exactly. Only then does the decoder run, so it reserves at most one slot per
+ * byte the peer actually sent. 64-bit integers decode as `bigint` (`useBigInt64`), so u64 ids
+ * (worker, anchor, session) survive a round trip; smaller integers stay numbers.
+ *
+ * Memory: decoders are cached only for inputs up to {@link CACHED_DECODE_LIMIT} bytes (a decoder
+ * keeps a reference to the last input it decoded); larger inputs get a fresh decoder. The shared
+ * encoder is dropped after producing a result over {@link SHARED_ENCODER_KEEP} bytes, so one large
+ * body does not pin a large buffer for the life of the process.
  *
  * Never used per batch: the `_stream_batch` path has a fixed binary envelope.
  *
@@ -13,8 +22,17 @@
  */
 import { Decoder, Encoder } from '@msgpack/msgpack';
 
+/** Deepest container nesting {@link decodeBounded} accepts. */
+export const MAX_DEPTH = 64;
+/** Inputs up to this size reuse a cached decoder; larger ones get a fresh one that is then dropped. */
+export const CACHED_DECODE_LIMIT = 64 * 1024;
+/** The shared encoder is replaced after a result larger than this (its buffer only ever grows). */
+export const SHARED_ENCODER_KEEP = 1024 * 1024;
+
 let encoder: Encoder | undefined;
 const decoders = new Map<number, Decoder>();
+/** Items still to read per open container during {@link checkShape} (reused; never reallocated). */
+const owedAt = new Float64Array(MAX_DEPTH + 1);
 
 /**
  * Encode `value`. The result is a view of a shared buffer, valid only until the next call: callers
@@ -22,7 +40,10 @@ const decoders = new Map<number, Decoder>();
  */
 export function encodeShared(value: unknown): Uint8Array {
   encoder ??= new Encoder({ useBigInt64: true, ignoreUndefined: true });
-  return encoder.encodeSharedRef(value);
+  const out = encoder.encodeSharedRef(value);
+  // The view stays valid (it keeps its buffer alive); the next call starts with a small buffer.
+  if (out.byteLength > SHARED_ENCODER_KEEP) encoder = undefined;
+  return out;
 }
 
 /** Encode `value` into a fresh buffer the caller owns. */
@@ -30,21 +51,174 @@ export function encodeOwned(value: unknown): Uint8Array {
   return encodeShared(value).slice();
 }
 
-/** Decode one MessagePack value that fills `bytes` exactly. Throws on malformed or trailing input. */
+/**
+ * A lower bound of the encoded size of `value`, known without encoding it (0 when not cheaply
+ * known). Lets callers refuse an oversized body before the encoder grows a buffer for it.
+ */
+export function minEncodedSize(value: unknown): number {
+  if (value instanceof Uint8Array) return value.byteLength;
+  // Every UTF-16 code unit encodes to at least one UTF-8 byte.
+  if (typeof value === 'string') return value.length;
+  return 0;
+}
+
+/**
+ * Check that `bytes` is exactly one well-formed MessagePack value whose containers fit the input,
+ * without allocating. Throws a `RangeError` saying why not. Every declared element must be present,
+ * so a later decode reserves at most one slot per input byte.
+ */
+export function checkShape(bytes: Uint8Array): void {
+  const n = bytes.byteLength;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, n);
+  let pos = 0;
+  /** Items still to read in all open containers, plus the top-level value. */
+  let owed = 1;
+  let depth = 0;
+  owedAt[0] = 1;
+  const need = (k: number): void => {
+    pos += k;
+    if (pos > n) throw new RangeError(`truncated MessagePack (${n} bytes)`);
+  };
+  const open = (items: number): void => {
+    if (items === 0) return;
+    owed += items;
+    if (owed > n - pos) {
+      throw new RangeError(`MessagePack container declares ${items} items at byte ${pos}, more than the ${n - pos} bytes left in the message`);
+    }
+    if (depth === MAX_DEPTH) throw new RangeError(`MessagePack nesting deeper than ${MAX_DEPTH}`);
+    owedAt[++depth] = items;
+  };
+  while (depth >= 0) {
+    if ((owedAt[depth] as number) === 0) {
+      depth--;
+      continue;
+    }
+    owedAt[depth] = (owedAt[depth] as number) - 1;
+    owed--;
+    need(1);
+    const h = bytes[pos - 1] as number;
+    if (h <= 0x7f || h >= 0xe0 || h === 0xc0 || h === 0xc2 || h === 0xc3) continue;
+    if (h <= 0x8f) {
+      open(2 * (h & 0x0f));
+      continue;
+    }
+    if (h <= 0x9f) {
+      open(h & 0x0f);
+      continue;
+    }
+    if (h <= 0xbf) {
+      need(h & 0x1f);
+      continue;
+    }
+    switch (h) {
+      case 0xc4:
+      case 0xd9:
+        need(1);
+        need(bytes[pos - 1] as number);
+        break;
+      case 0xc5:
+      case 0xda:
+        need(2);
+        need(view.getUint16(pos - 2));
+        break;
+      case 0xc6:
+      case 0xdb:
+        need(4);
+        need(view.getUint32(pos - 4));
+        break;
+      case 0xc7:
+        need(1);
+        need(1 + (bytes[pos - 1] as number));
+        break;
+      case 0xc8:
+        need(2);
+        need(1 + view.getUint16(pos - 2));
+        break;
+      case 0xc9:
+        need(4);
+        need(1 + view.getUint32(pos - 4));
+        break;
+      case 0xcc:
+      case 0xd0:
+        need(1);
+        break;
+      case 0xcd:
+      case 0xd1:
+      case 0xd4:
+        need(2);
+        break;
+      case 0xd5:
+        need(3);
+        break;
+      case 0xca:
+      case 0xce:
+      case 0xd2:
+        need(4);
+        break;
+      case 0xd6:
+        need(5);
+        break;
+      case 0xcb:
+      case 0xcf:
+      case 0xd3:
+        need(8);
+        break;
+      case 0xd7:
+        need(9);
+        break;
+      case 0xd8:
+        need(17);
+        break;
+      case 0xdc:
+        need(2);
+        open(view.getUint16(pos - 2));
+        break;
+      case 0xdd:
+        need(4);
+        open(view.getUint32(pos - 4));
+        break;
+      case 0xde:
+        need(2);
+        open(2 * view.getUint16(pos - 2));
+        break;
+      case 0xdf:
+        need(4);
+        open(2 * view.getUint32(pos - 4));
+        break;
+      default:
+        throw new RangeError(`invalid MessagePack byte 0x${h.toString(16)} at ${pos - 1}`);
+    }
+  }
+  if (pos !== n) throw new RangeError(`${n - pos} trailing bytes after a MessagePack value`);
+}
+
+/**
+ * Decode one MessagePack value that fills `bytes` exactly. Throws on malformed, truncated, trailing,
+ * too deeply nested input, or input whose containers declare more items than it holds — all before
+ * the decoder allocates anything.
+ */
 export function decodeBounded(bytes: Uint8Array): unknown {
+  checkShape(bytes);
   let limit = 16;
   while (limit < bytes.byteLength) limit *= 2;
+  if (limit > CACHED_DECODE_LIMIT) return makeDecoder(limit).decode(bytes);
   let decoder = decoders.get(limit);
   if (decoder === undefined) {
-    decoder = new Decoder({
-      useBigInt64: true,
-      maxStrLength: limit,
-      maxBinLength: limit,
-      maxArrayLength: limit,
-      maxMapLength: limit,
-      maxExtLength: limit,
-    });
+    decoder = makeDecoder(limit);
     decoders.set(limit, decoder);
   }
   return decoder.decode(bytes);
 }
+
+/** A decoder whose per-container limits are `limit` (redundant after {@link checkShape}; kept as a second guard). */
+function makeDecoder(limit: number): Decoder {
+  return new Decoder({
+    useBigInt64: true,
+    maxStrLength: limit,
+    maxBinLength: limit,
+    maxArrayLength: limit,
+    maxMapLength: limit,
+    maxExtLength: limit,
+  });
+}
+

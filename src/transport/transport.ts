@@ -9,10 +9,13 @@
  * 1. The dialler opens lane 0 and sends HELLO{session, lane 0, lanes = its offer}. The acceptor
  *    answers HELLO{lanes = L = min(both)} after it has processed the dialler's HELLO.
  * 2. The dialler opens lanes 1..L-1, each with HELLO{session, lane k, lanes L}; the acceptor answers
- *    each. The acceptor establishes the link when the last lane's HELLO is processed (before its last
- *    answer); the dialler when the last answer arrives. So nothing is ever sent on a link the far
- *    side has not established; the dialler may still receive early messages on lanes whose answer
- *    came first, and buffers them (bounded) until its link is established.
+ *    each. The acceptor establishes the link when the last lane's HELLO is processed, right after
+ *    sending its last answer and in the same task (so on every lane the answer precedes anything the
+ *    link sends); the dialler when the last answer arrives. The dialler sends nothing before then;
+ *    it may still receive early messages on lanes whose answer came first, and buffers them
+ *    (bounded) until its link is established.
+ * 2a. Two nodes dialling each other at once (same worker and instance, opposite diallers) keep the
+ *    link dialled by the lower worker id on both sides (see {@link TransportImpl.register}).
  * 3. Any lane closing kills the whole link (one epoch). A reconnecting dial starts again at 1 with a
  *    new session number; the new link gets a new epoch. Nothing encoded for a dead link is sent on
  *    a new one: sends go to a link object, and a dead link's connections are closed.
@@ -36,7 +39,7 @@ import {
   type Transport,
   type TransportAdapter,
 } from './port.ts';
-import { KIND_GOAWAY, KIND_HELLO, TRANSPORT_KIND_MIN, decodeGoaway, decodeHello, encodeGoaway, encodeHello, type Hello } from './hello.ts';
+import { KIND_GOAWAY, KIND_HELLO, TRANSPORT_KIND_MIN, decodeGoaway, decodeHello, encodeGoaway, encodeHello, parseGoaway, type Hello } from './hello.ts';
 import { deferred, setUnrefTimeout, type Deferred, type TimerHandle } from './runtime.ts';
 
 /** Options of {@link createTransport} (already validated by the messenger). */
@@ -58,8 +61,15 @@ export interface TransportOptions {
   readonly reconnect: boolean;
 }
 
+/**
+ * After a GOAWAY on one lane of an established link, the other lanes get this long to deliver what
+ * the peer sent on them before its GOAWAY there; then the link is closed (at once once every lane has
+ * had its GOAWAY).
+ */
+export const GOAWAY_CLOSE_GRACE_MS = 1_000;
+
 /** Codes after which a dial never retries: the peer will refuse us again the same way. */
-const TERMINAL_CODES: ReadonlySet<string> = new Set(['ERR_VERSION_MISMATCH', 'ERR_HANDSHAKE', 'ERR_MALFORMED_ENVELOPE']);
+const TERMINAL_CODES: ReadonlySet<string> = new Set(['ERR_VERSION_MISMATCH', 'ERR_HANDSHAKE', 'ERR_MALFORMED_ENVELOPE', 'ERR_DUPLICATE_LINK']);
 
 /** Create the peer-level transport over some adapters. */
 export function createTransport(options: TransportOptions): Transport {
@@ -114,6 +124,8 @@ function swallow(admission: Admission): void {
 
 class Link implements PeerLink {
   readonly info: PeerIdentity;
+  /** Worker id (hex) of the side that dialled this link: ours or the peer's. */
+  readonly dialledBy: string;
   readonly lanes: number;
   readonly maxMessageSize: number;
   readonly #ports: ConnPort[];
@@ -122,9 +134,14 @@ class Link implements PeerLink {
   #receiver: LinkReceiver | undefined;
   #closed = false;
   #remoteReason: LanemuxError | undefined;
+  /** Lanes whose GOAWAY arrived: nothing after it on that lane is delivered. */
+  readonly #laneEnded: boolean[] = [];
+  #endedLanes = 0;
+  #goawayTimer: TimerHandle | undefined;
 
-  constructor(info: PeerIdentity, ports: ConnPort[], transport: TransportImpl, ourMax: number, onGone?: (error: LanemuxError) => void) {
+  constructor(info: PeerIdentity, dialledBy: string, ports: ConnPort[], transport: TransportImpl, ourMax: number, onGone?: (error: LanemuxError) => void) {
     this.info = info;
+    this.dialledBy = dialledBy;
     this.lanes = info.lanes;
     this.maxMessageSize = Math.min(info.maxMessageSize, ourMax);
     this.#ports = ports;
@@ -169,7 +186,7 @@ class Link implements PeerLink {
 
   /** One message from lane `lane`. */
   deliver(lane: number, bytes: Uint8Array): void {
-    if (this.#closed) return;
+    if (this.#closed || this.#laneEnded[lane] === true) return;
     const kind = bytes[0];
     if (kind === undefined) {
       this.close(new TransportError('ERR_MALFORMED_ENVELOPE', `empty message on lane ${lane} from ${this.info.id}`));
@@ -177,8 +194,7 @@ class Link implements PeerLink {
     }
     if (kind >= TRANSPORT_KIND_MIN) {
       if (kind === KIND_GOAWAY) {
-        // The close follows; report the peer's reason rather than a bare "connection closed".
-        this.#remoteReason ??= remoteGoaway(decodeGoaway(bytes));
+        this.#goaway(lane, bytes);
         return;
       }
       const what = kind === KIND_HELLO ? 'a second HELLO' : `unknown transport kind 0x${kind.toString(16)}`;
@@ -186,6 +202,27 @@ class Link implements PeerLink {
       return;
     }
     this.#receiver?.message(lane, bytes);
+  }
+
+  /**
+   * The peer's GOAWAY on `lane`: the last message of that lane. The peer's close should follow; if it
+   * does not, the link is closed once every lane has ended or after {@link GOAWAY_CLOSE_GRACE_MS}.
+   */
+  #goaway(lane: number, bytes: Uint8Array): void {
+    const reported = parseGoaway(bytes);
+    if (reported === undefined) {
+      this.close(new TransportError('ERR_MALFORMED_ENVELOPE', `malformed GOAWAY on lane ${lane} from ${this.info.id}`));
+      return;
+    }
+    // Report the peer's reason rather than a bare "connection closed".
+    const reason = (this.#remoteReason ??= remoteGoaway(reported));
+    this.#laneEnded[lane] = true;
+    this.#endedLanes++;
+    if (this.#endedLanes >= this.lanes) {
+      this.close(reason);
+      return;
+    }
+    this.#goawayTimer ??= setUnrefTimeout(() => this.close(reason), GOAWAY_CLOSE_GRACE_MS);
   }
 
   connClosed(lane: number, error: LanemuxError): void {
@@ -201,6 +238,7 @@ class Link implements PeerLink {
 
   #teardown(reason: LanemuxError, deadLane: number, mode: CloseMode = 'graceful'): void {
     this.#closed = true;
+    if (this.#goawayTimer !== undefined) clearTimeout(this.#goawayTimer);
     for (const p of this.#ports) {
       if (p.lane === deadLane) continue;
       if (mode === 'graceful') swallow(p.conn.send(encodeGoaway(reason)));
@@ -210,6 +248,11 @@ class Link implements PeerLink {
     this.#receiver?.gone(reason);
     this.#onGone?.(reason);
   }
+}
+
+/** Why the losing link of two crossed dials is closed (both sides close the same one). */
+function duplicateLink(worker: string): LanemuxError {
+  return new TransportError('ERR_DUPLICATE_LINK', `duplicate link: worker ${worker} and this node dialled each other; keeping the link dialled by the lower worker id`);
 }
 
 /** A peer's GOAWAY: a normal shutdown on their side is "peer gone" on ours. */
@@ -389,6 +432,10 @@ class Dial implements HandshakeOwner {
   #link: Link | undefined;
   /** Waiters for the next established link (connect calls). */
   #next: Deferred<Link> | undefined;
+  /** `connect` calls currently waiting on this dial (they share it: same address). */
+  #waiters = 0;
+  /** Worker id of the peer, once a lane-0 answer named it. */
+  #remoteWorker: string | undefined;
   #stopped = false;
 
   constructor(t: TransportImpl, adapter: TransportAdapter, address: string) {
@@ -421,6 +468,21 @@ class Dial implements HandshakeOwner {
 
   start(): void {
     this.#lane0 = this.#dialLane(0);
+  }
+
+  /** A `connect` call starts waiting on this dial. */
+  join(): void {
+    this.#waiters++;
+  }
+
+  /**
+   * A `connect` call stops waiting: settled (no `error`), or gave up on its own (timeout or abort,
+   * `error`). Giving up stops the dial only when nobody else waits and no link exists, so one
+   * caller's deadline never fails another caller's connect to the same address.
+   */
+  leave(error?: LanemuxError): void {
+    this.#waiters--;
+    if (error !== undefined && this.#waiters === 0 && this.#link === undefined) this.stop(error);
   }
 
   #dialLane(lane: number): DialHandle {
@@ -530,6 +592,7 @@ class Dial implements HandshakeOwner {
       }
       attempt.remote = h;
       attempt.lanes = h.lanes;
+      this.#remoteWorker = h.worker;
     } else {
       const r = attempt.remote as Hello;
       if (h.worker !== r.worker || h.instance !== r.instance || h.lanes !== attempt.lanes) {
@@ -558,6 +621,16 @@ class Dial implements HandshakeOwner {
     this.#attempt = undefined;
     const ports = attempt.ports as ConnPort[];
     const link = this.#t.register(attempt.remote as Hello, attempt.lanes, ports, (error) => this.#onLinkGone(link, error, attempt));
+    if (ports[0]?.link !== link) {
+      // A crossed dial lost the tie-break: `link` is the peer's surviving link to us, and ours was
+      // closed unannounced. Callers get the survivor; this dial ends without a retry.
+      for (let lane = 1; lane < attempt.handles.length; lane++) attempt.handles[lane]?.close();
+      const next = this.#next;
+      this.#next = undefined;
+      next?.resolve(link);
+      this.stop(duplicateLink(link.info.id));
+      return;
+    }
     this.#link = link;
     for (const [lane, bytes] of attempt.early) {
       if (link.closed) break;
@@ -603,6 +676,13 @@ class Dial implements HandshakeOwner {
 
   #afterLoss(error: LanemuxError): void {
     if (this.#stopped) return;
+    const worker = this.#remoteWorker;
+    if (error.code === 'ERR_DUPLICATE_LINK' && worker !== undefined && this.#next !== undefined) {
+      // The peer kept the link it dialled to us: waiting callers get that one once it is here.
+      const next = this.#next;
+      this.#next = undefined;
+      this.#t.whenLinked(worker).then(next.resolve, next.reject);
+    }
     // A reconnecting adapter (partysocket) opens lane 0 again by itself after its back-off; every
     // other case ends the dial. connect() keeps waiting across retries until its own deadline.
     if (!this.#reconnect || !this.#adapterReconnects() || TERMINAL_CODES.has(error.code)) this.stop(error);
@@ -644,6 +724,8 @@ class TransportImpl implements Transport {
   readonly selfId: string;
   readonly #links = new Map<string, Link>();
   readonly #dials = new Map<string, Dial>();
+  /** Dials waiting for a link to a worker (crossed dials, see {@link TransportImpl.whenLinked}). */
+  readonly #linkWaiters = new Map<string, Deferred<Link>[]>();
   readonly #acceptor: Acceptor;
   #addresses: string[] = [];
   #closed = false;
@@ -707,32 +789,33 @@ class TransportImpl implements Transport {
     const d = dial;
     const next = d.nextLink();
     const timeoutMs = options.timeoutMs ?? this.options.connectTimeoutMs;
+    d.join();
     const result = new Promise<PeerLink>((resolve, reject) => {
+      let waiting = true;
       const timer = setUnrefTimeout(() => {
-        cleanup();
         const err = new TransportError('ERR_CONNECT', `no link with ${address} within ${timeoutMs} ms`, { retryable: true });
-        if (d.link === undefined) d.stop(err);
-        reject(err);
+        if (cleanup(err)) reject(err);
       }, timeoutMs);
       const onAbort = (): void => {
-        cleanup();
         const err = new TransportError('ERR_ABORTED', `connect to ${address} aborted`, { cause: signal?.reason });
-        if (d.link === undefined) d.stop(err);
-        reject(err);
+        if (cleanup(err)) reject(err);
       };
-      const cleanup = (): void => {
+      /** Stop waiting (once); `error`: this caller gave up. False if already settled. */
+      const cleanup = (error?: LanemuxError): boolean => {
+        if (!waiting) return false;
+        waiting = false;
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
+        d.leave(error);
+        return true;
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       next.then(
         (link) => {
-          cleanup();
-          resolve(link);
+          if (cleanup()) resolve(link);
         },
         (error: unknown) => {
-          cleanup();
-          reject(error);
+          if (cleanup()) reject(error);
         },
       );
     });
@@ -740,11 +823,34 @@ class TransportImpl implements Transport {
     return result;
   }
 
-  /** Make a link from completed hellos; supersede any older link to the same worker. */
+  /**
+   * Make a link from completed hellos (`onGone` given: we dialled it) and announce it. An older link
+   * to the same worker is superseded — except when both links come from the same peer process (same
+   * instance id) and were dialled from opposite sides: two nodes that dialled each other at once.
+   * Then both sides keep the link dialled by the lower worker id and close the other with
+   * `ERR_DUPLICATE_LINK`; if the new link is the one to drop, it is closed without ever being
+   * announced and the surviving link is returned instead.
+   */
   register(hello: Hello, lanes: number, ports: ConnPort[], onGone: ((error: LanemuxError) => void) | undefined): Link {
+    const dialledBy = onGone !== undefined ? this.selfId : hello.worker;
     const old = this.#links.get(hello.worker);
     if (old !== undefined) {
-      old.close(new TransportError('ERR_PEER_GONE', `superseded by a new connection from worker ${hello.worker} (instance ${hello.instance})`, { retryable: true }));
+      if (old.info.instanceId === hello.instance && old.dialledBy !== dialledBy) {
+        // Fixed-width lower-case hex: string order is numeric order.
+        const keep = old.dialledBy < dialledBy ? 'old' : 'new';
+        const error = duplicateLink(hello.worker);
+        if (keep === 'old') {
+          for (const p of ports) {
+            p.owner = undefined;
+            swallow(p.conn.send(encodeGoaway(error)));
+            p.conn.close(error, 'graceful');
+          }
+          return old;
+        }
+        old.close(error);
+      } else {
+        old.close(new TransportError('ERR_PEER_GONE', `superseded by a new connection from worker ${hello.worker} (instance ${hello.instance})`, { retryable: true }));
+      }
     }
     const info: PeerIdentity = {
       id: hello.worker,
@@ -757,11 +863,38 @@ class TransportImpl implements Transport {
       address: hello.address,
       epoch: ++this.#epoch,
     };
-    const link = new Link(info, ports, this, this.identity.maxMessageSize, onGone);
+    const link = new Link(info, dialledBy, ports, this, this.identity.maxMessageSize, onGone);
     this.#links.set(hello.worker, link);
     link.setReceiver(this.options.handler.established(link));
-    if (!link.closed) this.options.handler.ready?.(link);
+    if (!link.closed) {
+      this.options.handler.ready?.(link);
+      const waiting = this.#linkWaiters.get(hello.worker);
+      if (waiting !== undefined && !link.closed) {
+        this.#linkWaiters.delete(hello.worker);
+        for (const w of waiting) w.resolve(link);
+      }
+    }
     return link;
+  }
+
+  /**
+   * The next live link to `worker` (the current one if any): for a dial whose link lost a crossed-dial
+   * tie-break while it was still forming. Pending waits reject when the transport closes; callers'
+   * own connect deadlines bound how long anyone waits for them.
+   */
+  whenLinked(worker: string): Promise<Link> {
+    const link = this.#links.get(worker);
+    if (link !== undefined && !link.closed) return Promise.resolve(link);
+    if (this.#closed) return Promise.reject(new TransportError('ERR_CLOSED', 'transport is closed'));
+    const d = deferred<Link>();
+    d.promise.catch(() => {});
+    let list = this.#linkWaiters.get(worker);
+    if (list === undefined) {
+      list = [];
+      this.#linkWaiters.set(worker, list);
+    }
+    list.push(d);
+    return d.promise;
   }
 
   unregister(link: Link): void {
@@ -776,8 +909,12 @@ class TransportImpl implements Transport {
     if (this.#closed) return;
     this.#closed = true;
     const err = new TransportError('ERR_CLOSED', 'the node is closing');
-    for (const dial of [...this.#dials.values()]) dial.stop(err);
+    // Links first, gracefully: what was admitted on them still leaves before the FIN. Stopping a dial
+    // aborts its lane-0 connection, which would drop those bytes; once its link is closed it is a no-op.
     for (const link of [...this.#links.values()]) link.close(err);
+    for (const dial of [...this.#dials.values()]) dial.stop(err);
+    for (const list of this.#linkWaiters.values()) for (const w of list) w.reject(err);
+    this.#linkWaiters.clear();
     this.#acceptor.close();
     await Promise.all(this.options.adapters.map((a) => a.close()));
   }

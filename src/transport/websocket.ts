@@ -6,8 +6,12 @@
  * - `maxEnqueuedMessages: 0`: partysocket never queues a frame while disconnected, so nothing encoded
  *   for one connection can be replayed on the next; `send() === false` means "not sent".
  * - `binaryType = 'arraybuffer'`: no async Blob hop per message.
- * - Jittered back-off: partysocket ≥ 1.1.19 has a fixed 3 s minimum delay and no jitter, so each dial
- *   draws its own minimum (`minReconnectionDelay + random·reconnectionJitter`).
+ * - partysocket never reconnects by itself (`shouldReconnectOnClose: () => false`, `maxRetries: 0`):
+ *   its back-off timers are neither unref'd nor cancelled by `close()`, so a closed messenger could keep
+ *   the process alive for up to `maxReconnectionDelay`. lanemux drives every reconnect from its own
+ *   unref'd, cancellable timer calling `reconnect()`, with jittered exponential back-off
+ *   (`(minReconnectionDelay + random·reconnectionJitter)·reconnectionDelayGrowFactor^n`, at most
+ *   `maxReconnectionDelay`); `reconnect()` resets partysocket's retry count, so its own delay is 0.
  * - Each open is a new {@link Connection} (a new epoch for the transport core); the old connection
  *   object is closed before partysocket can open the next socket, so a stale send is refused.
  *
@@ -138,6 +142,10 @@ class ClientDial {
   #restarts = 0;
   #restartTimer: TimerHandle | undefined;
   #openedAt = 0;
+  /** A socket opened since the last restart was scheduled. */
+  #openedSinceRestart = false;
+  /** Consecutive attempts that closed without ever opening (bounded by `maxRetries`). */
+  #failedAttempts = 0;
   #closingLocally = false;
 
   constructor(request: DialRequest, events: DialEvents, o: Resolved, ctor: WebSocketConstructor, limits: AdmissionLimits, registry: Set<ClientDial>) {
@@ -150,12 +158,10 @@ class ClientDial {
     this.#rws = new ReconnectingWebSocket(request.address, undefined, {
       WebSocket: ctor,
       maxEnqueuedMessages: 0,
-      minReconnectionDelay: o.minReconnectionDelay + Math.random() * o.reconnectionJitter,
-      maxReconnectionDelay: o.maxReconnectionDelay,
-      reconnectionDelayGrowFactor: o.reconnectionDelayGrowFactor,
       connectionTimeout: o.connectionTimeout,
-      maxRetries: request.reconnect ? o.maxRetries : 0,
-      shouldReconnectOnClose: (ev) => request.reconnect && !this.#stopped && !TERMINAL_CLOSE_CODES.has(ev.code),
+      // Never reconnect by itself: see the file comment. lanemux calls reconnect() from its own timer.
+      maxRetries: 0,
+      shouldReconnectOnClose: () => false,
     });
     this.#rws.binaryType = 'arraybuffer';
     this.#rws.addEventListener('open', this.#onOpen);
@@ -166,6 +172,8 @@ class ClientDial {
   readonly #onOpen = (): void => {
     if (this.#stopped) return;
     this.#openedAt = performance.now();
+    this.#openedSinceRestart = true;
+    this.#failedAttempts = 0;
     const conn = new WsClientConn(this.#rws, this.#request.address, this.#request.frameLimit, this.#limits, this.#o.drainPollMs, this);
     this.#current = conn;
     this.#events.open(conn);
@@ -181,13 +189,16 @@ class ClientDial {
     this.#current = undefined;
     conn?.remoteClosed(errorForClose(ev.code, ev.reason, this.#request.address));
     if (this.#stopped) return;
-    if (!this.#request.reconnect || TERMINAL_CLOSE_CODES.has(ev.code)) {
+    if (conn === undefined) this.#failedAttempts++;
+    if (!this.#request.reconnect || TERMINAL_CLOSE_CODES.has(ev.code) || this.#failedAttempts > this.#o.maxRetries) {
       const error = conn === undefined
         ? new TransportError('ERR_CONNECT', `websocket to ${this.#request.address} failed to open (${ev.code}${ev.reason ? `: ${ev.reason}` : ''})`, { retryable: true })
         : errorForClose(ev.code, ev.reason, this.#request.address);
       this.stop();
       this.#events.fail(error);
+      return;
     }
+    this.#scheduleRestart();
   };
 
   /** Our side closed `conn`: close its socket, and for a reconnecting dial open a new one after a jittered delay. */
@@ -207,7 +218,15 @@ class ClientDial {
       this.stop();
       return;
     }
-    if (performance.now() - this.#openedAt > 5_000) this.#restarts = 0;
+    this.#scheduleRestart();
+  }
+
+  /** Open a new socket after a jittered, growing delay, on our own unref'd timer (cancelled by stop()). */
+  #scheduleRestart(): void {
+    if (this.#stopped || this.#restartTimer !== undefined) return;
+    // A connection that stayed up a while starts the back-off over.
+    if (this.#openedSinceRestart && performance.now() - this.#openedAt > 5_000) this.#restarts = 0;
+    this.#openedSinceRestart = false;
     const o = this.#o;
     const delay = Math.min(o.maxReconnectionDelay, (o.minReconnectionDelay + Math.random() * o.reconnectionJitter) * o.reconnectionDelayGrowFactor ** this.#restarts);
     this.#restarts++;

@@ -20,6 +20,7 @@ const CODE_TO_CLOSE: Readonly<Record<string, number>> = {
   ERR_HEALTH_CHECK_FAILED: 4005,
   ERR_TOO_MANY_PEERS: 4006,
   ERR_PROTOCOL: 4007,
+  ERR_DUPLICATE_LINK: 4008,
 };
 
 const CLOSE_TO_CODE: ReadonlyMap<number, string> = new Map([
@@ -29,7 +30,7 @@ const CLOSE_TO_CODE: ReadonlyMap<number, string> = new Map([
 ]);
 
 /** Close codes after which a client must not reconnect (the server would refuse it again). */
-export const TERMINAL_CLOSE_CODES: ReadonlySet<number> = new Set([4001, 4002, 4004]);
+export const TERMINAL_CLOSE_CODES: ReadonlySet<number> = new Set([4001, 4002, 4004, 4008]);
 
 /** WebSocket close code and reason (≤ 123 bytes of UTF-8) for an error. */
 export function closeFrameFor(error: LanemuxError): { code: number; reason: string } {

@@ -157,6 +157,7 @@ class WsServerConn implements Connection {
     this.#socket = (ws as unknown as { _socket: Socket })._socket;
     this.remote = remote;
     this.#frameLimit = frameLimit;
+    this.#applyFrameLimit();
     this.#closeGraceMs = closeGraceMs;
     this.#registry = registry;
     registry.add(this);
@@ -190,6 +191,19 @@ class WsServerConn implements Connection {
 
   setFrameLimit(bytes: number): void {
     this.#frameLimit = bytes;
+    this.#applyFrameLimit();
+  }
+
+  /**
+   * Make `ws` itself refuse (close 1009) a message over the current frame limit while it arrives,
+   * rather than buffer up to the server-wide `maxPayload` (the largest message after the HELLO) and
+   * let us refuse it afterwards: before the HELLO the limit is 4 KiB. Like `_socket` above this uses a
+   * private field, `_receiver._maxPayload` (stable across ws 7–8); if it is missing, the size check in
+   * the 'message' handler still applies, only later.
+   */
+  #applyFrameLimit(): void {
+    const receiver = (this.#ws as unknown as { _receiver?: { _maxPayload?: unknown } })._receiver;
+    if (receiver !== undefined && typeof receiver._maxPayload === 'number') receiver._maxPayload = this.#frameLimit;
   }
 
   send(head: Uint8Array, body?: Uint8Array): Admission {
