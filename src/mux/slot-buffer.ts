@@ -19,7 +19,9 @@ export class SlotBuffer {
   #head = 0;
   #length = 0;
   #closed = false;
-  #wakers: Array<() => void> = [];
+  /** The usual single reader's waker; further concurrent readers wait in `#more`. */
+  #waker: (() => void) | null = null;
+  #more: Array<() => void> | null = null;
   /** Drain signal: set by ingress when the slot is live. */
   onDrain: DrainListener | null = null;
   /** Frames of the current take (valid until the next take). */
@@ -103,16 +105,22 @@ export class SlotBuffer {
   waitReadable(): Promise<void> {
     if (this.#length > 0 || this.#closed) return Promise.resolve();
     return new Promise((resolve) => {
-      this.#wakers.push(resolve);
+      if (this.#waker === null) this.#waker = resolve;
+      else (this.#more ??= []).push(resolve);
     });
   }
 
   #signal(): void {
-    if (this.#wakers.length === 0) return;
     // Every waiter re-checks after waking, so concurrent readers never lose a wakeup.
-    const w = this.#wakers;
-    this.#wakers = [];
-    for (const f of w) f();
+    const w = this.#waker;
+    if (w === null) return;
+    this.#waker = null;
+    w();
+    const more = this.#more;
+    if (more !== null) {
+      this.#more = null;
+      for (const f of more) f();
+    }
   }
 
 }

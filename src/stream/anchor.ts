@@ -103,8 +103,8 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
   }
 
   #wakeFeedWaiter(): void {
-    if (this.#feedWaiters.length === 0) return;
     const w = this.#feedWaiters;
+    if (w.length === 0) return;
     this.#feedWaiters = [];
     for (const f of w) f();
   }

@@ -410,8 +410,13 @@ export function decodeFrameInto(body: Uint8Array, out: DecodedFrame): number {
   return decodeFrameAt(body, 0, body.byteLength, out);
 }
 
-/** A plain Uint8Array copy (a Node Buffer's `slice` is a view, and its species is Buffer). */
+/**
+ * A plain Uint8Array copy. On a plain Uint8Array (what BatchReader hands ingress) the native
+ * `slice` is the fast copy; a Node Buffer's `slice` is a view and its species is Buffer, so it
+ * is copied by hand.
+ */
 function copyBytes(buf: Uint8Array, start = 0, end = buf.byteLength): Uint8Array {
+  if (buf.constructor === Uint8Array) return buf.slice(start, end);
   const out = new Uint8Array(end - start);
   out.set(buf.subarray(start, end));
   return out;
