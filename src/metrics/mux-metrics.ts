@@ -47,6 +47,8 @@ export class MuxMetrics {
   activeAnchors = 0;
   // counters
   readerStall = 0;
+  /** Inbound batches that failed to decode (lanemux's own series: the reference only logs them). */
+  decodeErrors = 0;
   generationMismatch = 0;
   slotCreditExhausted = 0;
   rendezvousSingletons = 0;
@@ -96,6 +98,7 @@ export class MuxMetrics {
       [`${mux}withheld_records`]: this.withheldRecords,
       [`${mux}staged_records`]: this.stagedRecords,
       [`${mux}reader_stall_total`]: this.readerStall,
+      [`${mux}decode_errors_total`]: this.decodeErrors,
       [`${mux}generation_mismatch_total`]: this.generationMismatch,
       [`${p}streaming_slot_credit_exhausted_total`]: this.slotCreditExhausted,
       [`${mux}rendezvous_singletons_total`]: this.rendezvousSingletons,

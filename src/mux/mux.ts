@@ -62,8 +62,6 @@ export class Mux implements BatcherHost, IngressHost {
   #heartbeatSenders = new Set<HeartbeatSender>();
   #closed = false;
   #unsubscribe: Array<() => void> = [];
-  /** Decode errors on inbound batches (lanemux's own series). */
-  decodeErrors = 0;
 
   constructor(options: MuxOptions) {
     this.config = options.config;
@@ -150,7 +148,7 @@ export class Mux implements BatcherHost, IngressHost {
     if (this.#closed) return;
     const r = this.#reader;
     if (!r.reset(payload)) {
-      this.decodeErrors++;
+      this.metrics.decodeErrors++;
       return;
     }
     if (r.lane !== lane) {
@@ -159,7 +157,7 @@ export class Mux implements BatcherHost, IngressHost {
       return;
     }
     this.#table(from, lane).handleBatch(r);
-    if (r.error) this.decodeErrors++;
+    if (r.error) this.metrics.decodeErrors++;
   }
 
   // ───────────────────────── IngressHost ─────────────────────────

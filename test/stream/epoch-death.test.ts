@@ -93,3 +93,26 @@ describe('peer gone for an older link', () => {
     expect(producer.metrics()['velo_streaming_mux_epoch_deaths_total']).toBe(0);
   });
 });
+
+describe('malformed batches', () => {
+  it('are counted in decode_errors_total, not dropped silently, and leave the streams alone', async () => {
+    const [mc, mp] = LoopMessenger.pair();
+    const consumer = await createNode({ messenger: mc });
+    const producer = await createNode({ messenger: mp });
+    nodes.push(consumer, producer);
+    const a = consumer.createAnchor<string>();
+    const s = await producer.attachAnchor<string>(a.handle);
+    // A raw batch from the same peer on lane 0, in its current epoch (the producer's first, 1): the
+    // header declares one record and none follows.
+    const bad = Uint8Array.from([2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 9]);
+    await mp.sendBatch(mc.self.id, 0, bad);
+    await mp.sendBatch(mc.self.id, 0, Uint8Array.of(1, 2, 3)); // shorter than a header
+    await Promise.resolve();
+    expect(consumer.metrics()['velo_streaming_mux_decode_errors_total']).toBe(2);
+    await s.send('still fine');
+    await s.finalize();
+    const got: string[] = [];
+    for await (const t of a) got.push(t);
+    expect(got).toEqual(['still fine']);
+  });
+});
