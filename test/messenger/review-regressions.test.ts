@@ -1,28 +1,14 @@
 // Regressions for the second transport/messenger review: hostile MessagePack bodies over a real
 // messenger, handlers throwing values with no string form, and per-call timeout range checks.
-import type net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
-import type { Messenger, MessengerErrorEvent } from '../../src/messenger/types.ts';
+import { createMessenger } from '../../src/messenger/messenger.ts';
+import type { MessengerErrorEvent } from '../../src/messenger/types.ts';
 import { decodeBounded } from '../../src/transport/msgpack.ts';
 import { createMemoryNetwork, memoryTransport } from '../../src/transport/memory.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
 import { waitFor, within } from '../transport/helpers.ts';
-import { rawPeer } from '../transport/raw-peer.ts';
+import { messengerFixture, rawPeer } from '../transport/raw-peer.ts';
 
-const open: Messenger[] = [];
-const sockets: net.Socket[] = [];
-
-afterEach(async () => {
-  for (const s of sockets.splice(0)) s.destroy();
-  await Promise.all(open.splice(0).map((m) => m.close()));
-});
-
-async function tcpNode(extra: Partial<MessengerOptions> = {}, listen = true): Promise<Messenger> {
-  const m = await createMessenger({ transports: [tcpTransport({ listen, closeGraceMs: 200 })], healthCheck: false, ...extra });
-  open.push(m);
-  return m;
-}
+const { open, sockets, tcpMessenger: tcpNode } = messengerFixture(afterEach);
 
 /**
  * `size` bytes of nested containers, each header declaring `declared` items: array16 (`dc`) or map16

@@ -3,6 +3,9 @@
 import net from 'node:net';
 import { encodeHello, type Hello } from '../../src/transport/hello.ts';
 import { PROTOCOL_VERSION } from '../../src/transport/port.ts';
+import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
+import type { Messenger } from '../../src/messenger/types.ts';
+import { tcpTransport } from '../../src/transport/node-tcp.ts';
 
 export interface RawPeer {
   readonly socket: net.Socket;
@@ -63,4 +66,30 @@ export async function rawPeer(address: string, sockets: net.Socket[], hello: Par
     );
   }
   return { socket, frames, closed, send };
+}
+
+/**
+ * Messengers and raw sockets a test file opens, closed after each test: call once at module
+ * level, then use `tcpMessenger` and push raw sockets into `sockets`.
+ */
+export function messengerFixture(afterEach: (fn: () => Promise<void>) => void): {
+  open: Messenger[];
+  sockets: net.Socket[];
+  tcpMessenger(extra?: Partial<MessengerOptions>, listen?: boolean): Promise<Messenger>;
+} {
+  const open: Messenger[] = [];
+  const sockets: net.Socket[] = [];
+  afterEach(async () => {
+    for (const s of sockets.splice(0)) s.destroy();
+    await Promise.all(open.splice(0).map((m) => m.close()));
+  });
+  return {
+    open,
+    sockets,
+    async tcpMessenger(extra = {}, listen = true) {
+      const m = await createMessenger({ transports: [tcpTransport({ listen, closeGraceMs: 200 })], healthCheck: false, ...extra });
+      open.push(m);
+      return m;
+    },
+  };
 }

@@ -4,7 +4,7 @@ import net from 'node:net';
 import { Decoder, encode } from '@msgpack/msgpack';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
+import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger, PeerGoneEvent } from '../../src/messenger/types.ts';
 import { TransportError } from '../../src/transport/errors.ts';
 import { decodeGoaway, decodeHello, encodeGoaway, encodeHello } from '../../src/transport/hello.ts';
@@ -16,21 +16,9 @@ import { GOAWAY_CLOSE_GRACE_MS } from '../../src/transport/transport.ts';
 import { webSocketClientTransport } from '../../src/transport/websocket.ts';
 import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
 import { nextGone, waitFor, within } from './helpers.ts';
-import { rawPeer } from './raw-peer.ts';
+import { messengerFixture, rawPeer } from './raw-peer.ts';
 
-const open: Messenger[] = [];
-const sockets: net.Socket[] = [];
-
-afterEach(async () => {
-  for (const s of sockets.splice(0)) s.destroy();
-  await Promise.all(open.splice(0).map((m) => m.close()));
-});
-
-async function tcpNode(extra: Partial<MessengerOptions> = {}, listen = true): Promise<Messenger> {
-  const m = await createMessenger({ transports: [tcpTransport({ listen, closeGraceMs: 200 })], healthCheck: false, ...extra });
-  open.push(m);
-  return m;
-}
+const { open, sockets, tcpMessenger: tcpNode } = messengerFixture(afterEach);
 
 function nested(size: number, unit: readonly number[]): Uint8Array {
   const b = new Uint8Array(size);
