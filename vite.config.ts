@@ -3,7 +3,7 @@ import { defineConfig } from 'vitest/config';
 // One config for the playground build (vite) and the test runner (vitest).
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    include: ['test/**/*.test.ts', 'e2e/**/*.test.ts'],
     environment: 'node',
     testTimeout: 30_000,
     hookTimeout: 30_000,
