@@ -45,6 +45,13 @@ export class MuxMetrics {
   withheldRecords = 0;
   stagedRecords = 0;
   activeAnchors = 0;
+  /** Slots whose later records wait behind an unresolved singleton or open (lanemux's own gauge). */
+  fencedSlots = 0;
+  /** Bytes of rendezvous transfers staged for peers to pull, and being assembled from peers (lanemux's own gauges). */
+  stagedOutBytes = 0;
+  stagedInBytes = 0;
+  /** Rendezvous transfers this receiver refused or could not pull (lanemux's own counter). */
+  stagedRefused = 0;
   // counters
   readerStall = 0;
   /** Inbound batches that failed to decode (lanemux's own series: the reference only logs them). */
@@ -97,6 +104,10 @@ export class MuxMetrics {
       [`${mux}held_records`]: this.heldRecords,
       [`${mux}withheld_records`]: this.withheldRecords,
       [`${mux}staged_records`]: this.stagedRecords,
+      [`${mux}fenced_slots`]: this.fencedSlots,
+      [`${mux}staged_out_bytes`]: this.stagedOutBytes,
+      [`${mux}staged_in_bytes`]: this.stagedInBytes,
+      [`${mux}staged_refused_total`]: this.stagedRefused,
       [`${mux}reader_stall_total`]: this.readerStall,
       [`${mux}decode_errors_total`]: this.decodeErrors,
       [`${mux}generation_mismatch_total`]: this.generationMismatch,

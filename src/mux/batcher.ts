@@ -10,7 +10,7 @@
 import { SenderLedger } from '../credit/sender-ledger.ts';
 import type { LanemuxError } from '../errors.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
-import { WakeSource } from '../metrics/mux-metrics.ts';
+import { DropReason, WakeSource } from '../metrics/mux-metrics.ts';
 import type { Admission, PeerId } from '../messenger/types.ts';
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import {
@@ -27,6 +27,7 @@ import {
 import { BatchEncoder } from '../wire/encoder.ts';
 import { FRAME_HEARTBEAT, itemBytesLength, itemStringLength, itemStringMaxLength } from '../wire/frame.ts';
 import { formatSlotId } from '../wire/slot-id.ts';
+import { formatMuxSlot } from './rendezvous.ts';
 import type { ResolvedMuxConfig } from './config.ts';
 import { ControlInbox } from './control-inbox.ts';
 import { EgressKind, EgressSlot, Offer } from './egress-slot.ts';
@@ -56,6 +57,12 @@ export interface BatcherHost {
   peerAlive(peer: PeerId): boolean;
   /** Hand credit replies a retiring batcher could not write to its replacement. */
   repostCredit(peer: PeerId, lane: number, credit: readonly number[]): void;
+  /** Rendezvous: keep a singleton batch for the peer to pull; its descriptor's admission resolves it. */
+  stage(peer: PeerId, lane: number, payload: Uint8Array, muxSlot: string): { id: number; admission: Admission };
+  /** True if a singleton of `size` bytes may be staged toward `peer` now. */
+  stageRoom(peer: PeerId, size: number): boolean;
+  /** Call `cb` once when staged bytes toward `peer` are released. */
+  whenStageRoom(peer: PeerId, cb: () => void): void;
 }
 
 /** Opens that may wait behind a parked write; more opens wait for room (`OPEN_QUEUE_DEPTH`). */
@@ -122,6 +129,14 @@ export class Batcher implements SlotBatcher {
   #leftoverCredit: number[] = [];
   /** Identifies the write the batcher is parked on (0: none). */
   #parkToken = 0;
+  /** Slots whose singleton waits for staging room toward this peer. */
+  #stageBlocked: EgressSlot[] = [];
+  #onStageRoom = (): void => {
+    const blocked = this.#stageBlocked;
+    this.#stageBlocked = [];
+    for (const s of blocked) if (!s.closed) this.#markReady(s);
+    if (!this.retired) this.#wake(WakeSource.control);
+  };
   #scheduleWake = (): void => this.#runWake();
   #onTimer = (): void => {
     this.#timer = null;
@@ -194,6 +209,19 @@ export class Batcher implements SlotBatcher {
     this.liveSlots++;
     this.#host.metrics.liveSlots++;
     this.#host.metrics.batcherWakes[WakeSource.open]! += 1;
+    if (this.#host.config.asyncOpenAck) {
+      // Ack at once (§9.1 item 3). The slot is fenced only if the OpenSlot is not admitted
+      // synchronously: its records wait until the open is on its way.
+      slot.openAsync = true;
+      if (this.#parked) this.#pendingOpens.push(slot);
+      else this.#writeOpens([slot]);
+      if (slot.openAsync && !slot.closed) {
+        slot.fenced = true;
+        slot.fenceId = OPEN_FENCE;
+        this.#host.metrics.fencedSlots++;
+      }
+      return Promise.resolve(slot);
+    }
     const acked = new Promise<EgressSlot>((resolve, reject) => {
       this.#openWaiters.set(slot, { resolve: () => resolve(slot), reject });
     });
@@ -305,15 +333,8 @@ export class Batcher implements SlotBatcher {
     const needed = RECORD_HEADER_LEN + body + (terminal ? CLOSE_RECORD_LEN : 0);
     if (BATCH_HEADER_LEN + needed > this.#cap) {
       const exact = kind === EgressKind.ItemString ? itemStringLength(value as string) : body;
-      if (BATCH_HEADER_LEN + RECORD_HEADER_LEN + exact + (terminal ? CLOSE_RECORD_LEN : 0) > this.#cap) {
-        // No rendezvous in lanemux: a record over the batch cap cannot go. Fail just this stream:
-        // drop it and everything behind it, and tell the consumer with CloseSlot{PeerGone}.
-        const error = new MuxError('ERR_RECORD_TOO_LARGE', `a ${exact}-byte record exceeds the ${this.#cap}-byte batch cap toward ${this.peer}`);
-        this.#host.metrics.withheldRecords -= slot.clearQueue();
-        slot.closeOwed = true;
-        this.#emitClose(slot, CloseReason.PeerGone, error);
-        return EMIT_TOO_LARGE;
-      }
+      const total = BATCH_HEADER_LEN + RECORD_HEADER_LEN + exact + (terminal ? CLOSE_RECORD_LEN : 0);
+      if (total > this.#cap) return this.#emitSingleton(slot, kind, value, terminal, total);
     }
     if (!this.#enc.isOpen) this.#begin();
     if (!this.#fits(needed, terminal)) {
@@ -355,6 +376,85 @@ export class Batcher implements SlotBatcher {
       this.#closeSlotLocally(slot, null, true);
     }
     return EMIT_OK;
+  }
+
+  /**
+   * A record over the batch cap goes alone, as a rendezvous transfer (§9.3 step 2.2): flush what is
+   * staged, encode the singleton batch (it takes a batch_seq), stage it for the peer to pull and
+   * fence the slot until the descriptor is admitted. A terminal goes with its CloseSlot and closes
+   * the slot. Over `stagedPayloadMax` the stream fails with ERR_RECORD_TOO_LARGE.
+   */
+  #emitSingleton(slot: EgressSlot, kind: number, value: unknown, terminal: boolean, total: number): number {
+    const host = this.#host;
+    const m = host.metrics;
+    if (total > host.config.stagedPayloadMax) {
+      const error = new MuxError('ERR_RECORD_TOO_LARGE', `a ${total}-byte record exceeds stagedPayloadMax (${host.config.stagedPayloadMax} bytes) toward ${this.peer}`);
+      m.withheldRecords -= slot.clearQueue();
+      slot.closeOwed = true;
+      this.#emitClose(slot, CloseReason.PeerGone, error);
+      return EMIT_TOO_LARGE;
+    }
+    if (!host.stageRoom(this.peer, total)) {
+      // Staged bytes toward this peer are at their bound: the record waits in the slot's queue.
+      if (this.#stageBlocked.length === 0) host.whenStageRoom(this.peer, this.#onStageRoom);
+      if (!this.#stageBlocked.includes(slot)) this.#stageBlocked.push(slot);
+      return EMIT_PARKED;
+    }
+    this.#flush();
+    if (this.#parked) return EMIT_PARKED;
+    if (terminal) slot.ledger.spendTerminal();
+    else if (slot.ledger.spendData() !== 'ok') return EMIT_PARKED;
+    const enc = new BatchEncoder({ maxBytes: total, initialBytes: total });
+    enc.begin(this.epoch, this.batchSeq, this.lane & 0x0f);
+    const seq = slot.nextSeq;
+    if (kind === EgressKind.ItemString) enc.appendItemString(slot.id, seq, value as string);
+    else if (kind === EgressKind.ItemBytes) enc.appendItemBytes(slot.id, seq, value as Uint8Array);
+    else enc.appendData(slot.id, seq, value as Uint8Array);
+    slot.nextSeq = (seq + 1) >>> 0 || 0xffff_ffff;
+    if (terminal) {
+      enc.appendCloseSlot(slot.id, slot.nextSeq, CloseReason.TerminalSent);
+      slot.nextSeq = (slot.nextSeq + 1) >>> 0;
+    }
+    const payload = enc.finish();
+    this.batchSeq = (this.batchSeq + 1) >>> 0;
+    m.recordsSent[RecordType.Data]! += 1;
+    if (terminal) m.recordsSent[RecordType.CloseSlot]! += 1;
+    m.batchesSent++;
+    m.recordsPerBatchSent.observe(terminal ? 2 : 1);
+    m.rendezvousSingletons++;
+    const { id, admission } = host.stage(this.peer, this.lane, payload, formatMuxSlot(this.epoch, slot.id, slot.sessionId));
+    if (terminal) {
+      slot.terminalStaged = true;
+      this.#closeSlotLocally(slot, null, true);
+      // The terminal's guard reports when the descriptor is admitted.
+      if (admission === true) slot.owner.onRetired('Sent');
+      else admission.then(() => slot.owner.onRetired('Sent'), (e: unknown) => this.#singletonFailed(slot, e, true));
+      return EMIT_OK;
+    }
+    // A rendezvous record always fences its slot, even when admitted synchronously: the receiver
+    // resolves it outside the ordered lane.
+    slot.fenced = true;
+    slot.fenceId = id;
+    m.fencedSlots++;
+    const epoch = this.epoch;
+    const resolved = (): void => {
+      if (slot.fenceId !== id || slot.closed || this.epoch !== epoch) return;
+      this.inbox.postResolution(slot.id, true, '', id);
+    };
+    if (admission === true) resolved();
+    else admission.then(resolved, (e: unknown) => this.#singletonFailed(slot, e, false));
+    return EMIT_OK;
+  }
+
+  /** A staged singleton was refused by the transport: epoch death for the live generation (§9.4). */
+  #singletonFailed(slot: EgressSlot, error: unknown, terminal: boolean): void {
+    if (terminal) slot.owner.onRetired('Discarded');
+    const why = error instanceof Error ? error.message : String(error);
+    if (!terminal && !slot.closed && this.slotFor(slot.id) === slot) {
+      this.inbox.postResolution(slot.id, false, why);
+      return;
+    }
+    this.#host.metrics.recordsDropped[DropReason.stale_singleton]! += 1;
   }
 
   #fits(needed: number, terminal: boolean): boolean {
@@ -428,6 +528,11 @@ export class Batcher implements SlotBatcher {
     if (slot.closed) return;
     slot.closed = true;
     slot.closeError = error ?? new MuxError('ERR_STREAM_ENDED', `${formatSlotId(slot.id)} already sent its terminal`);
+    if (slot.fenced) {
+      slot.fenced = false;
+      slot.fenceId = 0;
+      this.#host.metrics.fencedSlots--;
+    }
     const m = this.#host.metrics;
     m.withheldRecords -= slot.clearQueue();
     const index = slot.index;
@@ -541,7 +646,11 @@ export class Batcher implements SlotBatcher {
         this.epochDeath(new MuxError('ERR_EPOCH_DEATH', `singleton for ${formatSlotId(id)} failed: ${e.resolutionError}`));
         return;
       }
-      if (e.resolution === 1) slot.fenced = false;
+      if (e.resolution === 1 && slot.fenced && (e.resolutionId === 0 || e.resolutionId === slot.fenceId)) {
+        slot.fenced = false;
+        slot.fenceId = 0;
+        this.#host.metrics.fencedSlots--;
+      }
       if (e.credit > 0) slot.ledger.grant(e.credit);
       this.#markReady(slot);
     }
@@ -678,6 +787,17 @@ export class Batcher implements SlotBatcher {
   #admitted(guards: EgressSlot[], opens: EgressSlot[]): void {
     for (const g of guards) g.owner.onRetired('Sent');
     for (const s of opens) {
+      if (s.openAsync) {
+        s.openAsync = false;
+        if (s.fenced && s.fenceId === OPEN_FENCE && !s.closed) {
+          s.fenced = false;
+          s.fenceId = 0;
+          this.#host.metrics.fencedSlots--;
+          this.#markReady(s);
+          if (!this.#inWake) this.#wake(WakeSource.open);
+        }
+        continue;
+      }
       const w = this.#openWaiters.get(s);
       if (w) {
         this.#openWaiters.delete(s);
@@ -818,6 +938,9 @@ export class Batcher implements SlotBatcher {
 export interface DrainLeftovers {
   credit: number[];
 }
+
+/** `fenceId` of a slot fenced behind its own OpenSlot (asyncOpenAck); transfer ids start at 1. */
+const OPEN_FENCE = -1;
 
 const EMIT_OK = 0;
 const EMIT_PARKED = 1;

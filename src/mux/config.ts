@@ -52,8 +52,23 @@ export interface MuxConfig {
   readonly flushPolicy?: FlushPolicy;
   /** How long a credit reply may wait for company, ms. Defaults to 1; 0 makes every reply urgent. */
   readonly replyLinger?: number;
-  /** Accept window of binds and pre-binds, ms. Defaults to 60,000. */
+  /** Accept window of attach binds (answered, not yet claimed by an OpenSlot), ms. Defaults to 60,000. */
   readonly acceptWindow?: number;
+  /** Accept window of pre-binds (zero-RTT tickets not yet claimed), ms. Defaults to 180,000. */
+  readonly prebindTimeout?: number;
+  /**
+   * Open ack without waiting for admission: `openAnchorStream`/`attachAnchor` return at once and the
+   * slot is fenced until its OpenSlot batch is admitted (only when admission is not synchronous).
+   * Defaults to false (the open resolves once the OpenSlot batch is admitted).
+   */
+  readonly asyncOpenAck?: boolean;
+  /**
+   * Largest record this node stages as a rendezvous transfer (sender side) and accepts from a peer
+   * (receiver side), in bytes. A record over the batch cap goes alone as a transfer that the
+   * receiver pulls in chunks; a receiver refuses a transfer that states more than this before it
+   * allocates anything, and ends only that stream. Defaults to 64 MiB.
+   */
+  readonly stagedPayloadMax?: number;
   /** Heartbeat interval this node advertises as a consumer, ms. Defaults to 5,000. */
   readonly heartbeatInterval?: number;
   /** Peer health-check period while a batcher has live slots, ms. Defaults to 5,000. */
@@ -81,6 +96,9 @@ export const MUX_DEFAULTS: ResolvedMuxConfig = Object.freeze({
   flushPolicy: Object.freeze({ kind: 'auto', onAdmission: true }) as FlushPolicy,
   replyLinger: 1,
   acceptWindow: 60_000,
+  prebindTimeout: 180_000,
+  asyncOpenAck: false,
+  stagedPayloadMax: 64 * 1024 * 1024,
   heartbeatInterval: 5_000,
   healthCheckInterval: 5_000,
   healthCheckTimeout: 5_000,
@@ -118,6 +136,9 @@ const schema = z
     flushPolicy: flushPolicySchema,
     replyLinger: ms(HOUR),
     acceptWindow: z.number().finite().min(1).max(24 * HOUR),
+    prebindTimeout: z.number().finite().min(1).max(24 * HOUR),
+    asyncOpenAck: z.boolean(),
+    stagedPayloadMax: z.number().int().min(1).max(2 ** 40),
     heartbeatInterval: z.number().finite().min(1).max(HOUR),
     healthCheckInterval: z.number().finite().min(1).max(HOUR),
     healthCheckTimeout: z.number().finite().min(1).max(HOUR),

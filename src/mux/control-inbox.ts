@@ -18,6 +18,8 @@ export interface OwnedEntry {
   /** Singleton resolution: 0 none, 1 success, 2 failure (failure dominates). */
   resolution: number;
   resolutionError: string;
+  /** The transfer a success resolves (0: any); only that singleton's resolution lifts its fence. */
+  resolutionId: number;
 }
 
 /** Coalesced reply for one peer slot (a slot this side's ingress holds). */
@@ -115,7 +117,7 @@ export class ControlInbox {
   #owned_(slot: number): OwnedEntry {
     let e = this.#owned.get(slot);
     if (!e) {
-      e = { credit: 0, close: -1, resolution: 0, resolutionError: '' };
+      e = { credit: 0, close: -1, resolution: 0, resolutionError: '', resolutionId: 0 };
       this.#owned.set(slot, e);
     }
     return e;
@@ -160,7 +162,7 @@ export class ControlInbox {
   }
 
   /** A singleton admission result for an owned slot. Never refused (not even at the reject cap). */
-  postResolution(slot: number, ok: boolean, error = ''): boolean {
+  postResolution(slot: number, ok: boolean, error = '', transferId = 0): boolean {
     if (this.#closed) return false;
     const k = this.#ownedKey(slot);
     if (k !== 'ok') return k === 'stale';
@@ -168,7 +170,10 @@ export class ControlInbox {
     if (!ok) {
       if (e.resolution !== 2) e.resolutionError = error;
       e.resolution = 2;
-    } else if (e.resolution === 0) e.resolution = 1;
+    } else if (e.resolution !== 2) {
+      e.resolution = 1;
+      e.resolutionId = transferId;
+    }
     this.#notify();
     return true;
   }

@@ -82,6 +82,10 @@ export class EgressSlot {
   paused = false;
   /** At most one singleton outstanding; later records wait behind it. */
   fenced = false;
+  /** The transfer (or open) whose resolution lifts the fence; 0 when not fenced. */
+  fenceId = 0;
+  /** asyncOpenAck: acked before its OpenSlot batch was admitted. */
+  openAsync = false;
   /** In a starvation episode (counted once). */
   starved = false;
   /** The OpenSlot has not been written yet (batcher parked at open). */

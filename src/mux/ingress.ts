@@ -96,6 +96,11 @@ export class IngressTable {
   readonly peerBudget: ByteBudget;
   readonly #host: IngressHost;
   #slots: Array<IngressSlot | undefined> = [];
+  /**
+   * Slots moved aside by a reused index: their close arrived but waits behind a rendezvous record
+   * still being pulled (seed chapter "Ordering is per slot"). Keyed by full SlotId.
+   */
+  #aside: Map<number, IngressSlot> | null = null;
   liveSlots = 0;
   #hasEpoch = false;
   #epochHi = 0;
@@ -117,9 +122,31 @@ export class IngressTable {
     this.peerBudget = peerBudget;
   }
 
-  /** Every live slot. */
+  /** Every live slot (those moved aside included). */
   *slots(): IterableIterator<IngressSlot> {
     for (const s of this.#slots) if (s !== undefined) yield s;
+    if (this.#aside !== null) yield* [...this.#aside.values()];
+  }
+
+  /** The epoch this table follows (for a staged transfer's `<epoch>:<slot>:<session>`). */
+  get epoch(): bigint | undefined {
+    return this.#hasEpoch ? (BigInt(this.#epochHi) << 32n) | BigInt(this.#epochLo) : undefined;
+  }
+
+  /**
+   * A staged transfer for (epoch, slot, session) was refused or failed (seed chapter "A record
+   * refused for its size"): the consumer ends with a TransportError carrying `message` (even if a
+   * terminal already overtook the record and waits in the hold), and the slot retires at once.
+   * Returns false when no live slot matches: a stale refusal does nothing.
+   */
+  refuseStaged(epoch: bigint, slot: number, session: bigint, message: string): boolean {
+    if (this.epoch !== epoch) return false;
+    const s = this.#slots[slot >>> 8]?.id === slot ? this.#slots[slot >>> 8] : this.#aside?.get(slot);
+    if (s === undefined || s.closed || s.bind.sessionId !== session || s.terminalDelivered) return false;
+    s.bind.buffer.pushForced(FrameKind.TransportError, message);
+    s.terminalDelivered = true;
+    this.#retire(s, false, 'dropped');
+    return true;
   }
 
   /** The live slot at an index, if any. */
@@ -272,6 +299,11 @@ export class IngressTable {
   /** Checked lookup: generation mismatch and empty index are metered drops. */
   #lookup(id: number): IngressSlot | undefined {
     const s = this.#slots[id >>> 8];
+    if (s !== undefined && s.id === id) return s;
+    if (this.#aside !== null) {
+      const a = this.#aside.get(id);
+      if (a !== undefined) return a;
+    }
     const m = this.#host.metrics;
     if (s === undefined) {
       m.recordsDropped[DropReason.closed_slot]! += 1;
@@ -324,11 +356,26 @@ export class IngressTable {
       this.#host.replyReject(this.peer, this.lane, id, CloseReason.ProtocolError);
       return;
     }
-    const incumbent = this.#slots[index];
-    if (incumbent !== undefined && incumbent.id !== id) {
+    let incumbent = this.#slots[index];
+    const aside = this.#aside?.get(id);
+    if (aside !== undefined) {
+      // The generation wrapped onto a slot still waiting aside: records naming this id could belong
+      // to either stream. Refuse the new one and fail the old one, so neither gets the other's records.
       m.recordsDropped[DropReason.slot_collision]! += 1;
       this.#host.replyReject(this.peer, this.lane, id, CloseReason.ProtocolError);
+      this.#retire(aside, true, null);
       return;
+    }
+    if (incumbent !== undefined && incumbent.id !== id) {
+      if (incumbent.pendingCloseSeq < 0) {
+        m.recordsDropped[DropReason.slot_collision]! += 1;
+        this.#host.replyReject(this.peer, this.lane, id, CloseReason.ProtocolError);
+        return;
+      }
+      // Its close has arrived, deferred behind a hold: the sender is done with it. Keep it by full id.
+      (this.#aside ??= new Map()).set(incumbent.id, incumbent);
+      this.#slots[index] = undefined;
+      incumbent = undefined;
     }
     const bind = this.#host.findBind(anchorId, sessionId);
     if (bind === undefined) {
@@ -391,6 +438,7 @@ export class IngressTable {
       this.reconcile(s);
       n++;
     }
+    if (this.#aside !== null) for (const s of this.#aside.values()) this.reconcile(s);
     return n;
   }
 
@@ -424,6 +472,12 @@ export class IngressTable {
       this.#retire(s, true, null);
       n++;
     }
+    if (this.#aside !== null) {
+      for (const s of [...this.#aside.values()]) {
+        this.#retire(s, true, null);
+        n++;
+      }
+    }
     return n;
   }
 
@@ -436,6 +490,10 @@ export class IngressTable {
     s.closed = true;
     const m = this.#host.metrics;
     if (this.#slots[s.id >>> 8] === s) this.#slots[s.id >>> 8] = undefined;
+    else if (this.#aside?.get(s.id) === s) {
+      this.#aside.delete(s.id);
+      if (this.#aside.size === 0) this.#aside = null;
+    }
     this.liveSlots--;
     m.liveSlots--;
     if (s.hold !== null) {

@@ -17,11 +17,14 @@ import { laneForKey } from '../wire/lane-hash.ts';
 import { Batcher } from './batcher.ts';
 import type { BatchSink, BatcherHost } from './batcher.ts';
 import { Bind, bindKey } from './bind.ts';
+import { DeadlineQueue } from './deadline-queue.ts';
 import type { BindEnd, BindOwner } from './bind.ts';
 import type { ResolvedMuxConfig } from './config.ts';
 import type { EgressSlot, EgressSlotOwner } from './egress-slot.ts';
 import { MuxError } from './errors.ts';
 import { IngressTable } from './ingress.ts';
+import { PULL_HANDLER, STAGE_HANDLER, StageIn, StageOut } from './rendezvous.ts';
+import type { Admission } from '../messenger/types.ts';
 import type { IngressHost, IngressSlot } from './ingress.ts';
 
 /** Options of {@link Mux}. */
@@ -48,9 +51,9 @@ export class Mux implements BatcherHost, IngressHost {
   #tableList: IngressTable[] = [];
   #budgets = new Map<PeerId, ByteBudget>();
   #binds = new Map<string, Bind>();
-  /** Accept deadlines, FIFO (the window is one constant, so deadlines arrive in order). */
-  #deadlines: Bind[] = [];
-  #deadlineHead = 0;
+  /** Accept deadlines: one FIFO per constant window (attach binds, pre-binds). */
+  #attachDeadlines = new DeadlineQueue();
+  #prebindDeadlines = new DeadlineQueue();
   /** Lane load per sender (binds answered + live slots) and per node (every bind and live slot). */
   #peerLoad = new Map<PeerId, Int32Array>();
   #nodeLoad = new Int32Array(MAX_LANES);
@@ -62,6 +65,8 @@ export class Mux implements BatcherHost, IngressHost {
   #heartbeatSenders = new Set<HeartbeatSender>();
   #closed = false;
   #unsubscribe: Array<() => void> = [];
+  readonly #stageOut: StageOut;
+  readonly #stageIn: StageIn;
 
   constructor(options: MuxOptions) {
     this.config = options.config;
@@ -76,6 +81,34 @@ export class Mux implements BatcherHost, IngressHost {
       maxMessageSize: (peer) => messenger.maxMessageSize(peer),
       linkEpoch: (peer) => messenger.peer(peer)?.epoch,
     };
+    // Rendezvous: staged singletons (sender) and their pulls (receiver).
+    const metrics = this.metrics;
+    this.#stageOut = new StageOut(
+      {
+        now: () => this.runtime.now(),
+        send: (peer, lane, name, payload) => messenger.send(peer, lane, name, payload),
+        maxMessageSize: (peer) => messenger.maxMessageSize(peer),
+        bytesChanged: (delta) => {
+          metrics.stagedOutBytes += delta;
+        },
+      },
+      Math.max(this.config.peerByteBudget, this.config.stagedPayloadMax),
+      this.config.acceptWindow,
+    );
+    this.#stageIn = new StageIn(
+      {
+        request: (peer, name, body) => messenger.request(peer, name, body),
+        maxMessageSize: (peer) => messenger.maxMessageSize(peer),
+        deliver: (peer, lane, payload) => this.#ingress(peer, lane, payload),
+        refuse: (peer, lane, epoch, slot, session, message) => this.#refuseStaged(peer, lane, epoch, slot, session, message),
+        bytesChanged: (delta) => {
+          metrics.stagedInBytes += delta;
+        },
+      },
+      this.config.stagedPayloadMax,
+    );
+    messenger.on(STAGE_HANDLER, (from, lane, payload) => this.#stageIn.onDescriptor(from, lane, payload));
+    messenger.handle(PULL_HANDLER, (from, body) => this.#stageOut.onPull(from, body));
     // Every node registers all 16 lane handlers, whatever its own lane count.
     for (let lane = 0; lane < MAX_LANES; lane++) {
       messenger.registerBatchHandler(lane, (from, _lane, payload) => this.#ingress(from, lane, payload));
@@ -158,6 +191,30 @@ export class Mux implements BatcherHost, IngressHost {
     }
     this.#table(from, lane).handleBatch(r);
     if (r.error) this.metrics.decodeErrors++;
+  }
+
+  // ───────────────────────── rendezvous ─────────────────────────
+
+  stage(peer: PeerId, lane: number, payload: Uint8Array, muxSlot: string): { id: number; admission: Admission } {
+    this.#armSweep();
+    return this.#stageOut.stage(peer, lane, payload, muxSlot);
+  }
+
+  stageRoom(peer: PeerId, size: number): boolean {
+    return this.#stageOut.hasRoom(peer, size);
+  }
+
+  whenStageRoom(peer: PeerId, cb: () => void): void {
+    this.#stageOut.whenRoom(peer, cb);
+  }
+
+  /** A staged transfer was refused or failed: end just its stream, and cancel its producer. */
+  #refuseStaged(peer: PeerId, lane: number, epoch: bigint, slot: number, session: bigint, message: string): void {
+    this.metrics.stagedRefused++;
+    const table = this.#tables.get(peer)?.[lane];
+    if (table === undefined || !table.refuseStaged(epoch, slot, session, message)) return;
+    // LifecycleSlot names the session: a late CloseSlot could end a later stream that reuses the id.
+    if (this.peerAlive(peer)) this.batcherFor(peer, lane).inbox.postReplyLifecycle(slot, session, true);
   }
 
   // ───────────────────────── IngressHost ─────────────────────────
@@ -278,9 +335,10 @@ export class Mux implements BatcherHost, IngressHost {
     const lane = this.chooseLane(peer, key);
     const session = this.#nextSession;
     this.#nextSession += 1n;
-    const bind = new Bind(anchorId, session, this.config.initialCredit, this.config.slotByteBudget, lane, peer, owner, this.runtime.now() + this.config.acceptWindow);
+    const window = peer === null ? this.config.prebindTimeout : this.config.acceptWindow;
+    const bind = new Bind(anchorId, session, this.config.initialCredit, this.config.slotByteBudget, lane, peer, owner, this.runtime.now() + window);
     this.#binds.set(bind.key, bind);
-    this.#deadlines.push(bind);
+    (peer === null ? this.#prebindDeadlines : this.#attachDeadlines).push(bind);
     this.#nodeLoad[lane]! += 1;
     if (peer !== null) this.#loadOf(peer)[lane]! += 1;
     this.#armSweep();
@@ -364,7 +422,7 @@ export class Mux implements BatcherHost, IngressHost {
   }
 
   #hasWork(): boolean {
-    return this.#batcherList.length > 0 || this.#tableList.length > 0 || this.#binds.size > 0 || this.#heartbeatSenders.size > 0;
+    return this.#batcherList.length > 0 || this.#tableList.length > 0 || this.#binds.size > 0 || this.#heartbeatSenders.size > 0 || this.#stageOut.pending > 0;
   }
 
   /** Keep the sweep running while the node has work (called when work appears). */
@@ -382,39 +440,28 @@ export class Mux implements BatcherHost, IngressHost {
     const now = this.runtime.now();
     const tables = this.#tableList;
     for (let i = 0; i < tables.length; i++) if (tables[i]!.liveSlots > 0) tables[i]!.sweep();
-    if (this.#deadlineHead < this.#deadlines.length) this.#expireBinds(now);
+    if (this.#attachDeadlines.pending || this.#prebindDeadlines.pending) this.#expireBinds(now);
     if (now - this.#lastWatchdog >= this.config.heartbeatInterval) {
       this.#lastWatchdog = now;
       this.#watchdogWindow();
     }
     if (this.#heartbeatSenders.size > 0) for (const s of this.#heartbeatSenders) s.maybeHeartbeat(now);
+    this.#stageOut.expire(now);
     this.#checkBatchers(now);
   }
 
   #expireBinds(now: number): void {
-    const q = this.#deadlines;
-    while (this.#deadlineHead < q.length) {
-      const b = q[this.#deadlineHead]!;
-      if (!b.claimed && !b.ended && b.deadline > now) break;
-      this.#deadlineHead++;
-      if (!b.claimed && !b.ended) {
-        this.metrics.unclaimedBindReaped++;
-        b.buffer.pushForced(FrameKind.Dropped, undefined);
-        b.buffer.close();
-        this.bindEnded(b, 'expired');
-      }
-    }
-    if (this.#deadlineHead > 1024 && this.#deadlineHead * 2 > q.length) {
-      q.splice(0, this.#deadlineHead);
-      this.#deadlineHead = 0;
-    }
-    // Claimed and ended binds need no deadline: drop them from the queue so it does not keep a
-    // whole accept window of finished streams alive.
-    if (q.length - this.#deadlineHead > 2 * this.#binds.size + 1024) {
-      this.#deadlines = q.slice(this.#deadlineHead).filter((b) => !b.claimed && !b.ended);
-      this.#deadlineHead = 0;
-    }
+    const live = this.#binds.size;
+    this.#attachDeadlines.expire(now, live, this.#expireBind);
+    this.#prebindDeadlines.expire(now, live, this.#expireBind);
   }
+
+  #expireBind = (b: Bind): void => {
+    this.metrics.unclaimedBindReaped++;
+    b.buffer.pushForced(FrameKind.Dropped, undefined);
+    b.buffer.close();
+    this.bindEnded(b, 'expired');
+  };
 
   /** One heartbeat window of every stream watchdog (§14.2). */
   #watchdogWindow(): void {
@@ -510,6 +557,8 @@ export class Mux implements BatcherHost, IngressHost {
     const arr = this.#batchers.get(peer);
     if (arr) for (const b of arr) if (b !== undefined && !b.retired && b.liveSlots > 0) b.epochDeath(error);
     if (!ingressToo) return;
+    this.#stageOut.peerGone(peer);
+    this.#stageIn.peerGone(peer);
     if (arr) {
       for (const b of arr) if (b !== undefined && !b.retired) b.retire(error);
       this.#pruneBatchers();

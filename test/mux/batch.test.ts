@@ -70,17 +70,17 @@ describe('I. Reject lane, sequencing, instruments, clamps, flush gate', () => {
     });
   });
 
-  it('BATCH-02 1,000 opens interleaved with attempts whose encoding is refused give batch_seq 0..N−1 with no gap, and batches_sent = N (every batch written)', async () => {
-    // lanemux equivalent: every OpenSlot goes in its own batch (the reference's "singleton opens");
-    // the refused attempts are records too large for any batch (refused before encoding, lanemux has
-    // no rendezvous) plus empty kicks. Neither may consume a batch_seq.
-    // A near-cap string item is a third kind: its upper-bound size does not fit even an empty
-    // batch, so the batcher flushes the (empty) batch it began before encoding it exactly.
-    const h = egress({ maxBatchBytes: 256 });
+  it('BATCH-02 1,000 rendezvous singletons, interleaved with attempts refused before encoding, give batch_seq 0..N−1 with no gap, and batches_sent = N', async () => {
+    // Singletons (records over the 256-byte cap) take a batch_seq of their own; a record over
+    // stagedPayloadMax is refused before it is encoded (its stream fails: the CloseSlot that tells
+    // the consumer is an ordinary batch); empty kicks write nothing. No attempt may leave a gap.
+    const h = egress({ maxBatchBytes: 256, stagedPayloadMax: 1024 });
     const nearCap = 'n'.repeat(200); // exact body 208 fits 256; the 6 + 5 + 3 × 200 bound does not
     for (let i = 0; i < 1000; i++) {
-      const { slot } = await openSlot(h, 1);
-      expect(h.batcher.offer(slot, EgressKind.ItemBytes, new Uint8Array(300))).toBe(Offer.Closed);
+      const { slot } = await openSlot(h, 2);
+      expect(h.batcher.offer(slot, EgressKind.ItemBytes, new Uint8Array(300))).toBe(Offer.Ok);
+      const refused = await openSlot(h, 1);
+      expect(h.batcher.offer(refused.slot, EgressKind.ItemBytes, new Uint8Array(2000))).toBe(Offer.Closed);
       h.batcher.kick();
       if (i % 10 === 0) {
         const s = await openSlot(h, 1);
@@ -89,12 +89,13 @@ describe('I. Reject lane, sequencing, instruments, clamps, flush gate', () => {
       }
     }
     await h.runtime.advance(10);
-    const sent = batches(h);
-    const seqs = sent.map((b) => b.header!.batchSeq);
-    expect(seqs).toEqual(Array.from({ length: sent.length }, (_, i) => i));
-    expect(new Set(sent.map((b) => b.header!.epoch)).size).toBe(1);
-    expect(h.metrics.batchesSent).toBe(sent.length);
-    expect(sent.filter((b) => b.records.some((r) => r.type === RecordType.OpenSlot))).toHaveLength(1100);
+    const all = [...batches(h), ...h.sink.staged.map((b) => b.decoded)];
+    const seqs = all.map((b) => b.header!.batchSeq).sort((a, b) => a - b);
+    expect(seqs).toEqual(Array.from({ length: all.length }, (_, i) => i));
+    expect(new Set(all.map((b) => b.header!.epoch)).size).toBe(1);
+    expect(h.metrics.batchesSent).toBe(all.length);
+    expect(h.sink.staged).toHaveLength(1000);
+    expect(h.metrics.rendezvousSingletons).toBe(1000);
     const data = records(h).filter((r) => r.type === RecordType.Data);
     expect(data).toHaveLength(100);
     expect(data.every((r) => r.bodyLength === 208)).toBe(true);
@@ -116,21 +117,26 @@ describe('I. Reject lane, sequencing, instruments, clamps, flush gate', () => {
     expect(total).toBe(6);
   });
 
-  it('BATCH-04 a record that alone fills a batch is counted as data; lanemux sends no rendezvous singletons, so rendezvous_singletons stays 0', async () => {
-    // lanemux equivalent: no rendezvous. A cap-sized record is sent alone and counted by type; a
-    // record over the cap is refused (ERR_RECORD_TOO_LARGE) and never counted.
+  it('BATCH-04 singleton data is counted by type, and rendezvous_singletons goes up by 1', async () => {
     const h = egress({ maxBatchBytes: 256 });
     const { slot } = await openSlot(h, 5);
     const other = await openSlot(h, 5);
     const before = [...h.metrics.recordsSent];
+    // A cap-sized record still goes eagerly, alone in its batch: not a singleton.
     h.batcher.offer(slot, EgressKind.Body, itemBody(227));
     await h.runtime.runMacrotasks();
     expect(h.metrics.recordsSent[RecordType.Data]! - before[RecordType.Data]!).toBe(1);
     expect(h.metrics.rendezvousSingletons).toBe(0);
+    // Over the cap: a rendezvous singleton, counted as data once.
     h.batcher.offer(other.slot, EgressKind.ItemBytes, new Uint8Array(512));
     await h.runtime.runMacrotasks();
-    expect(h.metrics.recordsSent[RecordType.Data]! - before[RecordType.Data]!).toBe(1);
-    expect(h.metrics.rendezvousSingletons).toBe(0);
+    expect(h.metrics.recordsSent[RecordType.Data]! - before[RecordType.Data]!).toBe(2);
+    expect(h.metrics.rendezvousSingletons).toBe(1);
+    expect(h.sink.staged).toHaveLength(1);
+    const [rec] = h.sink.staged[0]!.decoded.records;
+    expect(rec!.type).toBe(RecordType.Data);
+    expect(rec!.slot).toBe(other.slot.id);
+    expect(rec!.frameSeq).toBe(1);
   });
 
   it('BATCH-05 records in a batch discarded by cancel before the flush are not counted as sent', async () => {

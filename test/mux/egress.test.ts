@@ -335,55 +335,70 @@ describe('D. Egress batcher', () => {
     expect(wire(g, m2)).toEqual([['bytes81@1', 'bytes81@2', 'Finalized@3', 'Close(TerminalSent)@4']]);
   });
 
-  it('EGRESS-14 cap 256 B: a 512-byte item fails just its own stream (ERR_RECORD_TOO_LARGE, lanemux has no rendezvous); another slot flows meanwhile', async () => {
-    // lanemux equivalent: the reference sends a record over the cap alone via rendezvous and fences
-    // its slot. lanemux has no rendezvous: a record that cannot fit a batch fails only its stream.
+  it('EGRESS-14 cap 256 B: a 512-byte item goes alone and rendezvous_singletons = 1; only its slot is fenced, another slot flows meanwhile, and the slot’s next record has frame_seq 2', async () => {
     const h = egress({ maxBatchBytes: 256 });
     const big = await openSlot(h, 10);
     const other = await openSlot(h, 10);
     const mark = h.sink.sent.length;
-    offerItems(h, big.slot, ['small']);
-    expect(h.batcher.offer(big.slot, EgressKind.ItemBytes, new Uint8Array(512))).toBe(Offer.Closed);
+    h.sink.mode = 'stall';
+    expect(h.batcher.offer(big.slot, EgressKind.ItemBytes, new Uint8Array(512))).toBe(Offer.Ok);
+    expect(h.metrics.rendezvousSingletons).toBe(1);
+    expect(big.slot.fenced).toBe(true);
+    expect(other.slot.fenced).toBe(false);
+    offerItems(h, big.slot, ['next']);
+    h.sink.mode = 'open';
     offerItems(h, other.slot, ['o1', 'o2']);
     await h.runtime.runMacrotasks();
-    expect(big.slot.closed).toBe(true);
-    expect(big.owner.closed.map((e) => e?.code)).toEqual(['ERR_RECORD_TOO_LARGE']);
-    expect(big.owner.retired).toEqual(['Discarded']);
-    expect(other.slot.closed).toBe(false);
+    // The other slot flowed while the singleton was unresolved; the fenced slot's record waited.
     expect(itemsOf(h, other.slot.id, mark)).toEqual(['"o1"', '"o2"']);
-    expect(h.metrics.rendezvousSingletons).toBe(0);
+    expect(dataOf(h, big.slot.id, mark)).toEqual([]);
     for (const b of h.sink.sent) expect(b.payload.byteLength).toBeLessThanOrEqual(256);
-    expect(h.batcher.offer(big.slot, EgressKind.ItemString, 'later')).toBe(Offer.Closed);
-    offerItems(h, other.slot, ['o3']);
+    h.sink.release();
     await h.runtime.runMacrotasks();
-    expect(seqsOf(h, other.slot.id, mark)).toEqual([1, 2, 3]);
+    expect(big.slot.fenced).toBe(false);
+    expect(dataOf(h, big.slot.id, mark).map((r) => r.frameSeq)).toEqual([2]);
+    expect(h.sink.staged[0]!.decoded.records.map((r) => r.frameSeq)).toEqual([1]);
   });
 
-  it('EGRESS-14 a stream failed for a too-large record tells its consumer: CloseSlot{PeerGone} follows its last record on the wire', async () => {
-    // A locally failed slot frees its index (and bumps the generation) like any close, so the
-    // receiver must learn that the stream ended (protocol.md §15.1.3: any close other than the
-    // terminal's injects exactly one Dropped). Without a CloseSlot the ingress slot stays live.
+  it('EGRESS-15 a rendezvous singleton admitted synchronously still fences its slot: the fenced count goes 0 → 1', async () => {
     const h = egress({ maxBatchBytes: 256 });
-    const big = await openSlot(h, 10);
-    const mark = h.sink.sent.length;
-    offerItems(h, big.slot, ['small']);
-    h.batcher.offer(big.slot, EgressKind.ItemBytes, new Uint8Array(512));
-    await h.runtime.advance(100);
-    expect(records(h, mark).filter((r) => r.slot === big.slot.id).map((r) => label(r))).toEqual(['"small"@1', 'Close(PeerGone)@2']);
+    const { slot } = await openSlot(h, 10);
+    expect(h.metrics.fencedSlots).toBe(0);
+    h.batcher.offer(slot, EgressKind.ItemBytes, new Uint8Array(512));
+    expect(h.metrics.fencedSlots).toBe(1);
+    expect(slot.fenced).toBe(true);
+    // The (synchronous) resolution reaches the slot through the inbox at the next wake.
+    await h.runtime.runMacrotasks();
+    expect(slot.fenced).toBe(false);
+    expect(h.metrics.fencedSlots).toBe(0);
   });
 
-  it('EGRESS-14 (whole node) after one stream fails for a too-large record, the next stream on that batcher still opens and delivers', async () => {
+  it('a record that exactly fills the cap is not a singleton: it goes eagerly in a batch of its own and the next record follows at once', async () => {
+    const h = egress({ maxBatchBytes: 256 });
+    const { slot } = await openSlot(h, 10);
+    const mark = h.sink.sent.length;
+    offerItems(h, slot, ['a']);
+    h.batcher.offer(slot, EgressKind.Body, itemBody(227));
+    offerItems(h, slot, ['b']);
+    expect(slot.fenced).toBe(false);
+    await h.runtime.runMacrotasks();
+    expect(wire(h, mark)).toEqual([['"a"@1'], ['bytes219@2'], ['"b"@3']]);
+    expect(h.sink.sent[mark + 1]!.payload.byteLength).toBe(256);
+    expect(h.metrics.rendezvousSingletons).toBe(0);
+  });
+
+  it('a record over stagedPayloadMax fails just its stream: CloseSlot{PeerGone} follows its last record, and the next stream on that batcher opens and delivers', async () => {
     const runtime = new ManualRuntime();
     const [ma, mb] = LoopMessenger.pair();
     const nodes: LanemuxNode[] = [];
     try {
       const consumer = await createNode({ messenger: ma, runtime, mux: { initialCredit: 8, maxBatchBytes: 256 } });
-      const producer = await createNode({ messenger: mb, runtime, mux: { initialCredit: 8, maxBatchBytes: 256 } });
+      const producer = await createNode({ messenger: mb, runtime, mux: { initialCredit: 8, maxBatchBytes: 256, stagedPayloadMax: 1024 } });
       nodes.push(consumer, producer);
       const first = consumer.createAnchor<Uint8Array | string>();
       const s1 = await producer.attachAnchor<Uint8Array | string>(first.handle);
       await runtime.runMacrotasks();
-      await expect(s1.send(new Uint8Array(512))).rejects.toMatchObject({ code: 'ERR_RECORD_TOO_LARGE' });
+      await expect(s1.send(new Uint8Array(2048))).rejects.toMatchObject({ code: 'ERR_RECORD_TOO_LARGE' });
       await runtime.advance(50);
       const second = consumer.createAnchor<string>();
       const s2 = await producer.attachAnchor<string>(second.handle);
@@ -404,24 +419,6 @@ describe('D. Egress batcher', () => {
     } finally {
       for (const n of nodes) await n.close();
     }
-  });
-
-  it('EGRESS-15 a record admitted synchronously is never fenced in lanemux: a cap-sized record goes alone and the slot\'s next record follows at once', async () => {
-    // lanemux equivalent: there are no rendezvous singletons, so nothing fences a slot. A record
-    // that exactly fills the 256-byte cap (16 + 13 + 227) goes in a batch of its own, admitted
-    // synchronously; the fenced flag stays false and the next record follows at the next seq.
-    const h = egress({ maxBatchBytes: 256 });
-    const { slot } = await openSlot(h, 10);
-    const mark = h.sink.sent.length;
-    offerItems(h, slot, ['a']);
-    h.batcher.offer(slot, EgressKind.Body, itemBody(227));
-    offerItems(h, slot, ['b']);
-    expect(slot.fenced).toBe(false);
-    await h.runtime.runMacrotasks();
-    expect(wire(h, mark)).toEqual([['"a"@1'], ['bytes219@2'], ['"b"@3']]);
-    expect(h.sink.sent[mark + 1]!.payload.byteLength).toBe(256);
-    expect(h.metrics.rendezvousSingletons).toBe(0);
-    expect(slot.fenced).toBe(false);
   });
 });
 

@@ -66,6 +66,27 @@ export class RecordingSink implements BatchSink {
   clock: () => number = () => 0;
   #stalled: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
 
+  /** Singleton batches handed to rendezvous (in order). */
+  readonly staged: Array<SentBatch & { id: number; muxSlot: string }> = [];
+  /** Whether staging has room (false: singletons wait). */
+  stageRoom = true;
+  roomWaiters: Array<() => void> = [];
+
+  /** Give staging room back and wake its waiters. */
+  freeStageRoom(): void {
+    this.stageRoom = true;
+    const w = this.roomWaiters;
+    this.roomWaiters = [];
+    for (const cb of w) cb();
+  }
+
+  /** Admission under the current mode (shared by batches and staged descriptors). */
+  admit(): Admission {
+    if (this.mode === 'refuse') return Promise.reject(new Error('admission refused'));
+    if (this.mode === 'stall') return new Promise<void>((resolve, reject) => this.#stalled.push({ resolve, reject }));
+    return true;
+  }
+
   sendBatch(peer: PeerId, lane: number, payload: Uint8Array): Admission {
     const copy = payload.slice();
     this.sent.push({ peer, lane, payload: copy, decoded: decodeBatch(copy), at: this.clock() });
@@ -161,6 +182,17 @@ export function egress(config: MuxConfig = {}, options: { maxMessageSize?: numbe
     peerAlive: () => state.peerAlive,
     repostCredit: (_peer, _lane, credit) => {
       reposted.push(...credit);
+    },
+    // Rendezvous: the sink records each staged singleton and admits its descriptor like a batch.
+    stage: (peer, lane, payload, muxSlot) => {
+      const id = sink.staged.length + 1;
+      const copy = payload.slice();
+      sink.staged.push({ id, peer, lane, payload: copy, decoded: decodeBatch(copy), muxSlot, at: sink.clock() });
+      return { id, admission: sink.admit() };
+    },
+    stageRoom: () => sink.stageRoom,
+    whenStageRoom: (_peer, cb) => {
+      sink.roomWaiters.push(cb);
     },
   };
   const batcher = new Batcher(host, PEER, options.lane ?? 0);

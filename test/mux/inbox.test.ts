@@ -100,7 +100,7 @@ describe('J. Control inbox', () => {
     expect(box.size).toBe(1);
     expect(notes()).toBe(1);
     const d = box.drain();
-    expect([...d.owned.entries()]).toEqual([[sid(0), { credit: 10_000, close: -1, resolution: 0, resolutionError: '' }]]);
+    expect([...d.owned.entries()]).toEqual([[sid(0), { credit: 10_000, close: -1, resolution: 0, resolutionError: '', resolutionId: 0 }]]);
   });
 
   it('INBOX-04 coalesced credit saturates at the wire limit: (2^32−2) + 2 → 2^32−1, for owned slots and for replies', async () => {
