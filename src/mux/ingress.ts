@@ -17,6 +17,8 @@ import type { DecodedFrame } from '../wire/frame.ts';
 import { seqGap, seqNewer } from '../wire/seq.ts';
 import type { Bind, BindEnd } from './bind.ts';
 
+const MPSC_ANCHOR_BIT = 1n << 63n;
+
 /** Receiver bound: indices per (peer, lane) table. */
 export const MAX_INGRESS_SLOTS_PER_PEER = 65_536;
 
@@ -458,7 +460,8 @@ export class IngressTable {
   /** Watchdog firing: discard unread records, inject Dropped, tell the owner. */
   watchdogFire(s: IngressSlot): void {
     if (s.closed) return;
-    this.#host.metrics.watchdogFirings++;
+    // An MPSC anchor's senders never count firings (protocol.md §14): bit 63 of the anchor id marks MPSC.
+    if ((s.bind.anchorId & MPSC_ANCHOR_BIT) === 0n) this.#host.metrics.watchdogFirings++;
     s.bind.buffer.clear();
     this.#host.replyClose(this.peer, this.lane, s.id, CloseReason.UnknownSlot);
     this.#retire(s, true, null);

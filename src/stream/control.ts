@@ -12,6 +12,12 @@ import { StreamError } from './errors.ts';
 export const ATTACH_HANDLER = '_anchor_attach';
 export const DETACH_HANDLER = '_anchor_detach';
 export const CANCEL_HANDLER = '_stream_cancel';
+/** MPSC attach: the same request and negotiation fields as `_anchor_attach`; the answer adds `sender_id`. */
+export const MPSC_ATTACH_HANDLER = '_mpsc_anchor_attach';
+/** MPSC detach of one sender: `{ handle, sender_id }`. */
+export const MPSC_DETACH_HANDLER = '_mpsc_anchor_detach';
+/** MPSC cancel of the whole anchor: `{ handle }`. */
+export const MPSC_CANCEL_HANDLER = '_mpsc_anchor_cancel';
 
 /** The per-stream (legacy) transport key. */
 export const TCP_STREAM_KEY = 'tcp-stream';
@@ -50,6 +56,21 @@ export const attachResponseSchema = z.union([
 export type AttachResponse = z.output<typeof attachResponseSchema>;
 export type AttachOk = z.output<typeof okSchema>;
 
+/** `sender_id`: a u64 on the wire; lanemux allocates small counters, so more than 2^32 is refused. */
+const senderIdSchema = u64.refine((v) => v > 0n && v <= 0xffff_ffffn, 'a sender id in 1..2^32-1');
+
+/** Externally tagged `_mpsc_anchor_attach` answer: the single-sender Ok plus `sender_id`. */
+export const mpscAttachResponseSchema = z.union([
+  z.object({ Ok: okSchema.extend({ sender_id: senderIdSchema }) }).strict(),
+  z.object({ Err: z.object({ reason: z.string().max(1024) }) }).strict(),
+]);
+export type MpscAttachResponse = z.output<typeof mpscAttachResponseSchema>;
+
+/** `_mpsc_anchor_detach` body. */
+export const mpscDetachRequestSchema = z.object({ handle: z.object({ hi: u64, lo: u64 }), sender_id: senderIdSchema });
+/** `_mpsc_anchor_cancel` body. */
+export const mpscCancelRequestSchema = z.object({ handle: z.object({ hi: u64, lo: u64 }) });
+
 /** Zero-RTT ticket: every field required but `lane` (default 0). */
 export const ticketSchema = z
   .object({
@@ -80,6 +101,14 @@ export function attachOk(ok: { key: string; heartbeatMs: number; session: bigint
   if (ok.lane !== 0) body['lane'] = ok.lane;
   if (ok.endpoint !== undefined) body['endpoint'] = ok.endpoint;
   return { Ok: body };
+}
+
+/** Encode an MPSC Ok answer: {@link attachOk} plus `sender_id`. */
+export function mpscAttachOk(ok: Parameters<typeof attachOk>[0] & { senderId: number }): unknown {
+  const { senderId, ...rest } = ok;
+  const answer = attachOk(rest) as { Ok: Record<string, unknown> };
+  answer.Ok['sender_id'] = hex(BigInt(senderId));
+  return answer;
 }
 
 /** Serialise a ticket for the application's own envelope: base64url of MessagePack. */

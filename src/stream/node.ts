@@ -35,19 +35,31 @@ import { StreamAnchor } from './anchor.ts';
 import type { AnchorHost } from './anchor.ts';
 import {
   ATTACH_HANDLER,
+  MPSC_ATTACH_HANDLER,
+  MPSC_CANCEL_HANDLER,
+  MPSC_DETACH_HANDLER,
   TCP_STREAM_KEY,
   attachOk,
   attachRequestSchema,
   attachResponseSchema,
   encodeTicket,
+  mpscAttachOk,
+  mpscAttachResponseSchema,
+  mpscCancelRequestSchema,
+  mpscDetachRequestSchema,
   parseTicket,
   u128,
 } from './control.ts';
 import { StreamError } from './errors.ts';
 import { MPSC_BIT, formatHandle, parseHandle, workerKey } from './handle.ts';
+import type { AnchorHandle } from './handle.ts';
+import { MPSC_MAX_SENDERS, MpscAnchor, MpscFeed } from './mpsc-anchor.ts';
+import type { MpscAnchorOptions, MpscHost } from './mpsc-anchor.ts';
+import { MpscSender } from './mpsc-sender.ts';
 import type { PerStreamSink, PerStreamTransport } from './per-stream.ts';
 import { LocalPort, MuxPort, PerStreamPort } from './port.ts';
 import { StreamSender } from './sender.ts';
+import type { SenderInit } from './sender.ts';
 
 /** Depth of an anchor's own channel (same-worker and per-stream senders), as in the reference. */
 export const ANCHOR_CHANNEL_DEPTH = 256;
@@ -66,7 +78,9 @@ export interface NodeOptions {
   readonly workerId?: bigint;
   /**
    * An anchor no sender attached to within this many ms ends with `ERR_SENDER_DROPPED` and is
-   * forgotten (the timer restarts after a detach). Defaults to 60,000 (the accept window).
+   * forgotten (the timer restarts after a detach). An MPSC anchor with no sender for this long
+   * ends cleanly (its iteration is done), armed at creation and whenever its last sender's end is
+   * read. Defaults to 60,000 (the accept window).
    */
   readonly unattachedTimeout?: number;
   /** Mux configuration, validated with zod; a bad value throws naming the field. Defaults: see `MUX_DEFAULTS`. */
@@ -89,8 +103,14 @@ export interface AttachOptions {
   readonly timeoutMs?: number;
 }
 
+/** The mux side of every MPSC sender's bind: the anchor learns ends from the buffer itself. */
+const MPSC_BIND_OWNER: BindOwner = { onClaimed: () => {}, onEnded: () => {} };
+
+/** Builds the sender object of an attach (a plain or an MPSC sender). */
+type SenderFactory<T> = (init: SenderInit) => StreamSender<T>;
+
 /** A lanemux node. Create one with {@link createNode}. */
-export class LanemuxNode implements AnchorHost {
+export class LanemuxNode implements AnchorHost, MpscHost {
   static {
     // `await using node = await createNode(…)` where the runtime has explicit resource management.
     const dispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
@@ -113,16 +133,17 @@ export class LanemuxNode implements AnchorHost {
   readonly #perStream: PerStreamTransport | null;
   #perStreamEndpoint: string | null = null;
   readonly #anchors = new Map<bigint, StreamAnchor<unknown>>();
+  readonly #mpscAnchors = new Map<bigint, MpscAnchor<unknown>>();
   readonly #locals = new Map<StreamAnchor<unknown>, LocalPort>();
-  /** Per-stream attaches awaiting their connection: the anchor and the buffer it already reads. */
-  readonly #perStreamBinds = new Map<string, { anchor: StreamAnchor<unknown>; buffer: SlotBuffer }>();
+  /** Per-stream attaches awaiting their connection: the anchor and the buffer it already reads (and the MPSC feed, if any). */
+  readonly #perStreamBinds = new Map<string, { anchor: StreamAnchor<unknown> | MpscAnchor<unknown>; buffer: SlotBuffer; feed?: MpscFeed }>();
   /** Live per-stream connections by anchor: dropping one resets it unless its terminal already arrived. */
   readonly #perStreamDrops = new Map<StreamAnchor<unknown>, (error: StreamError) => void>();
   readonly #liveSenders = new Set<StreamSender<unknown>>();
   readonly #ownsMessenger: boolean;
   readonly #unattachedTimeout: number;
-  /** Unattached deadlines, FIFO (one constant timeout), checked by one timer. */
-  #unattached: Array<{ anchor: StreamAnchor<unknown>; deadline: number }> = [];
+  /** Unattached deadlines, FIFO (one constant timeout), checked by one timer (`epoch`: MPSC idle period). */
+  #unattached: Array<{ anchor: StreamAnchor<unknown> | MpscAnchor<unknown>; deadline: number; epoch: number }> = [];
   #unattachedHead = 0;
   #unattachedTimer: unknown = null;
   #closed = false;
@@ -139,6 +160,9 @@ export class LanemuxNode implements AnchorHost {
     this.workerId = options.messenger.self.workerId;
     this.#mux = config.enabled ? new Mux({ config, metrics: this.#metrics, runtime: this.#runtime, messenger: options.messenger }) : null;
     this.#messenger.handle(ATTACH_HANDLER, (from, body) => this.#onAttach(from, body));
+    this.#messenger.handle(MPSC_ATTACH_HANDLER, (from, body) => this.#onMpscAttach(from, body));
+    this.#messenger.handle(MPSC_DETACH_HANDLER, (from, body) => this.#onMpscDetach(from, body));
+    this.#messenger.handle(MPSC_CANCEL_HANDLER, (_from, body) => this.#onMpscCancel(body));
   }
 
   /** @internal */
@@ -208,12 +232,14 @@ export class LanemuxNode implements AnchorHost {
   /**
    * Pre-bind an anchor for zero-RTT opening: returns a ticket (a string for the application's own
    * request) that lets the producer open the stream with `openAnchorStream(handle, ticket)` and no
-   * attach round trip. Returns undefined when no mux is installed or the anchor is not eligible.
+   * attach round trip. Returns undefined when no mux is installed or the anchor is not eligible
+   * (an MPSC anchor never is: it counts `{prebind, error}`).
    */
-  prebindAnchor(anchor: StreamAnchor<unknown>, options: { laneKey?: bigint } = {}): string | undefined {
+  prebindAnchor(anchor: StreamAnchor<unknown> | MpscAnchor<unknown>, options: { laneKey?: bigint } = {}): string | undefined {
     const mux = this.#mux;
     if (mux === null) return undefined;
-    if (this.#anchors.get(anchor.localId) !== anchor || anchor.feedKind !== 'none' || anchor.finished) {
+    // MPSC anchors have no zero-RTT path (protocol.md §11 item 1).
+    if (!(anchor instanceof StreamAnchor) || (anchor.localId & MPSC_BIT) !== 0n || this.#anchors.get(anchor.localId) !== anchor || anchor.feedKind !== 'none' || anchor.finished) {
       this.#metrics.anchorOperation('prebind', 'error', 'mux');
       return undefined;
     }
@@ -255,7 +281,7 @@ export class LanemuxNode implements AnchorHost {
   /** @internal AnchorHost: start (or restart) the anchor's unattached timer. */
   anchorUnattached(anchor: StreamAnchor<unknown>): void {
     if (this.#closed) return;
-    this.#unattached.push({ anchor, deadline: this.#runtime.now() + this.#unattachedTimeout });
+    this.#unattached.push({ anchor, deadline: this.#runtime.now() + this.#unattachedTimeout, epoch: 0 });
     this.#armUnattached();
   }
 
@@ -272,7 +298,12 @@ export class LanemuxNode implements AnchorHost {
     const now = this.#runtime.now();
     const q = this.#unattached;
     while (this.#unattachedHead < q.length && q[this.#unattachedHead]!.deadline <= now) {
-      const { anchor } = q[this.#unattachedHead++]!;
+      const { anchor, epoch } = q[this.#unattachedHead++]!;
+      if (anchor instanceof MpscAnchor) {
+        // Still without a sender since it became idle at `epoch`: it ends (cleanly, as in the reference).
+        anchor._expire(epoch);
+        continue;
+      }
       // Still registered, still without a sender: nobody will ever feed it.
       if (this.#anchors.get(anchor.localId) === anchor && anchor.feedKind === 'none' && !anchor.finished) {
         anchor._fail(new StreamError('ERR_SENDER_DROPPED', `no sender attached within ${this.#unattachedTimeout} ms`, { retryable: true }));
@@ -310,6 +341,7 @@ export class LanemuxNode implements AnchorHost {
     if (!req.success) return { Err: { reason: `malformed attach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
     const { handle, supported_transport_keys: keys, lane_key: laneKey } = req.data;
     if (handle.hi !== this.workerId) return { Err: { reason: 'the handle belongs to another worker' } };
+    if ((handle.lo & MPSC_BIT) !== 0n) return this.#refuse('the anchor is MPSC; use _mpsc_anchor_attach');
     const anchor = this.#anchors.get(handle.lo);
     if (anchor === undefined || anchor.finished) return this.#refuse('unknown or finished anchor');
     const mux = this.#mux;
@@ -370,7 +402,8 @@ export class LanemuxNode implements AnchorHost {
     const bind = this.#perStreamBinds.get(key);
     if (bind === undefined) return null;
     this.#perStreamBinds.delete(key);
-    const { anchor, buffer } = bind;
+    const { anchor, buffer, feed } = bind;
+    if (feed !== undefined && feed.ended) return null;
     const frame: DecodedFrame = { kind: 0, value: undefined, terminal: false };
     let ended = false;
     const sink: PerStreamSink = {
@@ -383,11 +416,22 @@ export class LanemuxNode implements AnchorHost {
         return ok && buffer.length < buffer.capacity;
       },
       end: () => {
-        this.#perStreamDrops.delete(anchor);
+        if (anchor instanceof StreamAnchor) this.#perStreamDrops.delete(anchor);
         if (!ended) buffer.pushForced(FrameKind.Dropped, undefined);
         buffer.close();
       },
     };
+    if (feed !== undefined) {
+      // One MPSC sender's connection: closing the feed drops just this connection.
+      feed.release = (error) => {
+        if (!ended) sink.abort?.(error);
+      };
+      feed.onTake = () => {
+        if (buffer.length < buffer.capacity) sink.resume?.();
+      };
+      return sink;
+    }
+    if (!(anchor instanceof StreamAnchor)) return null;
     this.#perStreamDrops.set(anchor, (error) => {
       if (!ended) sink.abort?.(error);
     });
@@ -408,20 +452,34 @@ export class LanemuxNode implements AnchorHost {
     this.#assertOpen();
     const h = parseHandle(handle);
     options.signal?.throwIfAborted();
+    if ((h.localId & MPSC_BIT) !== 0n) throw new StreamError('ERR_ATTACH_REFUSED', 'the handle is an MPSC anchor: use attachMpscAnchor');
     if (h.workerId === this.workerId) return this.#attachLocal<T>(h.localId, options);
+    const peer = this.#peerOf(h);
+    const raw = await this.#requestAttach(peer, ATTACH_HANDLER, h, options);
+    const parsed = attachResponseSchema.safeParse(raw);
+    if (!parsed.success) throw new StreamError('ERR_ATTACH_REFUSED', `malformed attach answer: ${parsed.error.issues[0]?.message ?? ''}`);
+    if ('Err' in parsed.data) throw new StreamError('ERR_ATTACH_REFUSED', `attach refused: ${parsed.data.Err.reason}`);
+    return this.#openAttached<T>(peer, h, parsed.data.Ok, options.signal, (init) => new StreamSender<T>(init));
+  }
+
+  #peerOf(h: AnchorHandle): PeerId {
     const peer = workerKey(h.workerId);
     if (this.#messenger.peer(peer) === undefined) {
       throw new StreamError('ERR_UNKNOWN_PEER', `no connected peer has worker id ${peer}; connect to it first`);
     }
+    return peer;
+  }
+
+  /** Send an attach request (`_anchor_attach` or `_mpsc_anchor_attach`) offering this node's transports. */
+  async #requestAttach(peer: PeerId, handler: string, h: AnchorHandle, options: AttachOptions): Promise<unknown> {
     const keys: string[] = [];
     if (this.#mux !== null) keys.push(MESSENGER_MUX_KEY);
     if (this.#perStream !== null) keys.push(TCP_STREAM_KEY);
     keys.sort();
     const body: Record<string, unknown> = { handle: u128(h.workerId, h.localId), supported_transport_keys: keys };
     if (options.laneKey !== undefined) body['lane_key'] = `0x${BigInt.asUintN(64, options.laneKey).toString(16)}`;
-    let raw: unknown;
     try {
-      raw = await this.#messenger.request(peer, ATTACH_HANDLER, body, {
+      return await this.#messenger.request(peer, handler, body, {
         timeoutMs: options.timeoutMs ?? 10_000,
         ...(options.signal ? { signal: options.signal } : {}),
       });
@@ -429,19 +487,25 @@ export class LanemuxNode implements AnchorHost {
       this.#metrics.anchorOperation('attach', 'error', 'none');
       throw cause;
     }
-    const parsed = attachResponseSchema.safeParse(raw);
-    if (!parsed.success) throw new StreamError('ERR_ATTACH_REFUSED', `malformed attach answer: ${parsed.error.issues[0]?.message ?? ''}`);
-    if ('Err' in parsed.data) throw new StreamError('ERR_ATTACH_REFUSED', `attach refused: ${parsed.data.Err.reason}`);
-    const ok = parsed.data.Ok;
+  }
+
+  /** Open what an attach answer settled on: a mux slot, or a per-stream connection. */
+  async #openAttached<T>(
+    peer: PeerId,
+    h: AnchorHandle,
+    ok: { streaming_transport_key: string; heartbeat_interval_ms: number; routing_session_id: bigint; initial_credit: number; slot_byte_budget: number; lane: number; endpoint?: string | undefined },
+    signal: AbortSignal | undefined,
+    factory: SenderFactory<T>,
+  ): Promise<StreamSender<T>> {
     if (ok.streaming_transport_key === MESSENGER_MUX_KEY) {
       if (this.#mux === null) throw new StreamError('ERR_ATTACH_REFUSED', `the consumer answered ${MESSENGER_MUX_KEY}, which this node did not offer`);
       // Zero credit fails the attach: resolveLimits names the key and "initial_credit = 0".
       const limits = resolveLimits({ initialCredit: ok.initial_credit, slotByteBudget: ok.slot_byte_budget }, { transportKey: ok.streaming_transport_key });
-      return this.#openMux<T>(peer, ok.lane, h.localId, ok.routing_session_id, limits, ok.heartbeat_interval_ms, options.signal, 'attach');
+      return this.#openMux<T>(peer, ok.lane, h.localId, ok.routing_session_id, limits, ok.heartbeat_interval_ms, signal, 'attach', factory);
     }
     if (ok.streaming_transport_key === TCP_STREAM_KEY && this.#perStream !== null && ok.endpoint !== undefined) {
-      const conn = await this.#perStream.connect(ok.endpoint, h.localId, ok.routing_session_id, options.signal ? { signal: options.signal } : {});
-      const sender = new StreamSender<T>({ transport: TCP_STREAM_KEY, signal: options.signal, onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>) });
+      const conn = await this.#perStream.connect(ok.endpoint, h.localId, ok.routing_session_id, signal ? { signal } : {});
+      const sender = factory({ transport: TCP_STREAM_KEY, signal, onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>) });
       const port = new PerStreamPort(conn);
       conn.onClose((error) => {
         sender._closed(error);
@@ -484,11 +548,12 @@ export class LanemuxNode implements AnchorHost {
     heartbeatMs: number,
     signal: AbortSignal | undefined,
     op: string,
+    factory: SenderFactory<T> = (init) => new StreamSender<T>(init),
   ): Promise<StreamSender<T>> {
     const mux = this.#mux!;
     const node = this;
     let hb: HeartbeatSender | null = null;
-    const sender: StreamSender<T> = new StreamSender<T>({
+    const sender: StreamSender<T> = factory({
       transport: MESSENGER_MUX_KEY,
       signal,
       onDone: () => {
@@ -554,6 +619,157 @@ export class LanemuxNode implements AnchorHost {
     return sender;
   }
 
+  // ───────────────────────── MPSC ─────────────────────────
+
+  /**
+   * Create an MPSC anchor: one consumer end that many senders attach to (`attachMpscAnchor`),
+   * each on its own slot and credit window. Its events carry the sender id; a sender's terminal
+   * ends only its own part. See {@link MpscAnchor} for how the whole anchor ends.
+   */
+  createMpscAnchor<T = unknown>(options: MpscAnchorOptions = {}): MpscAnchor<T> {
+    this.#assertOpen();
+    const maxSenders = options.maxSenders ?? MPSC_MAX_SENDERS;
+    if (!Number.isInteger(maxSenders) || maxSenders < 1) throw new ConfigError('maxSenders', `must be a positive integer, got ${String(maxSenders)}`);
+    let localId: bigint;
+    do localId = randomU64(this.#runtime) | MPSC_BIT;
+    while (this.#mpscAnchors.has(localId));
+    const anchor = new MpscAnchor<T>(this, formatHandle({ workerId: this.workerId, localId }), localId, maxSenders);
+    this.#mpscAnchors.set(localId, anchor as MpscAnchor<unknown>);
+    this.#metrics.activeAnchors++;
+    this.mpscIdle(anchor as MpscAnchor<unknown>);
+    return anchor;
+  }
+
+  /** @internal MpscHost */
+  mpscDone(anchor: MpscAnchor<unknown>, cancelled: boolean): void {
+    if (this.#mpscAnchors.get(anchor.localId) !== anchor) return;
+    this.#mpscAnchors.delete(anchor.localId);
+    this.#metrics.activeAnchors--;
+    if (cancelled) this.#metrics.anchorOperation('cancel', 'success', 'mpsc');
+  }
+
+  /** @internal MpscHost: the anchor has no sender; it ends after the unattached timeout unless one attaches. */
+  mpscIdle(anchor: MpscAnchor<unknown>): void {
+    if (this.#closed) return;
+    this.#unattached.push({ anchor, deadline: this.#runtime.now() + this.#unattachedTimeout, epoch: anchor.idleEpoch });
+    this.#armUnattached();
+  }
+
+  /**
+   * `_mpsc_anchor_attach`: negotiated as `_anchor_attach` is (the mux when both sides offer it,
+   * else the per-stream path). Every sender gets its own bind — session, slot, credit — and a
+   * sender id.
+   */
+  #onMpscAttach(from: PeerId, body: unknown): unknown {
+    const req = attachRequestSchema.safeParse(body);
+    if (!req.success) return { Err: { reason: `malformed attach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
+    const { handle, supported_transport_keys: keys, lane_key: laneKey } = req.data;
+    if (handle.hi !== this.workerId) return { Err: { reason: 'the handle belongs to another worker' } };
+    if ((handle.lo & MPSC_BIT) === 0n) return this.#refuse('the anchor is not MPSC; use _anchor_attach');
+    const anchor = this.#mpscAnchors.get(handle.lo);
+    if (anchor === undefined) return this.#refuse('unknown or finished anchor');
+    const refusal = anchor._refusal();
+    if (refusal !== null) return this.#refuse(refusal);
+    const mux = this.#mux;
+    if (mux !== null && keys.includes(MESSENGER_MUX_KEY)) {
+      const senderId = anchor._nextSenderId();
+      const bind = mux.bind(anchor.localId, MPSC_BIND_OWNER, from, laneKey);
+      const feed = new MpscFeed(senderId, 'mux', bind.buffer, from, bind);
+      feed.release = () => mux.releaseBind(bind);
+      feed.lifecycle = (cancel) => mux.signalLifecycle(bind, cancel);
+      anchor._add(feed);
+      this.#metrics.anchorOperation('attach', 'success', 'mux');
+      return mpscAttachOk({ key: MESSENGER_MUX_KEY, heartbeatMs: this.#config.heartbeatInterval, session: bind.sessionId, credit: bind.limit, budget: bind.slotByteBudget, lane: bind.lane, senderId });
+    }
+    if (this.#perStreamEndpoint !== null && (keys.length === 0 || keys.includes(TCP_STREAM_KEY))) {
+      const senderId = anchor._nextSenderId();
+      const session = randomU64(this.#runtime);
+      const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
+      const feed = new MpscFeed(senderId, 'legacy', buffer, from, null);
+      const key = `${anchor.localId}:${session}`;
+      this.#perStreamBinds.set(key, { anchor, buffer, feed });
+      // Until the connection arrives, closing the feed just forgets the pending attach.
+      feed.release = () => this.#perStreamBinds.delete(key);
+      this.#runtime.setTimer(() => {
+        if (this.#perStreamBinds.get(key)?.feed !== feed) return;
+        this.#perStreamBinds.delete(key);
+        this.#metrics.unclaimedBindReaped++;
+        buffer.pushForced(FrameKind.Dropped, undefined);
+        buffer.close();
+      }, this.#config.acceptWindow);
+      anchor._add(feed);
+      this.#metrics.anchorOperation('attach', 'success', TCP_STREAM_KEY);
+      return mpscAttachOk({ key: TCP_STREAM_KEY, heartbeatMs: this.#config.heartbeatInterval, session, credit: 0, budget: 0, lane: 0, endpoint: this.#perStreamEndpoint, senderId });
+    }
+    return this.#refuse(`no common streaming transport (offered: ${keys.join(', ') || 'none'})`);
+  }
+
+  /** `_mpsc_anchor_detach`: the sender's own peer removes it (its slot closes; the consumer reads `detached`). */
+  #onMpscDetach(from: PeerId, body: unknown): unknown {
+    const req = mpscDetachRequestSchema.safeParse(body);
+    if (!req.success) return { Err: { reason: `malformed detach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
+    const { handle, sender_id: senderId } = req.data;
+    const anchor = handle.hi === this.workerId ? this.#mpscAnchors.get(handle.lo) : undefined;
+    if (anchor === undefined || !anchor._detachSender(Number(senderId), from)) return { Err: { reason: 'unknown MPSC anchor or sender' } };
+    this.#metrics.anchorOperation('detach', 'success', 'mpsc');
+    return { Ok: null };
+  }
+
+  /** `_mpsc_anchor_cancel`: cancel the whole anchor (every sender's slot closes). */
+  #onMpscCancel(body: unknown): unknown {
+    const req = mpscCancelRequestSchema.safeParse(body);
+    if (!req.success) return { Err: { reason: `malformed cancel request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
+    const { handle } = req.data;
+    const anchor = handle.hi === this.workerId ? this.#mpscAnchors.get(handle.lo) : undefined;
+    if (anchor === undefined) return { Err: { reason: 'unknown MPSC anchor' } };
+    anchor.cancel();
+    return { Ok: null };
+  }
+
+  /**
+   * Attach one more producer to an MPSC anchor handle. Same worker → writes into the anchor's
+   * per-sender buffer directly. Otherwise `_mpsc_anchor_attach` negotiates exactly as
+   * {@link attachAnchor} does (`laneKey` places this sender's slot). The returned sender's
+   * terminal (`finalize`, `detach`) ends only its own part of the stream.
+   */
+  async attachMpscAnchor<T = unknown>(handle: string, options: AttachOptions = {}): Promise<MpscSender<T>> {
+    this.#assertOpen();
+    const h = parseHandle(handle);
+    options.signal?.throwIfAborted();
+    if ((h.localId & MPSC_BIT) === 0n) throw new StreamError('ERR_ATTACH_REFUSED', 'the handle is not an MPSC anchor: use attachAnchor');
+    if (h.workerId === this.workerId) return this.#attachMpscLocal<T>(h.localId, options);
+    const peer = this.#peerOf(h);
+    const raw = await this.#requestAttach(peer, MPSC_ATTACH_HANDLER, h, options);
+    const parsed = mpscAttachResponseSchema.safeParse(raw);
+    if (!parsed.success) throw new StreamError('ERR_ATTACH_REFUSED', `malformed MPSC attach answer: ${parsed.error.issues[0]?.message ?? ''}`);
+    if ('Err' in parsed.data) throw new StreamError('ERR_ATTACH_REFUSED', `MPSC attach refused: ${parsed.data.Err.reason}`);
+    const ok = parsed.data.Ok;
+    const senderId = Number(ok.sender_id);
+    return (await this.#openAttached<T>(peer, h, ok, options.signal, (init) => new MpscSender<T>(init, senderId))) as MpscSender<T>;
+  }
+
+  #attachMpscLocal<T>(localId: bigint, options: AttachOptions): MpscSender<T> {
+    const anchor = this.#mpscAnchors.get(localId);
+    const refusal = anchor === undefined ? 'unknown or finished anchor' : anchor._refusal();
+    if (anchor === undefined || refusal !== null) {
+      this.#metrics.anchorOperation('attach', 'error', 'local');
+      throw new StreamError('ERR_ATTACH_REFUSED', refusal ?? 'unknown or finished anchor');
+    }
+    const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
+    const port = new LocalPort(buffer);
+    const feed = new MpscFeed(anchor._nextSenderId(), 'local', buffer, null, null);
+    feed.onTake = () => port.drained();
+    feed.release = (error) => port.fail(error);
+    const sender: MpscSender<T> = new MpscSender<T>({ transport: null, signal: options.signal, onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>) }, feed.senderId);
+    port.onTerminal = () => sender._retire('Sent');
+    port.onFailed = () => sender._retire('Discarded');
+    sender._bind(port);
+    this.#liveSenders.add(sender as StreamSender<unknown>);
+    anchor._add(feed);
+    this.#metrics.anchorOperation('attach', 'success', 'local');
+    return sender;
+  }
+
   /**
    * Kick every batcher: under `manual` this is the write; under `auto` it writes before the
    * batcher's own conditions. Synchronous, never throws, does nothing without a mux. It is not a
@@ -576,6 +792,8 @@ export class LanemuxNode implements AnchorHost {
     const dropped = new StreamError('ERR_SENDER_DROPPED', 'the node closed', { retryable: true });
     for (const a of [...this.#anchors.values()]) a._fail(dropped);
     this.#anchors.clear();
+    for (const a of [...this.#mpscAnchors.values()]) a._fail(dropped);
+    this.#mpscAnchors.clear();
     for (const p of this.#locals.values()) p.fail(dropped);
     this.#locals.clear();
     for (const s of [...this.#liveSenders]) s._closed(dropped);
