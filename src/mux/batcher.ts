@@ -629,6 +629,12 @@ export class Batcher implements SlotBatcher {
     const d = this.inbox.drain();
     if (d.kicked) this.#kicked = true;
     this.#stageReplies(d);
+    // Lifecycle first: a consumer's cancel travels with the CloseSlot that retires its slot, and the
+    // producer should learn it was cancelled, not just that the slot is unknown.
+    for (const l of d.ownedLifecycle.values()) {
+      const slot = this.slotFor(l.slot);
+      if (slot && slot.sessionId === l.session) slot.owner.onLifecycle(l.cancel);
+    }
     // Owned control: closes dominate; grants release withheld records.
     for (const [id, e] of d.owned) {
       const slot = this.slotFor(id);
@@ -653,10 +659,6 @@ export class Batcher implements SlotBatcher {
       }
       if (e.credit > 0) slot.ledger.grant(e.credit);
       this.#markReady(slot);
-    }
-    for (const l of d.ownedLifecycle.values()) {
-      const slot = this.slotFor(l.slot);
-      if (slot && slot.sessionId === l.session) slot.owner.onLifecycle(l.cancel);
     }
     if (d.retire) {
       const left = this.retire(undefined, true);

@@ -229,6 +229,7 @@ export class Mux implements BatcherHost, IngressHost {
     if (slot === null) return;
     // A pre-bind becomes a live slot of the peer that claimed it.
     if (bind.peer === null) this.#loadOf(slot.table.peer)[bind.lane]! += 1;
+    else this.#nodeLoad[bind.lane]! += 1;
     // A stop or cancel made before the OpenSlot is delivered at claim (protocol.md §13.4).
     if (bind.earlySignal > 0) this.signalLifecycle(bind, bind.earlySignal === 2);
   }
@@ -237,7 +238,7 @@ export class Mux implements BatcherHost, IngressHost {
     if (bind.ended) return;
     bind.ended = true;
     this.#binds.delete(bind.key);
-    this.#nodeLoad[bind.lane]! -= 1;
+    if (bind.peer === null || bind.claimed) this.#nodeLoad[bind.lane]! -= 1;
     const peer = bind.peer ?? bind.slot?.table.peer ?? null;
     if (peer !== null) {
       const load = this.#peerLoad.get(peer);
@@ -339,8 +340,10 @@ export class Mux implements BatcherHost, IngressHost {
     const bind = new Bind(anchorId, session, this.config.initialCredit, this.config.slotByteBudget, lane, peer, owner, this.runtime.now() + window);
     this.#binds.set(bind.key, bind);
     (peer === null ? this.#prebindDeadlines : this.#attachDeadlines).push(bind);
-    this.#nodeLoad[lane]! += 1;
-    if (peer !== null) this.#loadOf(peer)[lane]! += 1;
+    // Node load (the pre-bind choice) is live slots from every peer plus unclaimed pre-binds (§5.6):
+    // an answered attach counts there only once its OpenSlot claims it.
+    if (peer === null) this.#nodeLoad[lane]! += 1;
+    else this.#loadOf(peer)[lane]! += 1;
     this.#armSweep();
     return bind;
   }
@@ -562,6 +565,15 @@ export class Mux implements BatcherHost, IngressHost {
     if (arr) {
       for (const b of arr) if (b !== undefined && !b.retired) b.retire(error);
       this.#pruneBatchers();
+    }
+    // Binds this peer was answered and never claimed: its link (and the batcher that would open
+    // them) is gone, so they end now (Dropped), not an accept window later against a reconnected
+    // peer's fresh lane load.
+    for (const b of [...this.#binds.values()]) {
+      if (b.peer !== peer || b.claimed) continue;
+      b.buffer.pushForced(FrameKind.Dropped, undefined);
+      b.buffer.close();
+      this.bindEnded(b, 'dropped');
     }
     const tables = this.#tables.get(peer);
     if (tables) {

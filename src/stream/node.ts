@@ -262,7 +262,11 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     this.#anchors.delete(anchor.localId);
     this.#metrics.activeAnchors--;
     const bind = anchor.bind;
-    if (bind !== null && this.#mux !== null) this.#mux.releaseBind(bind);
+    if (bind !== null && this.#mux !== null) {
+      // A consumer cancel of a claimed stream is a LifecycleSlot{cancel} naming the session (§13.2-3).
+      if (cancelled && bind.slot !== null && !bind.ended) this.#mux.signalLifecycle(bind, true);
+      this.#mux.releaseBind(bind);
+    }
     const local = this.#locals.get(anchor);
     if (local) {
       this.#locals.delete(anchor);
@@ -334,6 +338,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
   /** @internal AnchorHost */
   anchorLifecycle(anchor: StreamAnchor<unknown>, cancel: boolean): void {
     if (anchor.bind !== null) this.#mux?.signalLifecycle(anchor.bind, cancel);
+    else if (!cancel) this.#locals.get(anchor)?.onStop?.();
   }
 
   #onAttach(from: PeerId, body: unknown): unknown {
@@ -353,6 +358,8 @@ export class LanemuxNode implements AnchorHost, MpscHost {
         if (!offersMux) {
           mux?.releaseBind(bind);
           anchor._unfeed();
+          // No sender and no bind any more: the unattached timer runs again (every limit finite).
+          this.anchorUnattached(anchor);
           return this.#refuse(`the anchor is pre-bound to ${MESSENGER_MUX_KEY}, which the sender does not offer`);
         }
         // Adopt the unclaimed pre-bind: the ticket's session and terms.
@@ -612,7 +619,12 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     const sender = new StreamSender<T>({ transport: null, signal: options.signal, onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>) });
     // A same-worker terminal is in the anchor's channel the moment it is handed over.
     port.onTerminal = () => sender._retire('Sent');
-    port.onFailed = () => sender._retire('Discarded');
+    port.onFailed = () => {
+      // The consumer cancelled or went away: an idle producer learns it from cancelSignal.
+      sender._closed(port.closeError);
+      sender._retire('Discarded');
+    };
+    port.onStop = () => sender._lifecycle(false);
     sender._bind(port);
     this.#liveSenders.add(sender as StreamSender<unknown>);
     this.#metrics.anchorOperation('attach', 'success', 'local');
@@ -762,7 +774,11 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     feed.release = (error) => port.fail(error);
     const sender: MpscSender<T> = new MpscSender<T>({ transport: null, signal: options.signal, onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>) }, feed.senderId);
     port.onTerminal = () => sender._retire('Sent');
-    port.onFailed = () => sender._retire('Discarded');
+    port.onFailed = () => {
+      // The anchor was cancelled or went away: an idle producer learns it from cancelSignal.
+      sender._closed(port.closeError);
+      sender._retire('Discarded');
+    };
     sender._bind(port);
     this.#liveSenders.add(sender as StreamSender<unknown>);
     anchor._add(feed);

@@ -81,6 +81,8 @@ export class LocalPort implements SenderPort {
   onTerminal: (() => void) | null = null;
   /** Called when the consumer went away first (retirement: Discarded). */
   onFailed: (() => void) | null = null;
+  /** Called when the consumer asks the producer to stop (same-worker `requestStop`). */
+  onStop: (() => void) | null = null;
 
   constructor(buffer: SlotBuffer) {
     this.#buffer = buffer;

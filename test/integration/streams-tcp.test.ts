@@ -163,7 +163,7 @@ describe('same-worker, lifecycle, heartbeats', () => {
     expect(await readAll(a2)).toEqual(['final words']);
     a1.cancel();
     await waitFor(() => s1.cancelSignal.aborted, 5_000, 'cancel reached the producer');
-    await expect(s1.send('y')).rejects.toMatchObject({ code: 'ERR_UNKNOWN_SLOT' });
+    await expect(s1.send('y')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
     expect(await s1.retired()).toBe('Discarded');
   });
 

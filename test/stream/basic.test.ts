@@ -42,7 +42,7 @@ describe('streams over the mux (loop messenger)', () => {
     await (anchor as unknown as Record<symbol, () => Promise<void>>)[dispose]!();
     expect(anchor.finished).toBe(true);
     await new Promise<void>((r) => (sender.cancelSignal.aborted ? r() : sender.cancelSignal.addEventListener('abort', () => r())));
-    await expect(sender.send('x')).rejects.toMatchObject({ code: 'ERR_UNKNOWN_SLOT' });
+    await expect(sender.send('x')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
     await (producer as unknown as Record<symbol, () => Promise<void>>)[dispose]!();
     expect(() => producer.createAnchor()).toThrow(/closed/);
   });
