@@ -2,15 +2,41 @@
 // every test must leave behind (reader_stall_total = 0, credit_lost_total = 0, live_slots = 0).
 import net from 'node:net';
 import { expect } from 'vitest';
+import WebSocket from 'ws';
 import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
 import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import type { TransportAdapter } from '../../src/transport/port.ts';
+import { webSocketClientTransport } from '../../src/transport/websocket.ts';
+import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
 
 export const open: LanemuxNode[] = [];
+
+/** Where the suites get their transports; a runtime entry file (`test/runtimes/`) swaps in its own. */
+export interface SuiteTransports {
+  /** A loopback TCP adapter: listening on a free port, or dialling only. */
+  tcp(options: { listen: boolean }): TransportAdapter;
+  /** A WebSocket server adapter on a free loopback port. */
+  wsServer(): TransportAdapter;
+  /** A WebSocket client adapter. */
+  wsClient(): TransportAdapter;
+}
+
+/** Node's adapters (Node 20 has no global WebSocket: `ws` is injected). */
+export const suiteTransports: SuiteTransports = {
+  tcp: ({ listen }) => tcpTransport(listen ? { port: 0 } : { listen: false }),
+  wsServer: () => webSocketServerTransport({ port: 0 }),
+  wsClient: () => webSocketClientTransport({ WebSocket: WebSocket as never }),
+};
+
+/** Run the suites over other adapters (Deno, Bun). */
+export function useSuiteTransports(replacement: Partial<SuiteTransports>): void {
+  Object.assign(suiteTransports, replacement);
+}
 
 /** A node listening on loopback TCP (or dialling only, with `listen: false`). */
 export async function tcpNode(options: Omit<NodeOptions, 'transports'> & { listen?: boolean } = {}): Promise<LanemuxNode> {
   const { listen = true, ...rest } = options;
-  const node = await createNode({ ...rest, transports: [tcpTransport(listen ? { port: 0 } : { listen: false })] });
+  const node = await createNode({ ...rest, transports: [suiteTransports.tcp({ listen })] });
   open.push(node);
   return node;
 }

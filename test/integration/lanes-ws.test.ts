@@ -1,12 +1,9 @@
 // Lanes over TCP (1..16 per peer: unkeyed least-loaded spread, keyed splitmix64 placement, order
 // per stream) and the mux over WebSocket (ws server, WHATWG/partysocket client on Node 20's `ws`).
 import { afterEach, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { createNode } from '../../src/stream/node.ts';
-import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
-import { webSocketClientTransport } from '../../src/transport/websocket.ts';
 import { laneForKey } from '../../src/wire/lane-hash.ts';
-import { closeAll, open, readAll, tcpNode } from './helpers.ts';
+import { closeAll, open, readAll, suiteTransports, tcpNode } from './helpers.ts';
 
 afterEach(closeAll);
 
@@ -64,9 +61,9 @@ describe('lanes over TCP', () => {
 
 describe('the mux over WebSocket', () => {
   it('a partysocket client consumes 128 streams from a ws server producer', async () => {
-    const server = await createNode({ transports: [webSocketServerTransport({ port: 0 })] });
+    const server = await createNode({ transports: [suiteTransports.wsServer()] });
     open.push(server);
-    const client = await createNode({ transports: [webSocketClientTransport({ WebSocket: WebSocket as never })] });
+    const client = await createNode({ transports: [suiteTransports.wsClient()] });
     open.push(client);
     await client.connect(server.address);
     // The browser-shaped direction: the client consumes, the server produces.

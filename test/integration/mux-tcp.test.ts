@@ -3,10 +3,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import { BatchEncoder, decodeBatch, FRAME_FINALIZED, RecordType, CloseReason, MESSENGER_MUX_KEY } from '../../src/wire/index.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
 import { parseHandle } from '../../src/stream/handle.ts';
 import { StreamError } from '../../src/stream/errors.ts';
-import { Relay, closeAll, open, parseTcp, readAll, tcpNode, waitFor } from './helpers.ts';
+import { Relay, closeAll, open, parseTcp, readAll, suiteTransports, tcpNode, waitFor } from './helpers.ts';
 
 afterEach(closeAll);
 
@@ -136,7 +135,7 @@ describe('mux over TCP loopback', () => {
     const good = await tcpNode({ listen: false, mux: { initialCredit: C } });
     await good.connect(consumer.address);
     // A hand-driven peer: a raw messenger that attaches like a mux sender, then overspends.
-    const rogue = await createMessenger({ transports: [tcpTransport({ listen: false })], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false });
+    const rogue = await createMessenger({ transports: [suiteTransports.tcp({ listen: false })], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false });
     const replies: Uint8Array[] = [];
     rogue.registerBatchHandler(0, (_from, _lane, payload) => replies.push(payload.slice()));
     try {

@@ -2,12 +2,11 @@
 // credit), zero-RTT tickets, same-worker attach, heartbeats vs the watchdog, lifecycle, config.
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
 import { tcpStreamTransport } from '../../src/transport/node-tcp-stream.ts';
 import { createNode } from '../../src/stream/node.ts';
 import { systemRuntime } from '../../src/runtime/runtime.ts';
 import { MESSENGER_MUX_KEY } from '../../src/wire/index.ts';
-import { closeAll, open, readAll, tcpNode, waitFor } from './helpers.ts';
+import { closeAll, open, readAll, suiteTransports, tcpNode, waitFor } from './helpers.ts';
 
 afterEach(closeAll);
 
@@ -58,7 +57,7 @@ describe('negotiation over TCP', () => {
   });
 
   it('a mux answer with zero credit fails the attach, naming the key and initial_credit = 0', async () => {
-    const fake = await createMessenger({ transports: [tcpTransport({ port: 0 })], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false });
+    const fake = await createMessenger({ transports: [suiteTransports.tcp({ listen: true })], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false });
     fake.handle('_anchor_attach', () => ({ Ok: { streaming_transport_key: MESSENGER_MUX_KEY } }));
     try {
       const producer = await tcpNode({ listen: false });
@@ -210,11 +209,11 @@ describe('same-worker, lifecycle, heartbeats', () => {
 
 describe('configuration', () => {
   it('a bad mux value is an error naming the field; initial_credit = 0 and a zero sweep are refused', async () => {
-    await expect(createNode({ transports: [tcpTransport({ listen: false })], mux: { initialCredit: -1 } })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG', field: 'mux.initialCredit' });
-    await expect(createNode({ transports: [tcpTransport({ listen: false })], mux: { initialCredit: 0 } })).rejects.toThrow(/initial_credit = 0/);
-    await expect(createNode({ transports: [tcpTransport({ listen: false })], mux: { creditSweepInterval: 0 } })).rejects.toThrow(/creditSweepInterval/);
-    await expect(createNode({ transports: [tcpTransport({ listen: false })], mux: { flushPolicy: { kind: 'sometimes' } } as never })).rejects.toMatchObject({ field: expect.stringMatching(/^mux\.flushPolicy/) });
-    await expect(createNode({ transports: [tcpTransport({ listen: false })], mux: { bogus: 1 } as never })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
+    await expect(createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { initialCredit: -1 } })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG', field: 'mux.initialCredit' });
+    await expect(createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { initialCredit: 0 } })).rejects.toThrow(/initial_credit = 0/);
+    await expect(createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { creditSweepInterval: 0 } })).rejects.toThrow(/creditSweepInterval/);
+    await expect(createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { flushPolicy: { kind: 'sometimes' } } as never })).rejects.toMatchObject({ field: expect.stringMatching(/^mux\.flushPolicy/) });
+    await expect(createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { bogus: 1 } as never })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
     expect(open.length).toBe(0);
   });
 });

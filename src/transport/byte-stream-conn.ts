@@ -1,0 +1,172 @@
+/**
+ * One lane connection over a byte stream (TCP), shared by the Deno and Bun TCP adapters: the wire
+ * is exactly Node's (`node-tcp.ts`): `[u32 length BE][message]` frames decoded by {@link FrameDecoder}
+ * (limit checked before any allocation), a GOAWAY before the FIN when the peer breaks framing, and
+ * admission through {@link AdmissionGate} against what the socket has not yet written.
+ *
+ * A runtime plugs in a small {@link ByteSocketDriver}: how to write, how much is still buffered, how
+ * to pause reading and how to close. Frames sent in one task are coalesced into one write (the
+ * equivalent of Node's cork/uncork), so a burst of lane batches leaves in one syscall.
+ *
+ * @packageDocumentation
+ */
+import type { LanemuxError } from '../errors.ts';
+import { AdmissionGate, type AdmissionLimits } from './admission.ts';
+import { TransportError } from './errors.ts';
+import { FRAME_PREFIX_BYTES, FrameDecoder, writeFrame } from './frame.ts';
+import { encodeGoaway } from './hello.ts';
+import type { Admission, CloseMode, Connection, ConnectionReceiver } from './port.ts';
+
+/** What a runtime's socket reports to the connection. */
+export interface ByteSocketEvents {
+  /** Bytes read, in order. The chunk is not reused by the driver (the decoder may keep views of it). */
+  data(chunk: Uint8Array): void;
+  /** Some buffered bytes reached the OS: admission may continue. */
+  drained(): void;
+  /** The socket is gone (end of stream, reset, error). At most once. */
+  ended(cause?: unknown): void;
+}
+
+/** A runtime's TCP socket, as the shared connection needs it. */
+export interface ByteSocketDriver {
+  /** Start reading; events flow from now on. Called once. */
+  start(events: ByteSocketEvents): void;
+  /** Write all of `chunk` eventually, in order (the driver keeps what the OS does not take yet). Never throws. */
+  write(chunk: Uint8Array): void;
+  /** Bytes handed to {@link write} that the OS has not taken yet. */
+  buffered(): number;
+  /** Stop reading (the peer then sees TCP back-pressure). False if the runtime cannot. */
+  pause(): boolean;
+  resume(): void;
+  /** Write what is buffered, then half-close; close for good after `graceMs` if the peer has not. */
+  end(graceMs: number): void;
+  /** Close now, dropping what is buffered. Idempotent. */
+  destroy(): void;
+}
+
+/** A {@link Connection} over a {@link ByteSocketDriver}. */
+export class ByteStreamConnection implements Connection {
+  readonly remote: string;
+  readonly #driver: ByteSocketDriver;
+  readonly #decoder: FrameDecoder;
+  readonly #gate: AdmissionGate;
+  readonly #closeGraceMs: number;
+  readonly #name: string;
+  #receiver: ConnectionReceiver | undefined;
+  /** Frames admitted in this task, written together at the end of it. */
+  #batch: Uint8Array[] = [];
+  #batchBytes = 0;
+  #closed = false;
+
+  /**
+   * @param name - adapter name for errors (`deno-tcp`, `bun-tcp`).
+   * @param remote - the peer, e.g. `tcp://127.0.0.1:4000`.
+   */
+  constructor(driver: ByteSocketDriver, name: string, remote: string, frameLimit: number, limits: AdmissionLimits, closeGraceMs: number) {
+    this.#driver = driver;
+    this.#name = name;
+    this.remote = remote;
+    this.#closeGraceMs = closeGraceMs;
+    this.#decoder = new FrameDecoder(frameLimit, remote);
+    this.#gate = new AdmissionGate({ buffered: () => driver.buffered() + this.#batchBytes, write: (f) => this.#write(f) }, limits, remote);
+  }
+
+  start(receiver: ConnectionReceiver): void {
+    this.#receiver = receiver;
+    this.#driver.start({
+      data: (chunk) => {
+        const error = this.#decoder.push(chunk, this.#onFrame);
+        if (error !== undefined) this.#refuse(error);
+      },
+      drained: () => this.#gate.drain(),
+      ended: (cause) => this.#lost(cause),
+    });
+  }
+
+  readonly #onFrame = (message: Uint8Array): void => {
+    if (!this.#closed) this.#receiver?.message(message);
+  };
+
+  setFrameLimit(bytes: number): void {
+    this.#decoder.limit = bytes;
+  }
+
+  send(head: Uint8Array, body?: Uint8Array): Admission {
+    if (this.#closed) return Promise.reject(new TransportError('ERR_PEER_GONE', `${this.#name} connection to ${this.remote} is closed`, { retryable: true }));
+    const frame = new Uint8Array(FRAME_PREFIX_BYTES + head.byteLength + (body?.byteLength ?? 0));
+    writeFrame(frame, head, body);
+    return this.#gate.offer(frame);
+  }
+
+  #write(frame: Uint8Array): void {
+    if (this.#batch.length === 0) queueMicrotask(this.#flush);
+    this.#batch.push(frame);
+    this.#batchBytes += frame.byteLength;
+  }
+
+  readonly #flush = (): void => {
+    const batch = this.#batch;
+    if (batch.length === 0) return;
+    this.#batch = [];
+    const total = this.#batchBytes;
+    this.#batchBytes = 0;
+    if (batch.length === 1) {
+      this.#driver.write(batch[0] as Uint8Array);
+    } else {
+      const out = new Uint8Array(total);
+      let off = 0;
+      for (const f of batch) {
+        out.set(f, off);
+        off += f.byteLength;
+      }
+      this.#driver.write(out);
+    }
+    // The batch counted as buffered; if the socket took it at once no drain event follows.
+    if (this.#gate.waiting > 0 && !this.#closed) this.#gate.drain();
+  };
+
+  bufferedAmount(): number {
+    return this.#driver.buffered() + this.#batchBytes + this.#gate.pendingBytes;
+  }
+
+  pause(): boolean {
+    return this.#driver.pause();
+  }
+
+  resume(): void {
+    this.#driver.resume();
+  }
+
+  close(reason: LanemuxError, mode: CloseMode = 'graceful'): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#decoder.stop();
+    this.#gate.fail(reason);
+    if (mode === 'graceful') {
+      this.#flush();
+      this.#driver.end(this.#closeGraceMs);
+    } else {
+      this.#batch = [];
+      this.#batchBytes = 0;
+      this.#driver.destroy();
+    }
+    this.#receiver?.closed(reason);
+  }
+
+  /** The peer broke framing: tell it why (the GOAWAY goes out before the FIN), then close. */
+  #refuse(error: LanemuxError): void {
+    if (this.#closed) return;
+    this.#flush();
+    const goaway = encodeGoaway(error);
+    const frame = new Uint8Array(FRAME_PREFIX_BYTES + goaway.byteLength);
+    writeFrame(frame, goaway, undefined);
+    this.#driver.write(frame);
+    this.close(error, 'graceful');
+  }
+
+  #lost(cause: unknown): void {
+    if (this.#closed) return;
+    const detail = cause === undefined ? 'closed by peer' : `failed: ${cause instanceof Error ? cause.message : String(cause)}`;
+    this.close(new TransportError('ERR_PEER_GONE', `${this.#name} connection to ${this.remote} ${detail}`, { retryable: true, cause }), 'abort');
+  }
+}
