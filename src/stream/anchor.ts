@@ -54,6 +54,16 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
   #onTake: (() => void) | null = null;
   /** The mux bind feeding the anchor (attach or pre-bind), if any. */
   bind: Bind | null = null;
+
+  /**
+   * This stream's credit as the consumer counts it (mux streams once the OpenSlot arrived; null
+   * otherwise): the window C, what the sender may still send, records admitted and not yet
+   * returned, and credit freed by reading but not yet granted back.
+   */
+  get credit(): { readonly limit: number; readonly remaining: number; readonly outstanding: number; readonly ungranted: number } | null {
+    const a = this.bind?.slot?.account;
+    return a === undefined ? null : { limit: a.limit, remaining: a.remaining, outstanding: a.dataOutstanding, ungranted: a.ungranted };
+  }
   #feedWaiters: Array<() => void> = [];
   #done = false;
   #error: LanemuxError | null = null;

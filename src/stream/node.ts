@@ -235,9 +235,14 @@ export class LanemuxNode implements AnchorHost, MpscHost {
    * attach round trip. Returns undefined when no mux is installed or the anchor is not eligible
    * (an MPSC anchor never is: it counts `{prebind, error}`).
    */
-  prebindAnchor(anchor: StreamAnchor<unknown> | MpscAnchor<unknown>, options: { laneKey?: bigint } = {}): string | undefined {
+  prebindAnchor(target: StreamAnchor<unknown> | MpscAnchor<unknown> | string, options: { laneKey?: bigint } = {}): string | undefined {
     const mux = this.#mux;
     if (mux === null) return undefined;
+    const anchor = typeof target === 'string' ? this.#localAnchor(target) : target;
+    if (anchor === undefined) {
+      this.#metrics.anchorOperation('prebind', 'error', 'mux');
+      return undefined;
+    }
     // MPSC anchors have no zero-RTT path (protocol.md §11 item 1).
     if (!(anchor instanceof StreamAnchor) || (anchor.localId & MPSC_BIT) !== 0n || this.#anchors.get(anchor.localId) !== anchor || anchor.feedKind !== 'none' || anchor.finished) {
       this.#metrics.anchorOperation('prebind', 'error', 'mux');
@@ -254,6 +259,37 @@ export class LanemuxNode implements AnchorHost, MpscHost {
       slot_byte_budget: bind.slotByteBudget,
       lane: bind.lane,
     });
+  }
+
+  /**
+   * `prebindAnchor` with a placement key (the reference's `prebind_anchor_keyed`): the stream rides
+   * lane `splitmix64(key) % lanes` on this node.
+   */
+  prebindAnchorKeyed(target: StreamAnchor<unknown> | string, key: bigint): string | undefined {
+    return this.prebindAnchor(target, { laneKey: key });
+  }
+
+  /** `attachAnchor` with a placement key (the reference's `attach_anchor_keyed`). */
+  attachAnchorKeyed<T = unknown>(handle: string, key: bigint, options: Omit<AttachOptions, 'laneKey'> = {}): Promise<StreamSender<T>> {
+    return this.attachAnchor<T>(handle, { ...options, laneKey: key });
+  }
+
+  /** `attachMpscAnchor` with a placement key (the reference's `attach_mpsc_anchor_keyed`). */
+  attachMpscAnchorKeyed<T = unknown>(handle: string, key: bigint, options: Omit<AttachOptions, 'laneKey'> = {}): Promise<MpscSender<T>> {
+    return this.attachMpscAnchor<T>(handle, { ...options, laneKey: key });
+  }
+
+  /** A single-sender anchor of this node named by its handle string, if it exists. */
+  #localAnchor(handle: string): StreamAnchor<unknown> | undefined {
+    let h: ReturnType<typeof parseHandle>;
+    try {
+      h = parseHandle(handle);
+    } catch {
+      return undefined;
+    }
+    if (h.workerId !== this.workerId) return undefined;
+    const a = this.#anchors.get(h.localId);
+    return a instanceof StreamAnchor ? a : undefined;
   }
 
   /** @internal AnchorHost */

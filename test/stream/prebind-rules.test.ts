@@ -12,6 +12,8 @@ import { CloseReason, RecordType } from '../../src/wire/constants.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
 import type { LoopOptions } from '../support/loop-messenger.ts';
 import { ManualRuntime } from '../support/manual-runtime.ts';
+import { parseTicket } from '../../src/stream/control.ts';
+import { laneForKey } from '../../src/wire/lane-hash.ts';
 
 const nodes: LanemuxNode[] = [];
 afterEach(async () => {
@@ -331,3 +333,23 @@ describe('the accept window', () => {
 function mc_id(consumer: LanemuxNode): string {
   return consumer.workerId.toString(16).padStart(16, '0');
 }
+
+describe('spec names (prebind_anchor_keyed, attach_anchor_keyed) and handle strings', () => {
+  it('prebindAnchorKeyed / attachAnchorKeyed place the stream on splitmix64(key) % lanes, and prebindAnchor accepts the handle string', async () => {
+    const { consumer, producer } = await pair({ loop: { lanes: 8 } });
+    const key = 0x1234_5678_9abc_def0n;
+    const a = consumer.createAnchor<string>();
+    const t = consumer.prebindAnchorKeyed(a.handle, key)!;
+    expect(parseTicket(t).lane).toBe(laneForKey(key, 8));
+    const s = await producer.openAnchorStream<string>(a.handle, t);
+    await s.send('k');
+    expect((await a.next()).value).toBe('k');
+    expect(a.credit).toMatchObject({ limit: consumer.config.initialCredit });
+    const b = consumer.createAnchor<string>();
+    const sb = await producer.attachAnchorKeyed<string>(b.handle, key);
+    await sb.send('k2');
+    expect((await b.next()).value).toBe('k2');
+    expect(b.bind!.lane).toBe(laneForKey(key, 8));
+    expect(consumer.prebindAnchor('lmx1.' + '0'.repeat(32))).toBeUndefined();
+  });
+});
