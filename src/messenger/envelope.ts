@@ -9,9 +9,10 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod';
+import { z } from 'zod/mini';
 import { MAX_LANES } from '../transport/port.ts';
 import { encodeShared } from '../transport/msgpack.ts';
+import { str } from '../validate.ts';
 
 /** Message kinds (first byte). 0x00 and 0x0A–0xEF are invalid; 0xF0–0xFF belong to the transport. */
 export const Kind = {
@@ -121,10 +122,10 @@ export function readU32(b: Uint8Array, off: number): number {
 
 /** Body of an error reply and of a notice. */
 export const errorBodySchema = z.object({
-  code: z.string().min(1).max(64),
-  message: z.string().max(4096),
-  retryable: z.boolean().optional(),
-  handler: z.string().max(MAX_HANDLER_NAME_BYTES).optional(),
+  code: str(64, 1),
+  message: str(4096),
+  retryable: z.optional(z.boolean()),
+  handler: z.optional(str(MAX_HANDLER_NAME_BYTES)),
 });
 
 export type ErrorBody = z.output<typeof errorBodySchema>;

@@ -19,11 +19,12 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod';
+import { z } from 'zod/mini';
 import { LanemuxError } from '../errors.ts';
 import { TransportError, describeThrown, toError } from '../transport/errors.ts';
 import { decodeBounded, encodeShared, minEncodedSize } from '../transport/msgpack.ts';
 import { parseOptions } from '../transport/options.ts';
+import { int, parse, str } from '../validate.ts';
 import {
   DEFAULT_MAX_MESSAGE_SIZE,
   MAX_LANES,
@@ -116,28 +117,28 @@ export interface MessengerOptions {
 }
 
 const healthSchema = z.object({
-  intervalMs: z.number().int().min(1).max(3_600_000).default(5_000),
-  timeoutMs: z.number().int().min(1).max(3_600_000).default(5_000),
-  filter: z.custom<(peer: PeerInfo) => boolean>((v) => typeof v === 'function', 'not a function').optional(),
+  intervalMs: z._default(int(1, 3_600_000), 5_000),
+  timeoutMs: z._default(int(1, 3_600_000), 5_000),
+  filter: z.optional(z.custom<(peer: PeerInfo) => boolean>((v) => typeof v === 'function', 'not a function')),
 });
 
 const optionsSchema = z.object({
-  transports: z.array(z.custom<TransportAdapter>((v) => typeof v === 'object' && v !== null && 'dial' in v && 'listen' in v, 'not a TransportAdapter')).min(1),
-  workerId: z.bigint().min(0n).max(0xffff_ffff_ffff_ffffn).optional(),
-  instanceId: z.string().min(1).max(64).optional(),
-  transportKeys: z.array(z.string().min(1).max(128)).max(64).default([]),
-  lanes: z.number().int().min(1).max(MAX_LANES).default(1),
-  maxMessageSize: z.number().int().min(MIN_MAX_MESSAGE_SIZE).max(MAX_MAX_MESSAGE_SIZE).default(DEFAULT_MAX_MESSAGE_SIZE),
-  requestTimeoutMs: z.number().int().min(1).max(3_600_000).default(10_000),
-  connectTimeoutMs: z.number().int().min(1).max(3_600_000).default(10_000),
-  helloTimeoutMs: z.number().int().min(1).max(600_000).default(10_000),
-  healthCheck: z.union([z.literal(false), healthSchema]).default({ intervalMs: 5_000, timeoutMs: 5_000 }),
-  maxPeers: z.number().int().min(1).max(1_000_000).default(1_024),
-  maxHandshakes: z.number().int().min(1).max(1_000_000).default(256),
-  maxPendingRequests: z.number().int().min(1).max(1 << 30).default(65_536),
-  maxInflightRequests: z.number().int().min(1).max(1 << 30).default(4_096),
-  reconnect: z.boolean().default(true),
-  protocolVersion: z.number().int().min(0).max(0xffff).default(PROTOCOL_VERSION),
+  transports: z.array(z.custom<TransportAdapter>((v) => typeof v === 'object' && v !== null && 'dial' in v && 'listen' in v, 'not a TransportAdapter')).check(z.minLength(1)),
+  workerId: z.optional(z.bigint().check(z.gte(0n), z.lte(0xffff_ffff_ffff_ffffn))),
+  instanceId: z.optional(str(64, 1)),
+  transportKeys: z._default(z.array(str(128, 1)).check(z.maxLength(64)), []),
+  lanes: z._default(int(1, MAX_LANES), 1),
+  maxMessageSize: z._default(int(MIN_MAX_MESSAGE_SIZE, MAX_MAX_MESSAGE_SIZE), DEFAULT_MAX_MESSAGE_SIZE),
+  requestTimeoutMs: z._default(int(1, 3_600_000), 10_000),
+  connectTimeoutMs: z._default(int(1, 3_600_000), 10_000),
+  helloTimeoutMs: z._default(int(1, 600_000), 10_000),
+  healthCheck: z._default(z.union([z.literal(false), healthSchema]), { intervalMs: 5_000, timeoutMs: 5_000 }),
+  maxPeers: z._default(int(1, 1_000_000), 1_024),
+  maxHandshakes: z._default(int(1, 1_000_000), 256),
+  maxPendingRequests: z._default(int(1, 1 << 30), 65_536),
+  maxInflightRequests: z._default(int(1, 1 << 30), 4_096),
+  reconnect: z._default(z.boolean(), true),
+  protocolVersion: z._default(int(0, 0xffff), PROTOCOL_VERSION),
 });
 
 type Resolved = z.output<typeof optionsSchema>;
@@ -870,7 +871,7 @@ function tooLarge(size: number, st: PeerState): LanemuxError {
 
 function decodeErrorBody(bytes: Uint8Array): z.output<typeof errorBodySchema> | undefined {
   try {
-    const r = errorBodySchema.safeParse(decodeBounded(bytes));
+    const r = parse(errorBodySchema, decodeBounded(bytes));
     return r.success ? r.data : undefined;
   } catch {
     return undefined;

@@ -1,11 +1,12 @@
 /**
- * `MuxConfig`: the mux's knobs, validated with zod at construction (protocol.md §8, §12.6).
+ * `MuxConfig`: the mux's knobs, validated with zod/mini at construction (protocol.md §8, §12.6).
  * A bad value is an error naming the field; every limit is finite.
  */
-import { z } from 'zod';
+import { z } from 'zod/mini';
 import { LanemuxError } from '../errors.ts';
 import { DEFAULT_INITIAL_CREDIT, DEFAULT_PEER_BYTE_BUDGET, DEFAULT_SLOT_BYTE_BUDGET, MAX_CREDIT } from '../credit/constants.ts';
 import { DEFAULT_MAX_BATCH_BYTES, MIN_BATCH_CAP } from '../wire/constants.ts';
+import { int, num, parse } from '../validate.ts';
 
 /** When the batcher writes (seed chapter, "Flush policy"). */
 export type FlushPolicy =
@@ -106,45 +107,41 @@ export const MUX_DEFAULTS: ResolvedMuxConfig = Object.freeze({
 });
 
 const HOUR = 3_600_000;
-const ms = (max: number) => z.number().finite().min(0).max(max);
+const ms = (max: number) => num(0, max);
 
 const flushPolicySchema = z.union([
-  z.object({ kind: z.literal('auto'), onAdmission: z.literal(true) }).strict(),
-  z
-    .object({
-      kind: z.literal('auto'),
-      onAdmission: z.literal(false),
-      maxLinger: ms(HOUR).optional(),
-      onComplete: z.boolean().optional(),
-      atBytes: z.number().int().min(MIN_BATCH_CAP).max(1 << 30).optional(),
-    })
-    .strict(),
-  z.object({ kind: z.literal('manual') }).strict(),
+  z.strictObject({ kind: z.literal('auto'), onAdmission: z.literal(true) }),
+  z.strictObject({
+    kind: z.literal('auto'),
+    onAdmission: z.literal(false),
+    maxLinger: z.optional(ms(HOUR)),
+    onComplete: z.optional(z.boolean()),
+    atBytes: z.optional(int(MIN_BATCH_CAP, 1 << 30)),
+  }),
+  z.strictObject({ kind: z.literal('manual') }),
 ]);
 
-const schema = z
-  .object({
-    enabled: z.boolean(),
-    muxOnly: z.boolean(),
-    maxBatchBytes: z.number().int().min(MIN_BATCH_CAP).max(1 << 30),
-    initialCredit: z.number().int().min(0).max(MAX_CREDIT),
-    slotByteBudget: z.number().int().min(0).max(2 ** 40),
-    peerByteBudget: z.number().int().min(1).max(2 ** 42),
-    creditSweepInterval: ms(HOUR),
-    drainVisitFloor: z.number().finite().min(0),
-    batcherIdleTtl: ms(24 * HOUR),
-    flushPolicy: flushPolicySchema,
-    replyLinger: ms(HOUR),
-    acceptWindow: z.number().finite().min(1).max(24 * HOUR),
-    prebindTimeout: z.number().finite().min(1).max(24 * HOUR),
-    asyncOpenAck: z.boolean(),
-    stagedPayloadMax: z.number().int().min(1).max(2 ** 40),
-    heartbeatInterval: z.number().finite().min(1).max(HOUR),
-    healthCheckInterval: z.number().finite().min(1).max(HOUR),
-    healthCheckTimeout: z.number().finite().min(1).max(HOUR),
-    detectionMultiplier: z.number().int().min(1).max(255),
-  })
-  .strict();
+const schema = z.strictObject({
+  enabled: z.boolean(),
+  muxOnly: z.boolean(),
+  maxBatchBytes: int(MIN_BATCH_CAP, 1 << 30),
+  initialCredit: int(0, MAX_CREDIT),
+  slotByteBudget: int(0, 2 ** 40),
+  peerByteBudget: int(1, 2 ** 42),
+  creditSweepInterval: ms(HOUR),
+  drainVisitFloor: num(0),
+  batcherIdleTtl: ms(24 * HOUR),
+  flushPolicy: flushPolicySchema,
+  replyLinger: ms(HOUR),
+  acceptWindow: num(1, 24 * HOUR),
+  prebindTimeout: num(1, 24 * HOUR),
+  asyncOpenAck: z.boolean(),
+  stagedPayloadMax: int(1, 2 ** 40),
+  heartbeatInterval: num(1, HOUR),
+  healthCheckInterval: num(1, HOUR),
+  healthCheckTimeout: num(1, HOUR),
+  detectionMultiplier: int(1, 255),
+});
 
 /** An invalid configuration. The message names the field. */
 export class ConfigError extends LanemuxError<'ERR_INVALID_CONFIG'> {
@@ -177,7 +174,7 @@ export function resolveMuxConfig(input: unknown, killSwitch: string | undefined 
     merged['healthCheckTimeout'] = merged['healthCheckInterval'];
   }
   for (const k of Object.keys(merged)) if (merged[k] === undefined) merged[k] = (MUX_DEFAULTS as Record<string, unknown>)[k];
-  const parsed = schema.safeParse(merged);
+  const parsed = parse(schema, merged);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const field = `mux.${issue.path.map(String).join('.') || (issue.code === 'unrecognized_keys' ? issue.keys.join(',') : '')}`;

@@ -16,10 +16,11 @@
  * out; one transfer pulled at a time per peer, at most `stagedPayloadMax`), and staged bytes are
  * dropped when pulled, refused, expired (the accept window) or when the peer goes.
  */
-import { z } from 'zod';
+import { z } from 'zod/mini';
 import { LanemuxError } from '../errors.ts';
 import type { Admission, PeerId } from '../messenger/types.ts';
 import { decodeBounded, encodeOwned } from '../transport/msgpack.ts';
+import { int, parse, str } from '../validate.ts';
 
 /** Fire-and-forget descriptor of a staged singleton, sent on the slot's lane. */
 export const STAGE_HANDLER = '_rv_stage';
@@ -50,17 +51,15 @@ export function parseMuxSlot(text: string): { epoch: bigint; slot: number; sessi
   return { epoch, slot, session };
 }
 
-const descriptorSchema = z
-  .object({
-    id: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
-    size: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
-    mux_slot: z.string().max(64),
-  })
-  .strict();
+const descriptorSchema = z.strictObject({
+  id: int(1, Number.MAX_SAFE_INTEGER),
+  size: int(1, Number.MAX_SAFE_INTEGER),
+  mux_slot: str(64),
+});
 
 const pullSchema = z.union([
-  z.object({ id: z.number().int().min(1), offset: z.number().int().min(0), length: z.number().int().min(1) }).strict(),
-  z.object({ id: z.number().int().min(1), release: z.literal(true) }).strict(),
+  z.strictObject({ id: int(1), offset: int(0), length: int(1) }),
+  z.strictObject({ id: int(1), release: z.literal(true) }),
 ]);
 
 // ───────────────────────── sender side ─────────────────────────
@@ -152,7 +151,7 @@ export class StageOut {
 
   /** The `_rv_pull` handler: serve a chunk to the peer the transfer was staged for. */
   onPull(from: PeerId, body: unknown): Uint8Array | null {
-    const req = pullSchema.safeParse(body);
+    const req = parse(pullSchema, body);
     if (!req.success) throw new LanemuxError('ERR_PROTOCOL', `malformed ${PULL_HANDLER} request: ${req.error.issues[0]?.message ?? 'invalid'}`);
     const t = this.#byId.get(req.data.id);
     // Looked up among this peer's transfers only: a peer can pull or release only what was staged for it.
@@ -248,7 +247,7 @@ export class StageIn {
     } catch {
       return; // not a descriptor: nothing names a stream to end
     }
-    const d = descriptorSchema.safeParse(body);
+    const d = parse(descriptorSchema, body);
     if (!d.success) return;
     const named = parseMuxSlot(d.data.mux_slot);
     if (named === undefined) return;

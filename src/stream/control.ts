@@ -1,11 +1,12 @@
 /**
  * Control-plane messages of the stream layer (protocol.md §7, §11, §12): the attach request and
  * answer, and the zero-RTT `StreamOpenTicket`. They travel as MessagePack over the messenger's
- * unary requests and are validated with zod at the boundary. 64-bit fields travel as `0x…` hex
+ * unary requests and are validated with zod/mini at the boundary. 64-bit fields travel as `0x…` hex
  * strings; field names and zero semantics are the reference's.
  */
 import { decode as msgpackDecode, encode as msgpackEncode } from '@msgpack/msgpack';
-import { z } from 'zod';
+import { z } from 'zod/mini';
+import { int, parse, parser, str } from '../validate.ts';
 import { StreamError } from './errors.ts';
 
 /** Handler names of the stream control plane. */
@@ -22,70 +23,70 @@ export const MPSC_CANCEL_HANDLER = '_mpsc_anchor_cancel';
 /** The per-stream (legacy) transport key. */
 export const TCP_STREAM_KEY = 'tcp-stream';
 
-const u64 = z
-  .string()
-  .regex(/^0x[0-9a-f]{1,16}$/, 'a u64 as 0x-prefixed lower-case hex')
-  .transform((s) => BigInt(s));
+const u64 = z.pipe(
+  z.string().check(z.regex(/^0x[0-9a-f]{1,16}$/, 'a u64 as 0x-prefixed lower-case hex')),
+  z.transform((s) => BigInt(s)),
+);
+/** `{ hi, lo }` of a u128 handle. */
+const u128Schema = z.object({ hi: u64, lo: u64 });
 
-/** `_anchor_attach` request. */
-export const attachRequestSchema = z.object({
-  handle: z.object({ hi: u64, lo: u64 }),
-  session_id: u64.optional(),
-  stream_cancel_handle: z.object({ hi: u64, lo: u64 }).optional(),
-  supported_transport_keys: z.array(z.string().max(64)).max(16).default([]),
-  lane_key: u64.optional(),
+const attachRequest = z.object({
+  handle: u128Schema,
+  session_id: z.optional(u64),
+  stream_cancel_handle: z.optional(u128Schema),
+  supported_transport_keys: z._default(z.array(str(64)).check(z.maxLength(16)), []),
+  lane_key: z.optional(u64),
 });
-export type AttachRequest = z.output<typeof attachRequestSchema>;
+/** `_anchor_attach` request. */
+export const attachRequestSchema = parser(attachRequest);
+export type AttachRequest = z.output<typeof attachRequest>;
 
 const okSchema = z.object({
-  streaming_transport_key: z.string().max(64),
-  heartbeat_interval_ms: z.number().int().min(0).max(86_400_000).default(5000),
-  routing_session_id: u64.default(0n),
-  initial_credit: z.number().int().min(0).max(0xffff_ffff).default(0),
-  slot_byte_budget: z.number().int().min(0).max(2 ** 40).default(0),
-  lane: z.number().int().min(0).max(15).default(0),
+  streaming_transport_key: str(64),
+  heartbeat_interval_ms: z._default(int(0, 86_400_000), 5000),
+  routing_session_id: z._default(u64, 0n),
+  initial_credit: z._default(int(0, 0xffff_ffff), 0),
+  slot_byte_budget: z._default(int(0, 2 ** 40), 0),
+  lane: z._default(int(0, 15), 0),
   /** lanemux: where the per-stream (legacy) path listens; absent on the mux path. */
-  endpoint: z.string().max(256).optional(),
+  endpoint: z.optional(str(256)),
 });
 
+/** `{ Err: { reason } }`, the refusal arm of both attach answers. */
+const errAnswer = z.strictObject({ Err: z.object({ reason: str(1024) }) });
+
+const attachResponse = z.union([z.strictObject({ Ok: okSchema }), errAnswer]);
 /** Externally tagged attach answer: `{ Ok: {...} }` or `{ Err: { reason } }`. */
-export const attachResponseSchema = z.union([
-  z.object({ Ok: okSchema }).strict(),
-  z.object({ Err: z.object({ reason: z.string().max(1024) }) }).strict(),
-]);
-export type AttachResponse = z.output<typeof attachResponseSchema>;
+export const attachResponseSchema = parser(attachResponse);
+export type AttachResponse = z.output<typeof attachResponse>;
 export type AttachOk = z.output<typeof okSchema>;
 
 /** `sender_id`: a u64 on the wire; lanemux allocates small counters, so more than 2^32 is refused. */
-const senderIdSchema = u64.refine((v) => v > 0n && v <= 0xffff_ffffn, 'a sender id in 1..2^32-1');
+const senderIdSchema = u64.check(z.refine((v) => v > 0n && v <= 0xffff_ffffn, 'a sender id in 1..2^32-1'));
 
+const mpscAttachResponse = z.union([z.strictObject({ Ok: z.extend(okSchema, { sender_id: senderIdSchema }) }), errAnswer]);
 /** Externally tagged `_mpsc_anchor_attach` answer: the single-sender Ok plus `sender_id`. */
-export const mpscAttachResponseSchema = z.union([
-  z.object({ Ok: okSchema.extend({ sender_id: senderIdSchema }) }).strict(),
-  z.object({ Err: z.object({ reason: z.string().max(1024) }) }).strict(),
-]);
-export type MpscAttachResponse = z.output<typeof mpscAttachResponseSchema>;
+export const mpscAttachResponseSchema = parser(mpscAttachResponse);
+export type MpscAttachResponse = z.output<typeof mpscAttachResponse>;
 
 /** `_mpsc_anchor_detach` body. */
-export const mpscDetachRequestSchema = z.object({ handle: z.object({ hi: u64, lo: u64 }), sender_id: senderIdSchema });
+export const mpscDetachRequestSchema = parser(z.object({ handle: u128Schema, sender_id: senderIdSchema }));
 /** `_mpsc_anchor_cancel` body. */
-export const mpscCancelRequestSchema = z.object({ handle: z.object({ hi: u64, lo: u64 }) });
+export const mpscCancelRequestSchema = parser(z.object({ handle: u128Schema }));
 
 /** Zero-RTT ticket: every field required but `lane` (default 0). */
-export const ticketSchema = z
-  .object({
-    streaming_transport_key: z.string().max(64),
-    heartbeat_interval_ms: z.number().int().min(0).max(86_400_000),
-    routing_session_id: u64,
-    initial_credit: z.number().int().min(0).max(0xffff_ffff),
-    slot_byte_budget: z.number().int().min(0).max(2 ** 40),
-    lane: z.number().int().min(0).max(15).default(0),
-  })
-  .strict();
+export const ticketSchema = z.strictObject({
+  streaming_transport_key: str(64),
+  heartbeat_interval_ms: int(0, 86_400_000),
+  routing_session_id: u64,
+  initial_credit: int(0, 0xffff_ffff),
+  slot_byte_budget: int(0, 2 ** 40),
+  lane: z._default(int(0, 15), 0),
+});
 export type StreamOpenTicket = z.output<typeof ticketSchema>;
 
 /** `_anchor_detach` / `_stream_cancel` body. */
-export const anchorRefSchema = z.object({ handle: z.object({ hi: u64, lo: u64 }), session_id: u64.optional() });
+export const anchorRefSchema = parser(z.object({ handle: u128Schema, session_id: z.optional(u64) }));
 
 const hex = (v: bigint): string => `0x${BigInt.asUintN(64, v).toString(16)}`;
 
@@ -133,7 +134,7 @@ export function parseTicket(text: string): StreamOpenTicket {
   } catch (cause) {
     throw new StreamError('ERR_INVALID_TICKET', 'ticket is not base64url MessagePack', { cause });
   }
-  const r = ticketSchema.safeParse(raw);
+  const r = parse(ticketSchema, raw);
   if (!r.success) {
     const i = r.error.issues[0]!;
     throw new StreamError('ERR_INVALID_TICKET', `ticket field ${i.path.join('.') || '(root)'}: ${i.message}`);

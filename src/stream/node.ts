@@ -142,8 +142,13 @@ export class LanemuxNode implements AnchorHost, MpscHost {
   readonly #liveSenders = new Set<StreamSender<unknown>>();
   readonly #ownsMessenger: boolean;
   readonly #unattachedTimeout: number;
-  /** Unattached deadlines, FIFO (one constant timeout), checked by one timer (`epoch`: MPSC idle period). */
-  #unattached: Array<{ anchor: StreamAnchor<unknown> | MpscAnchor<unknown>; deadline: number; epoch: number }> = [];
+  /**
+   * Unattached deadlines, FIFO (one constant timeout), checked by one timer (`epoch`: MPSC idle period).
+   * A stream anchor is queued by local id, not by reference: an anchor that attached and ended
+   * long before its deadline (nearly all of them) must not stay reachable, with its bind, ingress
+   * slot and slot buffer, for the whole timeout.
+   */
+  #unattached: Array<{ anchor: bigint | MpscAnchor<unknown>; deadline: number; epoch: number }> = [];
   #unattachedHead = 0;
   #unattachedTimer: unknown = null;
   #closed = false;
@@ -321,7 +326,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
   /** @internal AnchorHost: start (or restart) the anchor's unattached timer. */
   anchorUnattached(anchor: StreamAnchor<unknown>): void {
     if (this.#closed) return;
-    this.#unattached.push({ anchor, deadline: this.#runtime.now() + this.#unattachedTimeout, epoch: 0 });
+    this.#unattached.push({ anchor: anchor.localId, deadline: this.#runtime.now() + this.#unattachedTimeout, epoch: 0 });
     this.#armUnattached();
   }
 
@@ -338,14 +343,15 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     const now = this.#runtime.now();
     const q = this.#unattached;
     while (this.#unattachedHead < q.length && q[this.#unattachedHead]!.deadline <= now) {
-      const { anchor, epoch } = q[this.#unattachedHead++]!;
-      if (anchor instanceof MpscAnchor) {
+      const { anchor: entry, epoch } = q[this.#unattachedHead++]!;
+      if (entry instanceof MpscAnchor) {
         // Still without a sender since it became idle at `epoch`: it ends (cleanly, as in the reference).
-        anchor._expire(epoch);
+        entry._expire(epoch);
         continue;
       }
       // Still registered, still without a sender: nobody will ever feed it.
-      if (this.#anchors.get(anchor.localId) === anchor && anchor.feedKind === 'none' && !anchor.finished) {
+      const anchor = this.#anchors.get(entry);
+      if (anchor !== undefined && anchor.feedKind === 'none' && !anchor.finished) {
         anchor._fail(new StreamError('ERR_SENDER_DROPPED', `no sender attached within ${this.#unattachedTimeout} ms`, { retryable: true }));
         this.anchorDone(anchor, false);
       }

@@ -5,12 +5,13 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod';
+import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
 import { LanemuxError as LanemuxErrorClass } from '../errors.ts';
 import { MAX_LANES, MAX_MAX_MESSAGE_SIZE, MIN_MAX_MESSAGE_SIZE } from './port.ts';
 import { TransportError } from './errors.ts';
 import { decodeBounded, encodeShared } from './msgpack.ts';
+import { int, parse, str } from '../validate.ts';
 
 /** First byte of a HELLO message. */
 export const KIND_HELLO = 0xf0;
@@ -29,28 +30,31 @@ const hex16 = /^[0-9a-f]{16}$/;
 /** The MessagePack map after the HELLO prefix. Unknown keys are ignored (forward compatible). */
 const helloSchema = z.object({
   /** Worker id, 16 lower-case hex digits. */
-  worker: z.string().regex(hex16),
+  worker: z.string().check(z.regex(hex16)),
   /** Instance id of the sender's process. */
-  instance: z.string().min(1).max(64),
+  instance: str(64, 1),
   /**
    * Dialler-chosen session number grouping the lanes of one link attempt, 0..2^53-1. Values above
    * 2^32-1 may arrive as MessagePack uint64 (decoded as bigint) or as an integral float64 (how
    * `@msgpack/msgpack` encodes them with `useBigInt64`); both are accepted.
    */
   session: z.union([
-    z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
-    z.bigint().min(0n).max(BigInt(Number.MAX_SAFE_INTEGER)).transform((v) => Number(v)),
+    int(0, Number.MAX_SAFE_INTEGER),
+    z.pipe(
+      z.bigint().check(z.gte(0n), z.lte(BigInt(Number.MAX_SAFE_INTEGER))),
+      z.transform((v) => Number(v)),
+    ),
   ]),
   /** Lane of this connection. */
-  lane: z.number().int().min(0).max(MAX_LANES - 1),
+  lane: int(0, MAX_LANES - 1),
   /** Dialler: lanes it offers (lane 0) or the agreed count (lanes ≥ 1). Acceptor: the agreed count. */
-  lanes: z.number().int().min(1).max(MAX_LANES),
+  lanes: int(1, MAX_LANES),
   /** Largest message the sender accepts. */
-  maxMessageSize: z.number().int().min(MIN_MAX_MESSAGE_SIZE).max(0xffffffff),
+  maxMessageSize: int(MIN_MAX_MESSAGE_SIZE, 0xffffffff),
   /** Streaming transport keys the sender supports. */
-  keys: z.array(z.string().max(128)).max(64),
+  keys: z.array(str(128)).check(z.maxLength(64)),
   /** Address the sender listens on, if any. */
-  address: z.string().max(512).optional(),
+  address: z.optional(str(512)),
 });
 
 /** A decoded HELLO. */
@@ -105,7 +109,7 @@ export function decodeHello(bytes: Uint8Array, ourVersion: number): Hello | Lane
   } catch (cause) {
     return new TransportError('ERR_MALFORMED_ENVELOPE', `HELLO body is not valid MessagePack: ${(cause as Error).message}`, { cause });
   }
-  const parsed = helloSchema.safeParse(raw);
+  const parsed = parse(helloSchema, raw);
   if (!parsed.success) {
     return new TransportError('ERR_MALFORMED_ENVELOPE', `invalid HELLO: ${z.prettifyError(parsed.error)}`);
   }
@@ -124,8 +128,8 @@ export function decodeHello(bytes: Uint8Array, ourVersion: number): Hello | Lane
 }
 
 const goawaySchema = z.object({
-  code: z.string().min(1).max(64),
-  message: z.string().max(1024),
+  code: str(64, 1),
+  message: str(1024),
 });
 
 /** Encode a GOAWAY carrying an error's code and message. */
@@ -145,7 +149,7 @@ export function decodeGoaway(bytes: Uint8Array): LanemuxError {
 /** The error a GOAWAY reports, or undefined if it does not decode (tells a peer's reason from a bad frame). */
 export function parseGoaway(bytes: Uint8Array): LanemuxError | undefined {
   try {
-    const parsed = goawaySchema.safeParse(decodeBounded(bytes.subarray(1)));
+    const parsed = parse(goawaySchema, decodeBounded(bytes.subarray(1)));
     if (parsed.success) {
       const { code, message } = parsed.data;
       return new LanemuxErrorClass(code, `peer closed the connection: ${message}`, { retryable: isRetryableRemote(code) });

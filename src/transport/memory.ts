@@ -17,7 +17,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod';
+import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
 import { AdmissionGate } from './admission.ts';
 import { TransportError } from './errors.ts';
@@ -36,6 +36,7 @@ import {
 } from './port.ts';
 import { scheduleMacrotask } from './runtime.ts';
 import { parseOptions } from './options.ts';
+import { int } from '../validate.ts';
 
 /** A namespace of memory listeners; messengers on the same network can dial each other. */
 export interface MemoryNetwork {
@@ -81,11 +82,11 @@ export interface MemoryTransportOptions {
 }
 
 const optionsSchema = z.object({
-  network: z.custom<MemoryNetwork>((v) => v instanceof Network, 'not a MemoryNetwork from createMemoryNetwork()').optional(),
-  name: z.string().min(1).max(200).regex(/^[^/\s]+$/, 'no slashes or spaces').optional(),
-  listen: z.boolean().default(true),
-  admissionLimit: z.number().int().min(1).max(2 ** 40).default(DEFAULT_HIGH_WATER_MARK),
-  maxPendingBytes: z.number().int().min(1024).max(2 ** 40).default(DEFAULT_MAX_PENDING_BYTES),
+  network: z.optional(z.custom<MemoryNetwork>((v) => v instanceof Network, 'not a MemoryNetwork from createMemoryNetwork()')),
+  name: z.optional(z.string().check(z.minLength(1), z.maxLength(200), z.regex(/^[^/\s]+$/, 'no slashes or spaces'))),
+  listen: z._default(z.boolean(), true),
+  admissionLimit: z._default(int(1, 2 ** 40), DEFAULT_HIGH_WATER_MARK),
+  maxPendingBytes: z._default(int(1024, 2 ** 40), DEFAULT_MAX_PENDING_BYTES),
 });
 
 /** Create an in-process transport adapter. */

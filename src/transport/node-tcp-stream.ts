@@ -27,11 +27,12 @@
  * @packageDocumentation
  */
 import net from 'node:net';
-import { z } from 'zod';
+import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
 import type { PerStreamConnection, PerStreamSink, PerStreamTransport } from '../stream/per-stream.ts';
 import { FrameDecoder } from './frame.ts';
 import { parseOptions } from './options.ts';
+import { int } from '../validate.ts';
 import { MAX_MAX_MESSAGE_SIZE } from './port.ts';
 import { TcpStreamError } from './tcp-stream-errors.ts';
 
@@ -85,13 +86,13 @@ export interface TcpStreamTransport extends PerStreamTransport {
 }
 
 const optionsSchema = z.object({
-  host: z.string().min(1).default('127.0.0.1'),
-  port: z.number().int().min(0).max(65535).default(0),
-  maxFrameBytes: z.number().int().min(1).max(MAX_MAX_MESSAGE_SIZE).default(1024 * 1024),
-  highWaterMark: z.number().int().min(1).max(2 ** 30).default(64 * 1024),
-  maxConnections: z.number().int().min(1).max(2 ** 24).default(65_536),
-  prefaceTimeoutMs: z.number().int().min(1).max(600_000).default(10_000),
-  connectTimeoutMs: z.number().int().min(1).max(600_000).default(10_000),
+  host: z._default(z.string().check(z.minLength(1)), '127.0.0.1'),
+  port: z._default(int(0, 65535), 0),
+  maxFrameBytes: z._default(int(1, MAX_MAX_MESSAGE_SIZE), 1024 * 1024),
+  highWaterMark: z._default(int(1, 2 ** 30), 64 * 1024),
+  maxConnections: z._default(int(1, 2 ** 24), 65_536),
+  prefaceTimeoutMs: z._default(int(1, 600_000), 10_000),
+  connectTimeoutMs: z._default(int(1, 600_000), 10_000),
 });
 
 type Resolved = z.output<typeof optionsSchema>;

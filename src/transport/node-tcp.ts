@@ -18,13 +18,14 @@
  * @packageDocumentation
  */
 import net from 'node:net';
-import { z } from 'zod';
+import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
 import { AdmissionGate, type AdmissionLimits } from './admission.ts';
 import { TransportError, asTransportError } from './errors.ts';
 import { FRAME_PREFIX_BYTES, FrameDecoder, writeFrame } from './frame.ts';
 import { encodeGoaway } from './hello.ts';
 import { admissionSchema, parseOptions } from './options.ts';
+import { int } from '../validate.ts';
 import type {
   Admission,
   CloseMode,
@@ -56,12 +57,12 @@ export interface TcpTransportOptions {
 }
 
 const optionsSchema = z.object({
-  host: z.string().min(1).default('127.0.0.1'),
-  port: z.number().int().min(0).max(65535).default(0),
-  listen: z.boolean().default(true),
+  host: z._default(z.string().check(z.minLength(1)), '127.0.0.1'),
+  port: z._default(int(0, 65535), 0),
+  listen: z._default(z.boolean(), true),
   ...admissionSchema,
-  connectTimeoutMs: z.number().int().min(1).max(600_000).default(10_000),
-  closeGraceMs: z.number().int().min(0).max(600_000).default(2_000),
+  connectTimeoutMs: z._default(int(1, 600_000), 10_000),
+  closeGraceMs: z._default(int(0, 600_000), 2_000),
 });
 
 type Resolved = z.output<typeof optionsSchema>;

@@ -5,8 +5,9 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod';
+import { z } from 'zod/mini';
 import { admissionSchema } from './options.ts';
+import { int } from '../validate.ts';
 
 /** Options of the Deno and Bun TCP adapters (the same as `tcpTransport`'s). */
 export interface SocketTcpTransportOptions {
@@ -27,12 +28,12 @@ export interface SocketTcpTransportOptions {
 }
 
 export const tcpOptionsSchema = z.object({
-  host: z.string().min(1).default('127.0.0.1'),
-  port: z.number().int().min(0).max(65535).default(0),
-  listen: z.boolean().default(true),
+  host: z._default(z.string().check(z.minLength(1)), '127.0.0.1'),
+  port: z._default(int(0, 65535), 0),
+  listen: z._default(z.boolean(), true),
   ...admissionSchema,
-  connectTimeoutMs: z.number().int().min(1).max(600_000).default(10_000),
-  closeGraceMs: z.number().int().min(0).max(600_000).default(2_000),
+  connectTimeoutMs: z._default(int(1, 600_000), 10_000),
+  closeGraceMs: z._default(int(0, 600_000), 2_000),
 });
 
 export type TcpOptions = z.output<typeof tcpOptionsSchema>;
@@ -56,12 +57,12 @@ export interface SocketWebSocketServerOptions {
 }
 
 export const wsServerOptionsSchema = z.object({
-  host: z.string().min(1).default('127.0.0.1'),
-  port: z.number().int().min(0).max(65535).default(0),
-  path: z.string().startsWith('/').default('/lanemux'),
+  host: z._default(z.string().check(z.minLength(1)), '127.0.0.1'),
+  port: z._default(int(0, 65535), 0),
+  path: z._default(z.string().check(z.startsWith('/')), '/lanemux'),
   ...admissionSchema,
-  closeGraceMs: z.number().int().min(0).max(600_000).default(2_000),
-  drainPollMs: z.number().int().min(1).max(1_000).default(5),
+  closeGraceMs: z._default(int(0, 600_000), 2_000),
+  drainPollMs: z._default(int(1, 1_000), 5),
 });
 
 export type WsServerOptions = z.output<typeof wsServerOptionsSchema>;

@@ -29,12 +29,13 @@
  * @packageDocumentation
  */
 import ReconnectingWebSocket from 'partysocket/ws';
-import { z } from 'zod';
+import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
 import { AdmissionGate, type AdmissionLimits } from './admission.ts';
 import { TransportError } from './errors.ts';
 import { describeBytes, encodeGoaway } from './hello.ts';
 import { admissionSchema, parseOptions } from './options.ts';
+import { int, num } from '../validate.ts';
 import type {
   Admission,
   CloseMode,
@@ -77,15 +78,15 @@ export interface WebSocketClientTransportOptions {
 }
 
 const optionsSchema = z.object({
-  WebSocket: z.custom<WebSocketConstructor>((v) => typeof v === 'function', 'not a WebSocket constructor').optional(),
+  WebSocket: z.optional(z.custom<WebSocketConstructor>((v) => typeof v === 'function', 'not a WebSocket constructor')),
   ...admissionSchema,
-  minReconnectionDelay: z.number().min(0).max(600_000).default(500),
-  reconnectionJitter: z.number().min(0).max(600_000).default(2_500),
-  maxReconnectionDelay: z.number().min(0).max(3_600_000).default(30_000),
-  reconnectionDelayGrowFactor: z.number().min(1).max(10).default(1.3),
-  connectionTimeout: z.number().int().min(1).max(600_000).default(8_000),
-  maxRetries: z.number().min(0).default(Number.POSITIVE_INFINITY),
-  drainPollMs: z.number().int().min(1).max(1000).default(2),
+  minReconnectionDelay: z._default(num(0, 600_000), 500),
+  reconnectionJitter: z._default(num(0, 600_000), 2_500),
+  maxReconnectionDelay: z._default(num(0, 3_600_000), 30_000),
+  reconnectionDelayGrowFactor: z._default(num(1, 10), 1.3),
+  connectionTimeout: z._default(int(1, 600_000), 8_000),
+  maxRetries: z._default(num(0), Number.POSITIVE_INFINITY),
+  drainPollMs: z._default(int(1, 1000), 2),
 });
 
 type Resolved = z.output<typeof optionsSchema>;

@@ -20,12 +20,13 @@
 import type { Server as HttpServer } from 'node:http';
 import type { Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { z } from 'zod';
+import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
 import { AdmissionGate, type AdmissionLimits } from './admission.ts';
 import { TransportError } from './errors.ts';
 import { describeBytes, encodeGoaway } from './hello.ts';
 import { admissionSchema, parseOptions } from './options.ts';
+import { int } from '../validate.ts';
 import type {
   Admission,
   CloseMode,
@@ -58,12 +59,12 @@ export interface WebSocketServerTransportOptions {
 }
 
 const optionsSchema = z.object({
-  host: z.string().min(1).default('127.0.0.1'),
-  port: z.number().int().min(0).max(65535).default(0),
-  server: z.custom<HttpServer>((v) => typeof v === 'object' && v !== null && 'listen' in v, 'not an http.Server').optional(),
-  path: z.string().startsWith('/').default('/lanemux'),
+  host: z._default(z.string().check(z.minLength(1)), '127.0.0.1'),
+  port: z._default(int(0, 65535), 0),
+  server: z.optional(z.custom<HttpServer>((v) => typeof v === 'object' && v !== null && 'listen' in v, 'not an http.Server')),
+  path: z._default(z.string().check(z.startsWith('/')), '/lanemux'),
   ...admissionSchema,
-  closeGraceMs: z.number().int().min(0).max(600_000).default(2_000),
+  closeGraceMs: z._default(int(0, 600_000), 2_000),
 });
 
 type Resolved = z.output<typeof optionsSchema>;

@@ -1,115 +1,326 @@
 #!/usr/bin/env node
-// `npm run bench`: lanemux against the shared perf anchors, in one invocation.
+// `npm run bench`: every scenario of issue 7 with its baselines measured in the same run.
 //
-// Each round runs, interleaved, the anchors (`../shared/bench-anchors/tcp-baselines.mjs`
-// variants c, d, a) and lanemux's mux-bench (Auto, Manual) in the same shapes — X slots of 64-byte
-// tokens, Y peers, one token per slot per pass, W = 8 (throughput) and W = 1 (lockstep) — then,
-// once, the codec micro-bench and the transport bench. It prints one table where every lanemux row
-// carries its absolute figures and its ratios to anchors (c), (d) and (a) measured in the same
-// invocation: per-round paired ratios, median over rounds (absolute numbers drift ±2× between runs
-// on 2 vCPUs; ratios drift much less).
+//  1. decode shape   X streams × 64-byte tokens, Y peers, one token per stream per pass, window W:
+//                    lanemux Manual, lanemux Auto, lanemux's per-stream path, yamux, ws one send per
+//                    token and the hand-written (d) limit, interleaved per shape in every round.
+//  2. tokens/write   the reference's three decode shapes, legacy vs Auto vs Manual, 5 runs.
+//  3. lifecycle      open + 4 items + close, 64 in flight: attach, zero-RTT, per-stream, yamux.
+//  4. memory         1,024 streams with a stalled consumer; 100,000 streams opened and closed.
+//  5. latency        one stream, one token every 10 ms: raw socket, Auto, Auto+linger (±onComplete), Manual.
+//  6. lanes          64 streams of 16 KiB items over TCP, 1 / 2 / 4 / 8 lanes.
+//
+// Every benchmark is a child process (the decode-shape and latency ones run sender and receiver in
+// two processes on 127.0.0.1). Figures are medians over rounds with [min–max]; every ratio is
+// paired per round (lanemux ÷ baseline from the same round), then the median is taken.
 //
 // Usage (after `npm run build`; `npm run bench` builds first):
-//   node test/bench/run.mjs [--rounds 3] [--quick] [--json out.json] [--only substring]
-//        [--passes 2000] [--warm 2000]          X = 256 passes (timed / warm-up)
-//        [--passes-big 500] [--warm-big 500]    X = 1024 passes
-//        [--skip x1024,y4,credit,micro,a]       leave groups out
-// Exit status: 0 unless a scenario failed (twice) or a child broke; slow numbers never fail it.
-import { spawn, execFileSync } from 'node:child_process';
+//   node test/bench/run.mjs [--quick] [--rounds 3] [--json out.json] [--only 1,3]
+// The JSON goes to test/bench/results/latest.json (--quick: quick.json) unless --json says otherwise.
+// --quick: tiny sizes, 1 round, < 1 minute (a smoke check; its numbers mean little).
+// Exit status: 0 unless a benchmark child failed (twice); slow numbers never fail it.
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { anchorsDir, distDir, repoRoot, lib } from './anchors.mjs';
+import { distDir, median, parseArgs, repoRoot } from './harness.mjs';
 
-const { parseArgs } = lib;
 const here = path.dirname(fileURLToPath(import.meta.url));
 const args = parseArgs();
 if (args.help === 'true') {
-  process.stdout.write(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 17).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n');
+  const src = fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
+  process.stdout.write(src.slice(1, 23).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n');
   process.exit(0);
 }
 const quick = args.quick === 'true';
 const rounds = Number(args.rounds ?? (quick ? 1 : 3));
-const P = ['--passes', args.passes ?? (quick ? '200' : '2000'), '--warm', args.warm ?? (quick ? '100' : '2000')];
-const P_A = quick ? ['--passes', '100', '--warm', '50'] : P; // (a) is ~20× slower per token
-const P_BIG = ['--passes', args['passes-big'] ?? (quick ? '50' : '500'), '--warm', args['warm-big'] ?? (quick ? '20' : '500')];
-const skip = new Set(String(args.skip ?? '').split(',').filter(Boolean));
-const jsonPath = args.json && args.json !== 'true' ? path.resolve(args.json) : null;
-const childTimeoutMs = 90_000;
-
+const only = args.only ? new Set(String(args.only).split(',')) : null;
+const want = (n) => only === null || only.has(String(n));
+const jsonPath = path.resolve(args.json && args.json !== 'true' ? args.json : path.join(here, 'results', quick ? 'quick.json' : 'latest.json'));
 if (!fs.existsSync(path.join(distDir, 'index.js'))) {
   console.error(`bench: ${distDir}/index.js is missing: run \`npm run build\` first (npm run bench does)`);
   process.exit(2);
 }
+const S = (f) => path.join(here, f);
+const log = (s) => process.stderr.write(s + '\n');
 
-const TCP = path.join(anchorsDir, 'tcp-baselines.mjs');
-const MUX = path.join(here, 'mux-bench.mjs');
-
-// [id, group, script, args, shape]; shape ties a row to its anchors: `${slots}x${peers}`.
-const scenarios = [];
-const add = (id, group, script, a, shape, win) => scenarios.push({ id, group, script, args: [...a, '--window', String(win)], shape, win });
-for (const w of [8, 1]) {
-  add(`(c) ideal batching W${w}`, 'base', TCP, ['--variant', 'c', ...P], '256x1', w);
-  add(`(d) hand protocol W${w}`, 'base', TCP, ['--variant', 'd', ...P], '256x1', w);
-  add(`lanemux Auto W${w}`, 'base', MUX, ['--flush', 'auto', ...P], '256x1', w);
-  add(`lanemux Manual W${w}`, 'base', MUX, ['--flush', 'manual', ...P], '256x1', w);
-  if (!skip.has('a')) add(`(a) per-stream TCP W${w}`, 'base', TCP, ['--variant', 'a', ...P_A], '256x1', w);
-}
-if (!skip.has('credit')) {
-  add('lanemux Auto C=256 W8', 'credit', MUX, ['--flush', 'auto', '--credit', '256', ...P], '256x1', 8);
-  add('lanemux Manual C=256 W8', 'credit', MUX, ['--flush', 'manual', '--credit', '256', ...P], '256x1', 8);
-}
-if (!skip.has('x1024')) {
-  const X = ['--slots', '1024', ...P_BIG];
-  add('(c) ideal batching X=1024 W8', 'x1024', TCP, ['--variant', 'c', ...X], '1024x1', 8);
-  add('(d) hand protocol X=1024 W8', 'x1024', TCP, ['--variant', 'd', ...X], '1024x1', 8);
-  add('lanemux Auto X=1024 W8', 'x1024', MUX, ['--flush', 'auto', ...X], '1024x1', 8);
-  add('lanemux Manual X=1024 W8', 'x1024', MUX, ['--flush', 'manual', ...X], '1024x1', 8);
-  if (!skip.has('a')) add('(a) per-stream TCP X=1024 W8', 'x1024', TCP, ['--variant', 'a', ...X], '1024x1', 8);
-}
-if (!skip.has('y4')) {
-  for (const w of [8, 1]) {
-    add(`(d) hand protocol Y=4 W${w}`, 'y4', TCP, ['--variant', 'd', '--peers', '4', ...P], '256x4', w);
-    add(`lanemux Auto Y=4 W${w}`, 'y4', MUX, ['--flush', 'auto', '--peers', '4', ...P], '256x4', w);
-    add(`lanemux Manual Y=4 W${w}`, 'y4', MUX, ['--flush', 'manual', '--peers', '4', ...P], '256x4', w);
-  }
-}
-const selected = scenarios.filter((s) => !args.only || s.id.includes(args.only));
-
-function runChild(script, a, { timeoutMs = childTimeoutMs, env = {}, json = true } = {}) {
+function runChild(script, a, { timeoutMs = 120_000, nodeFlags = [] } = {}) {
   return new Promise((resolve) => {
     const t0 = Date.now();
-    const k = spawn(process.execPath, [script, ...a], { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const k = spawn(process.execPath, [...nodeFlags, script, ...a], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     k.stdout.on('data', (d) => (out += d));
-    k.stderr.on('data', (d) => (err += d));
-    const timer = setTimeout(() => k.kill('SIGKILL'), timeoutMs); // by PID: only our own child
+    k.stderr.on('data', (d) => (err = (err + d).slice(-3000)));
+    const timer = setTimeout(() => k.kill('SIGKILL'), timeoutMs); // by PID: our own child only
     k.on('exit', (code, sig) => {
       clearTimeout(timer);
-      const elapsed = (Date.now() - t0) / 1000;
-      if (!json) return resolve({ code, sig, out, err, elapsed });
-      const lines = out.trim().split('\n').filter(Boolean);
       let res;
       try {
-        res = JSON.parse(lines[lines.length - 1]);
+        res = JSON.parse(out.trim().split('\n').filter(Boolean).pop());
       } catch {
         res = { error: `no JSON result (exit ${code} ${sig}): ${err.slice(-1500)}` };
       }
       if (code !== 0 && !res.error) res.error = `exit ${code} ${sig}: ${err.slice(-1500)}`;
-      res._elapsed_s = elapsed;
+      res._elapsed_s = (Date.now() - t0) / 1000;
       resolve(res);
     });
   });
 }
+let failures = 0;
+async function run(label, script, a, opts) {
+  let r = await runChild(script, a, opts);
+  if (r.error) {
+    log(`  ${label}: ERROR ${String(r.error).slice(0, 300)} — retrying once`);
+    r = await runChild(script, a, opts);
+  }
+  if (r.error) failures++;
+  return r;
+}
 
-const med = (a) => {
-  const s = a.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((x, y) => x - y);
-  const n = s.length;
-  if (n === 0) return null;
-  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+// ───────────────────────── scenario definitions ─────────────────────────
+const IMPLS = [
+  { id: 'manual', name: 'lanemux Manual', script: 'mux-bench.mjs', a: ['--impl', 'manual'], fast: true, mux: true },
+  { id: 'auto', name: 'lanemux Auto', script: 'mux-bench.mjs', a: ['--impl', 'auto'], fast: true, mux: true },
+  { id: 'd', name: '(d) hand-written limit', script: 'limit-d.mjs', a: [], fast: true },
+  { id: 'per-stream', name: 'per-stream path', script: 'mux-bench.mjs', a: ['--impl', 'per-stream'], fast: false },
+  { id: 'yamux', name: 'yamux 8.0.1', script: 'yamux-bench.mjs', a: [], fast: false },
+  { id: 'ws', name: 'ws, one send per token', script: 'ws-token.mjs', a: [], fast: false },
+];
+const SHAPES = quick
+  ? [{ x: 256, y: 1, w: 8 }, { x: 1024, y: 16, w: 1 }]
+  : [256, 1024].flatMap((x) => [1, 16].flatMap((y) => [8, 1].map((w) => ({ x, y, w }))));
+// Timed + warm-up passes per cell: sized so every cell takes about a second.
+function passesFor(impl, x) {
+  if (quick) return impl.fast ? [x > 256 ? 40 : 150, 50] : [x > 256 ? 10 : 20, 10];
+  if (impl.fast) return x > 256 ? [500, 300] : [2000, 1000];
+  return x > 256 ? [80, 30] : [300, 100];
+}
+const shapeKey = (s) => `X=${s.x} Y=${s.y} W=${s.w}`;
+
+const raw = { decode: {}, tpw: [], lifecycle: {}, memory: [], churn: [], latency: {}, lanes: {} };
+const LIFE = ['attach', 'zero-rtt', 'per-stream', 'yamux'];
+const LAT = ['raw', 'auto', 'linger', 'linger-complete', 'manual'];
+const LANES = [1, 2, 4, 8];
+const lifeN = quick ? ['400', '100'] : ['10000', '2000'];
+const tStart = Date.now();
+const info = machine();
+
+// ───────────────────────── rounds (interleaved) ─────────────────────────
+for (let r = 0; r < rounds; r++) {
+  log(`round ${r + 1}/${rounds}`);
+  if (want(1)) {
+    for (const shape of SHAPES) {
+      // Rotate the order every round so no implementation always runs first.
+      const order = IMPLS.map((_, i) => IMPLS[(i + r) % IMPLS.length]);
+      for (const impl of order) {
+        const [passes, warm] = passesFor(impl, shape.x);
+        const a = [...impl.a, '--slots', String(shape.x), '--peers', String(shape.y), '--window', String(shape.w), '--passes', String(passes), '--warm', String(warm)];
+        const res = await run(`${impl.name} ${shapeKey(shape)}`, S(impl.script), a);
+        ((raw.decode[shapeKey(shape)] ??= {})[impl.id] ??= []).push(res);
+        log(`  1 ${shapeKey(shape).padEnd(18)} ${impl.name.padEnd(24)} ${res.error ? 'ERROR' : `${Math.round(res.tokens_per_s).toLocaleString('en-US')} tok/s, ${res.total_cpu_us_per_token} µs/tok, p50 ${res.pass_latency_p50_ms} ms`} (${res._elapsed_s}s)`);
+      }
+    }
+  }
+  if (want(3)) {
+    for (const mode of LIFE) {
+      const res = await run(`lifecycle ${mode}`, S('lifecycle.mjs'), ['--mode', mode, '--n', lifeN[0], '--warm', lifeN[1]]);
+      (raw.lifecycle[mode] ??= []).push(res);
+      log(`  3 lifecycle ${mode.padEnd(10)} ${res.error ? 'ERROR' : `${res.streams_per_s} streams/s, ${res.cpu_us_per_stream} µs/stream`}`);
+    }
+  }
+  if (want(5)) {
+    for (const mode of LAT) {
+      const res = await run(`latency ${mode}`, S('latency.mjs'), ['--mode', mode, '--tokens', quick ? '20' : '300', '--warm', quick ? '5' : '20']);
+      (raw.latency[mode] ??= []).push(res);
+      log(`  5 latency ${mode.padEnd(16)} ${res.error ? 'ERROR' : `p50 ${res.latency_p50_ms} p99 ${res.latency_p99_ms} ms`}`);
+    }
+  }
+  if (want(6)) {
+    for (const lanes of LANES) {
+      const res = await run(`lanes ${lanes}`, S('lanes.mjs'), ['--lanes', String(lanes), '--items', quick ? '20' : '200']);
+      (raw.lanes[lanes] ??= []).push(res);
+      log(`  6 lanes ${lanes} ${res.error ? 'ERROR' : `${res.mb_per_s} MB/s, ${res.cpu_us_per_item} µs/item`}`);
+    }
+  }
+  if (want(4)) {
+    const res = await run('memory', S('memory.mjs'), ['--slots', quick ? '128' : '1024', '--item', '1024']);
+    raw.memory.push(res);
+    log(`  4 memory ${res.error ? 'ERROR' : `recv +${mb(res.recv_rss_growth_bytes)} MB RSS, send +${mb(res.send_rss_growth_bytes)} MB RSS`}`);
+  }
+}
+if (want(2)) {
+  for (let i = 0; i < (quick ? 1 : 5); i++) {
+    const res = await run('tokens/write', S('tokens-per-write.mjs'), []);
+    raw.tpw.push(res);
+    log(`  2 tokens/write run ${i + 1} ${res.error ? 'ERROR' : 'ok'}`);
+  }
+}
+if (want(4)) {
+  const n = quick ? '2000' : '100000';
+  const res = await run('churn', S('lifecycle.mjs'), ['--mode', 'attach', '--n', n, '--warm', quick ? '200' : '5000'], { nodeFlags: ['--expose-gc'], timeoutMs: 300_000 });
+  raw.churn.push(res);
+  log(`  4 churn ${res.error ? 'ERROR' : `heap +${mb(res.heap_growth_bytes)} MB after ${n} streams, live ${res.live_after}`}`);
+}
+const totalS = (Date.now() - tStart) / 1000;
+
+// ───────────────────────── aggregate & print ─────────────────────────
+function mb(b) {
+  return b == null ? 'n/a' : (b / 1048576).toFixed(1);
+}
+const ok = (rs) => (rs ?? []).filter((x) => !x.error);
+const stat = (rs, key) => {
+  const v = ok(rs).map((x) => x[key]).filter((x) => typeof x === 'number' && Number.isFinite(x));
+  return v.length ? { med: median(v), min: Math.min(...v), max: Math.max(...v), n: v.length } : null;
 };
+const paired = (a, b, key) => {
+  const rs = [];
+  for (let i = 0; i < Math.min(a?.length ?? 0, b?.length ?? 0); i++) {
+    if (a[i].error || b[i].error) continue;
+    const x = a[i][key];
+    const y = b[i][key];
+    if (typeof x === 'number' && typeof y === 'number' && y > 0) rs.push(x / y);
+  }
+  return median(rs);
+};
+const fNum = (v, d = 2) => {
+  if (v == null) return 'n/a';
+  if (Math.abs(v) >= 1e6) return `${(v / 1e6).toFixed(2)} M`;
+  if (Math.abs(v) >= 1e4) return `${Math.round(v / 1e3)} k`;
+  if (Math.abs(v) >= 100) return Math.round(v).toLocaleString('en-US');
+  return v.toFixed(d);
+};
+const fS = (s, d = 2) => (s === null ? 'n/a' : rounds > 1 ? `${fNum(s.med, d)} [${fNum(s.min, d)}–${fNum(s.max, d)}]` : fNum(s.med, d));
+const fx = (v) => (v == null ? '–' : v >= 10 ? `${v.toFixed(0)}×` : v >= 1 ? `${v.toFixed(2)}×` : `${v.toFixed(2)}×`);
+
+const md = [];
+const summary = { decode: [], tpw: [], lifecycle: [], memory: null, churn: null, latency: [], lanes: [] };
+md.push(`lanemux benchmark — ${info.date}, ${info.nproc} vCPU ${info.cpu_model}, Node ${info.node}, commit ${info.git_commit}${info.src_dirty ? ' (src modified)' : ''}, ` +
+  `${rounds} round(s)${quick ? ', --quick (tiny sizes: a smoke check)' : ''}; median [min–max] over rounds; ratios paired per round.`);
+
+if (want(1)) {
+  md.push('', '### 1. Decode shape (64-byte tokens, one token per stream per pass; sender and receiver in separate processes)', '');
+  md.push('| X streams | Y peers | W | implementation | tokens/s | CPU µs/token (both) | pass p50 ms | pass p99 ms | tokens/write | tok/s ÷ (d) | CPU ÷ (d) | p50 ÷ (d) | tok/s ÷ per-stream | tok/s ÷ yamux |');
+  md.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const shape of SHAPES) {
+    const cell = raw.decode[shapeKey(shape)] ?? {};
+    for (const impl of IMPLS) {
+      const rs = cell[impl.id];
+      if (!rs) continue;
+      const row = {
+        x: shape.x, y: shape.y, w: shape.w, token_bytes: 64, impl: impl.id, name: impl.name, ok_runs: ok(rs).length, runs: rs.length,
+        tokens_per_s: stat(rs, 'tokens_per_s'), cpu_us_per_token: stat(rs, 'total_cpu_us_per_token'), send_cpu_us_per_token: stat(rs, 'send_cpu_us_per_token'),
+        recv_cpu_us_per_token: stat(rs, 'recv_cpu_us_per_token'), p50_ms: stat(rs, 'pass_latency_p50_ms'), p99_ms: stat(rs, 'pass_latency_p99_ms'),
+        tokens_per_write: impl.id === 'd' ? { med: shape.x / shape.y } : stat(rs, 'tokens_per_write'), writes_per_pass: impl.id === 'd' ? { med: shape.y } : stat(rs, 'writes_per_pass'),
+        vs_d: { tokens_per_s: paired(rs, cell.d, 'tokens_per_s'), cpu: paired(rs, cell.d, 'total_cpu_us_per_token'), p50: paired(rs, cell.d, 'pass_latency_p50_ms') },
+        vs_per_stream: paired(rs, cell['per-stream'], 'tokens_per_s'), vs_yamux: paired(rs, cell.yamux, 'tokens_per_s'),
+        errors: rs.filter((x) => x.error).map((x) => String(x.error).slice(0, 300)),
+      };
+      summary.decode.push(row);
+      const name = impl.mux ? `**${impl.name}**` : impl.name;
+      const tpw = row.tokens_per_write ? fNum(row.tokens_per_write.med, 1) : impl.id === 'yamux' || impl.id === 'ws' ? '1 (per send)' : 'n/a';
+      const isD = impl.id === 'd';
+      md.push(`| ${shape.x} | ${shape.y} | ${shape.w} | ${name} | ${fS(row.tokens_per_s)} | ${fS(row.cpu_us_per_token)} | ${fS(row.p50_ms, 3)} | ${fS(row.p99_ms)} | ${tpw} | ` +
+        `${isD ? '1' : fx(row.vs_d.tokens_per_s)} | ${isD ? '1' : fx(row.vs_d.cpu)} | ${isD ? '1' : fx(row.vs_d.p50)} | ${impl.id === 'per-stream' ? '1' : fx(row.vs_per_stream)} | ${impl.id === 'yamux' ? '1' : fx(row.vs_yamux)} |`);
+    }
+  }
+  md.push('', 'tokens/write: data records per write the engine made in the timed passes (lanemux: per batch; per-stream: one write per token). ' +
+    'CPU is user+system of both processes over the timed passes. W = 8 rows measure throughput, W = 1 rows lockstep latency.');
+}
+
+if (want(2) && raw.tpw.length) {
+  md.push('', '### 2. Tokens per write, the reference\'s decode shapes (3 frontends, credit 256, 20 tokens per request; one process)', '');
+  md.push('| shape | legacy per-stream | mux Auto | mux Manual | reference legacy / Auto / Manual |', '|---|---|---|---|---|');
+  const { SHAPES: TS } = { SHAPES: [
+    { id: '24 req / batch 8 / 1 ms', ref: '0.99–1.00 / 2.18–2.19 / 2.19' },
+    { id: '96 req / batch 32 / 1 ms', ref: 'not run / 4.67–5.14 / 5.38' },
+    { id: '24 req / batch 8 / no gap', ref: 'not run / 6.61–7.44 / 3.47–4.41' },
+  ] };
+  for (const sh of TS) {
+    const cells = ['legacy', 'auto', 'manual'].map((mode) => {
+      const v = ok(raw.tpw).map((r) => r.rows.find((x) => x.shape === sh.id && x.mode === mode)?.tokens_per_write).filter((x) => x != null);
+      const s = v.length ? { med: median(v), min: Math.min(...v), max: Math.max(...v), runs: v } : null;
+      summary.tpw.push({ shape: sh.id, mode, tokens_per_write: s });
+      return s ? `${s.med.toFixed(2)} [${s.min.toFixed(2)}–${s.max.toFixed(2)}]` : 'n/a';
+    });
+    md.push(`| ${sh.id} | ${cells.join(' | ')} | ${sh.ref} |`);
+  }
+  md.push('', `${raw.tpw.length} run(s); median [min–max]. Legacy writes include each stream's terminal frame.`);
+}
+
+if (want(3)) {
+  md.push('', '### 3. Stream lifecycle: open + 4 items of 16 B + close, 64 in flight (both nodes in one process, as the reference\'s §11)', '');
+  md.push('| path | streams/s | CPU µs per stream (both sides) | ÷ per-stream CPU | ÷ yamux CPU |', '|---|---|---|---|---|');
+  for (const mode of LIFE) {
+    const rs = raw.lifecycle[mode];
+    const row = { mode, streams_per_s: stat(rs, 'streams_per_s'), cpu_us_per_stream: stat(rs, 'cpu_us_per_stream'),
+      vs_per_stream_cpu: paired(rs, raw.lifecycle['per-stream'], 'cpu_us_per_stream'), vs_yamux_cpu: paired(rs, raw.lifecycle.yamux, 'cpu_us_per_stream') };
+    summary.lifecycle.push(row);
+    const label = { attach: 'lanemux attach', 'zero-rtt': 'lanemux zero-RTT', 'per-stream': 'per-stream path', yamux: 'yamux stream open' }[mode];
+    md.push(`| ${label} | ${fS(row.streams_per_s)} | ${fS(row.cpu_us_per_stream, 1)} | ${fx(row.vs_per_stream_cpu)} | ${fx(row.vs_yamux_cpu)} |`);
+  }
+  md.push('', `${lifeN[0]} timed streams after ${lifeN[1]} warm-up per run.`);
+}
+
+if (want(4)) {
+  const m = raw.memory;
+  const sm = (k) => stat(m, k);
+  summary.memory = { runs: m, recv_rss: sm('recv_rss_growth_bytes'), recv_heap: sm('recv_heap_growth_bytes'), send_rss: sm('send_rss_growth_bytes'), send_heap: sm('send_heap_growth_bytes') };
+  const first = ok(m)[0] ?? {};
+  const fmb = (s) => (s === null ? 'n/a' : rounds > 1 ? `${mb(s.med)} [${mb(s.min)}–${mb(s.max)}]` : mb(s.med));
+  const ratio = (s) => (s === null ? 'n/a' : `${(s.med / first.peer_byte_budget).toFixed(2)}×`);
+  md.push('', `### 4. Memory: ${first.slots ?? '?'} streams of ${first.item_bytes ?? '?'}-byte items, consumer never reads (separate processes)`, '');
+  md.push('| side | RSS growth MiB | heap+ArrayBuffer growth MiB | RSS ÷ peerByteBudget | heap ÷ peerByteBudget |', '|---|---|---|---|---|');
+  md.push(`| receiver (stalled consumer) | ${fmb(summary.memory.recv_rss)} | ${fmb(summary.memory.recv_heap)} | ${ratio(summary.memory.recv_rss)} | ${ratio(summary.memory.recv_heap)} |`);
+  md.push(`| sender | ${fmb(summary.memory.send_rss)} | ${fmb(summary.memory.send_heap)} | ${ratio(summary.memory.send_rss)} | ${ratio(summary.memory.send_heap)} |`);
+  md.push('', `peerByteBudget ${mb(first.peer_byte_budget)} MiB; credit bound X · C · item = ${mb(first.credit_bound_bytes)} MiB; ` +
+    `the sender had ${first.items_sent ?? '?'} sends resolved before every stream parked (the withheld queue is capped per stream by slotByteBudget, 1 MiB).`);
+  const c = ok(raw.churn)[0];
+  summary.churn = c ?? null;
+  md.push('', c ? `Churn: ${c.n.toLocaleString('en-US')} streams opened and closed (attach, 4 items each, 64 in flight, after ${c.warm} warm-up): heap growth after GC ` +
+    `${mb(c.heap_growth_bytes)} MiB (${Math.round(c.heap_growth_bytes / c.n)} B per stream), RSS growth ${mb(c.rss_growth_bytes)} MiB, live slots at the end ${c.live_after}.` : 'Churn: ERROR');
+}
+
+if (want(5)) {
+  md.push('', '### 5. Latency: one stream, one 64-byte token every 10 ms (separate processes)', '');
+  md.push('| flush policy | one-way p50 ms | p99 ms | added p50 over raw socket ms | added p99 ms |', '|---|---|---|---|---|');
+  const rawRs = raw.latency.raw;
+  for (const mode of LAT) {
+    const rs = raw.latency[mode];
+    const added = (k) => {
+      const d = [];
+      for (let i = 0; i < Math.min(rs?.length ?? 0, rawRs?.length ?? 0); i++) if (!rs[i].error && !rawRs[i].error) d.push(rs[i][k] - rawRs[i][k]);
+      return median(d);
+    };
+    const row = { mode, p50_ms: stat(rs, 'latency_p50_ms'), p99_ms: stat(rs, 'latency_p99_ms'), added_p50_ms: mode === 'raw' ? 0 : added('latency_p50_ms'), added_p99_ms: mode === 'raw' ? 0 : added('latency_p99_ms') };
+    summary.latency.push(row);
+    const label = { raw: 'raw socket (floor)', auto: 'Auto (onAdmission)', linger: 'Auto, maxLinger 2 ms', 'linger-complete': 'Auto, maxLinger 2 ms + onComplete', manual: 'Manual + flushBatch()' }[mode];
+    md.push(`| ${label} | ${fS(row.p50_ms, 3)} | ${fS(row.p99_ms, 3)} | ${mode === 'raw' ? '–' : fNum(row.added_p50_ms, 3)} | ${mode === 'raw' ? '–' : fNum(row.added_p99_ms, 3)} |`);
+  }
+}
+
+if (want(6)) {
+  md.push('', '### 6. Lanes: 64 streams of 16 KiB items over Node TCP (separate processes)', '');
+  md.push('| lanes | MB/s | ÷ 1 lane | CPU µs per item (both) |', '|---|---|---|---|');
+  for (const l of LANES) {
+    const rs = raw.lanes[l];
+    const row = { lanes: l, mb_per_s: stat(rs, 'mb_per_s'), cpu_us_per_item: stat(rs, 'cpu_us_per_item'), vs_1: paired(rs, raw.lanes[1], 'mb_per_s') };
+    summary.lanes.push(row);
+    md.push(`| ${l} | ${fS(row.mb_per_s, 1)} | ${l === 1 ? '1' : fx(row.vs_1)} | ${fS(row.cpu_us_per_item, 1)} |`);
+  }
+  md.push('', 'WebTransport (Deno → Deno) lanes: not measured, lanemux has no WebTransport adapter yet.');
+}
+md.push('', `Load average (1 min) at start ${info.loadavg_at_start[0].toFixed(2)}, at end ${os.loadavg()[0].toFixed(2)}. Total ${Math.round(totalS)} s. Command: \`npm run bench${quick ? ' -- --quick' : ''}\`. JSON: ${path.relative(repoRoot, jsonPath)}.`);
+const text = md.join('\n');
+process.stdout.write(text + '\n');
+fs.mkdirSync(path.dirname(jsonPath), { recursive: true });
+fs.writeFileSync(jsonPath, JSON.stringify({ machine: info, argv: process.argv.slice(2), quick, rounds, total_s: totalS, failures, summary, raw, markdown: text }, null, 1));
+log(`wrote ${jsonPath}`);
+if (failures > 0) {
+  log(`bench: ${failures} benchmark run(s) failed`);
+  process.exit(1);
+}
 
 function machine() {
   let model = null;
@@ -122,227 +333,5 @@ function machine() {
     commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: repoRoot, encoding: 'utf8' }).trim();
     dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: repoRoot, encoding: 'utf8' }).trim() !== '';
   } catch {}
-  return {
-    date: new Date().toISOString(),
-    nproc: os.availableParallelism?.() ?? os.cpus().length,
-    cpu_model: model,
-    node: process.version,
-    kernel: os.release(),
-    loadavg_at_start: os.loadavg().map((x) => Math.round(x * 100) / 100),
-    git_commit: commit,
-    src_dirty: dirty,
-  };
-}
-
-// ───────────────────────── run ─────────────────────────
-const info = machine();
-const tStart = Date.now();
-const raw = new Map(selected.map((s) => [s.id, []]));
-let failures = 0;
-for (let r = 1; r <= rounds; r++) {
-  for (const s of selected) {
-    let res = await runChild(s.script, s.args);
-    if (res.error) {
-      process.stderr.write(`[round ${r}/${rounds}] ${s.id}: ERROR ${String(res.error).slice(0, 300)} — retrying once\n`);
-      const first = res.error;
-      res = await runChild(s.script, s.args);
-      res._retried = first;
-    }
-    if (res.error) failures++;
-    raw.get(s.id).push(res);
-    process.stderr.write(
-      `[round ${r}/${rounds}] ${s.id}: ${res.error ? 'ERROR ' + String(res.error).slice(0, 200) : `${(res.tokens_per_s ?? 0).toLocaleString('en-US')} tok/s, ` +
-        `${res.total_cpu_us_per_token} µs/tok, p50 ${res.pass_latency_p50_ms} ms`} (${res._elapsed_s}s)\n`,
-    );
-  }
-}
-
-// Micro-benchmarks, once (no anchors to pair with; their own tables carry medians of 5 runs).
-const micro = {};
-if (!skip.has('micro') && !args.only) {
-  process.stderr.write('codec micro-bench …\n');
-  const codecEnv = quick ? { BENCH_RUN_MS: '50', BENCH_WARMUP_MS: '50' } : {};
-  const c = await runChild(path.join(here, 'codec.mjs'), [], { json: false, env: codecEnv, timeoutMs: 120_000 });
-  micro.codec = { exit: c.code, elapsed_s: c.elapsed, text: c.out.trim(), rows: parseCodec(c.out) };
-  if (c.code !== 0) {
-    failures++;
-    micro.codec.error = c.err.slice(-1500);
-  }
-  process.stderr.write('transport bench …\n');
-  const tArgs = quick ? ['--messages', '30000', '--rtts', '300'] : [];
-  const t = await runChild(path.join(here, 'transport-bench.mjs'), tArgs, { json: false, timeoutMs: 180_000 });
-  micro.transport = { exit: t.code, elapsed_s: t.elapsed, text: t.out.trim(), rows: parseConsoleTable(t.out) };
-  if (t.code !== 0) {
-    failures++;
-    micro.transport.error = t.err.slice(-1500);
-  }
-}
-
-function parseCodec(text) {
-  const rows = [];
-  for (const line of text.split('\n')) {
-    const m = line.match(/^(\S.*?)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$/);
-    if (m) rows.push({ case: m[1].trim(), bytes: Number(m[2]), median_ns: Number(m[3]), min_ns: Number(m[4]), max_ns: Number(m[5]), m_rec_per_s: Number(m[6]) });
-  }
-  return rows;
-}
-
-function parseConsoleTable(text) {
-  const lines = text.split('\n').filter((l) => l.startsWith('│'));
-  if (lines.length < 2) return [];
-  const cells = (l) => l.split('│').slice(1, -1).map((c) => c.trim().replace(/^'(.*)'$/, '$1'));
-  const head = cells(lines[0]);
-  return lines.slice(1).map((l) => Object.fromEntries(cells(l).map((c, i) => [head[i], c])).valueOf());
-}
-
-// ───────────────────────── aggregate ─────────────────────────
-const NUM_KEYS = ['tokens_per_s', 'total_cpu_us_per_token', 'send_cpu_us_per_token', 'recv_cpu_us_per_token', 'pass_latency_p50_ms', 'pass_latency_p99_ms',
-  'pass_interval_p50_ms', 'tokens_per_batch', 'batches_per_pass', 'credit_batches_back_per_pass', 'send_credit_exhausted', 'manual_rescue_flushes',
-  'send_cpu_util', 'recv_cpu_util', 'send_writes_total', 'passes', 'warm', 'slots'];
-const summary = {};
-for (const s of selected) {
-  const ok = raw.get(s.id).filter((x) => !x.error);
-  const agg = { group: s.group, shape: s.shape, window: s.win, command: `node ${path.relative(repoRoot, s.script)} ${s.args.join(' ')}`, ok_runs: ok.length, runs: raw.get(s.id).length };
-  for (const k of NUM_KEYS) {
-    const v = med(ok.map((x) => x[k]));
-    if (v !== null) agg[k] = v;
-  }
-  // anchors: tokens per socket write = tokens / writes over warm + timed passes
-  if (agg.send_writes_total) agg.tokens_per_write = (agg.slots * (agg.passes + agg.warm)) / agg.send_writes_total;
-  else if (agg.tokens_per_batch) agg.tokens_per_write = agg.tokens_per_batch;
-  const errs = raw.get(s.id).filter((x) => x.error).map((x) => String(x.error).slice(0, 500));
-  if (errs.length) agg.errors = errs;
-  summary[s.id] = agg;
-}
-
-// Paired ratios: lanemux round r ÷ anchor round r, median over rounds.
-const anchorIds = (shape, w) => {
-  const byVariant = {};
-  for (const s of selected) {
-    if (s.script !== TCP || s.win !== w) continue;
-    const v = s.args[s.args.indexOf('--variant') + 1];
-    if (s.shape === shape) byVariant[v] = s.id;
-  }
-  // (a) is one connection per stream whatever the peer count; (c) has no peers either.
-  if (shape === '256x4') {
-    for (const v of ['a', 'c']) {
-      const alt = selected.find((s) => s.script === TCP && s.win === w && s.shape === '256x1' && s.args.includes(v) && s.args[s.args.indexOf('--variant') + 1] === v);
-      if (alt && !byVariant[v]) byVariant[v] = alt.id;
-    }
-  }
-  return byVariant;
-};
-const pairedRatio = (aId, bId, key) => {
-  const a = raw.get(aId) ?? [];
-  const b = raw.get(bId) ?? [];
-  const rs = [];
-  for (let i = 0; i < Math.min(a.length, b.length); i++) {
-    if (a[i].error || b[i].error) continue;
-    if (typeof a[i][key] === 'number' && typeof b[i][key] === 'number' && b[i][key] > 0) rs.push(a[i][key] / b[i][key]);
-  }
-  return med(rs);
-};
-const rows = [];
-for (const s of selected) {
-  if (s.script !== MUX || s.win !== 8) continue;
-  const lock = selected.find((x) => x.script === MUX && x.win === 1 && x.id === s.id.replace('W8', 'W1'));
-  const anchors8 = anchorIds(s.shape, 8);
-  const anchors1 = anchorIds(s.shape, 1);
-  const row = { id: s.id.replace(' W8', ''), w8: s.id, w1: lock?.id ?? null, shape: s.shape, ratios: {} };
-  for (const v of ['c', 'd', 'a']) {
-    const r = {};
-    if (anchors8[v]) {
-      r.tokens_per_s = pairedRatio(s.id, anchors8[v], 'tokens_per_s');
-      r.cpu_us_per_token = pairedRatio(s.id, anchors8[v], 'total_cpu_us_per_token');
-    }
-    if (lock && anchors1[v]) {
-      r.p50 = pairedRatio(lock.id, anchors1[v], 'pass_latency_p50_ms');
-      r.p99 = pairedRatio(lock.id, anchors1[v], 'pass_latency_p99_ms');
-    }
-    if (Object.keys(r).length) row.ratios[v] = { anchor_w8: anchors8[v] ?? null, anchor_w1: anchors1[v] ?? null, ...r };
-  }
-  rows.push(row);
-}
-
-// ───────────────────────── print ─────────────────────────
-const f0 = (v) => (v == null ? 'n/a' : Math.round(v).toLocaleString('en-US'));
-const fM = (v) => (v == null ? 'n/a' : v >= 1e6 ? `${(v / 1e6).toFixed(2)} M` : v >= 1e3 ? `${Math.round(v / 1e3)} k` : f0(v));
-const fd = (v, d = 2) => (v == null ? 'n/a' : v.toFixed(d));
-const fx = (v) => (v == null ? '–' : v >= 10 ? `${v.toFixed(0)}×` : v >= 1 ? `${v.toFixed(1)}×` : `${v.toFixed(2)}×`);
-const lat = (id) => {
-  const x = id ? summary[id] : null;
-  return x && x.pass_latency_p50_ms != null ? `${fd(x.pass_latency_p50_ms, 3)} / ${fd(x.pass_latency_p99_ms, 2)}` : '—';
-};
-const lines = [];
-const title = `lanemux vs perf anchors — ${info.date.slice(0, 10)}, Node ${info.node}, ${info.nproc} vCPU ${info.cpu_model ?? ''}, ` +
-  `${rounds} round(s)${quick ? ' (--quick: numbers meaningless)' : ''}, median of rounds`;
-lines.push(title, '');
-lines.push('| scenario | tokens/s (W 8) | CPU µs/token (both) | lockstep pass p50 / p99 ms (W 1) | tokens/write | tokens/s ÷ (c) · (d) · (a) | CPU ÷ (c) · (d) · (a) | lockstep p50 ÷ (c) · (d) · (a) |');
-lines.push('|---|---|---|---|---|---|---|---|');
-const shapes = [...new Set(selected.map((s) => s.shape))];
-const shapeName = { '256x1': 'X = 256, Y = 1', '1024x1': 'X = 1024, Y = 1', '256x4': 'X = 256, Y = 4' };
-for (const shape of shapes) {
-  if (shapes.length > 1) lines.push(`| **${shapeName[shape] ?? shape}** | | | | | | | |`);
-  for (const s of selected) {
-    if (s.shape !== shape || s.win !== 8) continue;
-    const a = summary[s.id];
-    const lockId = selected.find((x) => x.win === 1 && x.id === s.id.replace('W8', 'W1'))?.id;
-    const name = s.id.replace(' W8', '');
-    const isMux = s.script === MUX;
-    if (!a.ok_runs) {
-      lines.push(`| ${name} | ERROR: ${(a.errors?.[0] ?? '').slice(0, 100).replace(/\|/g, '/')} | | | | | | |`);
-      continue;
-    }
-    let rt = '';
-    let rc = '';
-    let rl = '';
-    if (isMux) {
-      const row = rows.find((r) => r.w8 === s.id);
-      const g = (v, k) => fx(row.ratios[v]?.[k]);
-      rt = `${g('c', 'tokens_per_s')} · **${g('d', 'tokens_per_s')}** · ${g('a', 'tokens_per_s')}`;
-      rc = `${g('c', 'cpu_us_per_token')} · **${g('d', 'cpu_us_per_token')}** · ${g('a', 'cpu_us_per_token')}`;
-      rl = lockId ? `${g('c', 'p50')} · **${g('d', 'p50')}** · ${g('a', 'p50')}` : '';
-    }
-    const tpw = a.tokens_per_write != null ? fd(a.tokens_per_write, a.tokens_per_write >= 10 ? 0 : 1) : 'n/a';
-    lines.push(`| ${isMux ? name : `*${name}*`} | ${fM(a.tokens_per_s)} | ${fd(a.total_cpu_us_per_token)} | ${lat(lockId)} | ${tpw} | ${rt} | ${rc} | ${rl} |`);
-  }
-}
-lines.push('');
-lines.push('Ratios are lanemux ÷ anchor, paired per round, median over rounds: tokens/s above 1× is faster; CPU and latency above 1× cost more.');
-lines.push('Y = 4 rows pair with (d) Y = 4; their (c)/(a) columns use the X = 256 rows ((a) is one connection per stream whatever Y).');
-lines.push('tokens/write: lanemux data records per batch written by the engine in the timed section; anchors: tokens per socket.write.');
-const credit = Object.entries(summary).filter(([id]) => (id.startsWith('lanemux') || id.startsWith('(d)')) && id.endsWith('W8'));
-lines.push('', '| W 8 run | send / recv CPU µs/token | send / recv CPU util | batches/pass | credit batches back/pass | credit-starved slot episodes | Manual rescue flushes |', '|---|---|---|---|---|---|---|');
-for (const [id, a] of credit) {
-  if (!a.ok_runs) continue;
-  const anchor = !id.startsWith('lanemux');
-  if (anchor) {
-    lines.push(`| *${id.replace(' W8', '')}* | ${fd(a.send_cpu_us_per_token)} / ${fd(a.recv_cpu_us_per_token)} | ${fd(a.send_cpu_util)} / ${fd(a.recv_cpu_util)} | ${fd(a.send_writes_total / (a.passes + a.warm), 2)} | – | – | – |`);
-    continue;
-  }
-  lines.push(`| ${id.replace(' W8', '')} | ${fd(a.send_cpu_us_per_token)} / ${fd(a.recv_cpu_us_per_token)} | ${fd(a.send_cpu_util)} / ${fd(a.recv_cpu_util)} | ${fd(a.batches_per_pass, 2)} | ${fd(a.credit_batches_back_per_pass, 3)} | ${f0(a.send_credit_exhausted)} | ${f0(a.manual_rescue_flushes)} |`);
-}
-if (micro.codec?.rows?.length) {
-  lines.push('', '| codec case | ns/record (median of 5) |', '|---|---|');
-  for (const r of micro.codec.rows) lines.push(`| ${r.case} | ${fd(r.median_ns, 1)} |`);
-}
-if (micro.transport?.rows?.length) {
-  const keys = Object.keys(micro.transport.rows[0]).filter((k) => k !== '(index)');
-  lines.push('', `| ${keys.join(' | ')} |`, `|${keys.map(() => '---').join('|')}|`);
-  for (const r of micro.transport.rows) lines.push(`| ${keys.map((k) => r[k]).join(' | ')} |`);
-}
-const totalS = (Date.now() - tStart) / 1000;
-lines.push('', `total ${totalS.toFixed(0)} s; anchors: ${path.relative(repoRoot, anchorsDir)}; commit ${info.git_commit ?? '?'}${info.src_dirty ? ' (src modified)' : ''}`);
-const md = lines.join('\n');
-process.stdout.write(md + '\n');
-
-if (jsonPath) {
-  const rawOut = Object.fromEntries([...raw].map(([id, rs]) => [id, rs]));
-  fs.mkdirSync(path.dirname(jsonPath), { recursive: true });
-  fs.writeFileSync(jsonPath, JSON.stringify({ machine: info, argv: process.argv.slice(2), rounds, quick, total_s: totalS, summary, lanemux_rows: rows, micro, raw: rawOut, markdown: md }, null, 1));
-  process.stderr.write(`wrote ${jsonPath}\n`);
-}
-if (failures > 0) {
-  process.stderr.write(`bench: ${failures} scenario run(s) failed\n`);
-  process.exit(1);
+  return { date: new Date().toISOString(), nproc: os.availableParallelism?.() ?? os.cpus().length, cpu_model: model, node: process.version, kernel: os.release(), loadavg_at_start: os.loadavg(), git_commit: commit, src_dirty: dirty };
 }

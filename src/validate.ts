@@ -1,0 +1,48 @@
+/**
+ * Validation at the boundary with `zod/mini`: its functional API lets a bundler keep only the schema
+ * kinds and checks lanemux uses (the full `zod` build costs a browser page ~20 kB brotli).
+ *
+ * `zod/mini` loads no locale, so every message would read "Invalid input". Parses here pass zod's
+ * English messages per call (the ones full `zod` gives) instead of setting the global `z.config()`,
+ * which belongs to the application.
+ *
+ * @packageDocumentation
+ */
+import { en } from 'zod/locales';
+import { z } from 'zod/mini';
+
+/** The parse context every lanemux parse uses: zod's English messages. */
+const MESSAGES: z.core.ParseContext<z.core.$ZodIssue> = { error: en().localeError };
+
+/** The result of a parse: the data, or the zod error with its issues. */
+export type ParseResult<T> = z.core.util.SafeParseResult<T>;
+
+/** `schema.safeParse(input)` with zod's English messages. */
+export function parse<S extends z.ZodMiniType>(schema: S, input: unknown): ParseResult<z.output<S>> {
+  return schema.safeParse(input, MESSAGES);
+}
+
+/** A schema reduced to its `safeParse` (with zod's English messages), for schemas other modules parse with. */
+export interface Parser<T> {
+  safeParse(input: unknown): ParseResult<T>;
+}
+
+/** Wrap `schema` as a {@link Parser}. */
+export function parser<S extends z.ZodMiniType>(schema: S): Parser<z.output<S>> {
+  return { safeParse: (input) => parse(schema, input) };
+}
+
+/** An integer in `[min, max]` (full zod's `z.number().int().min(min).max(max)`). */
+export function int(min: number, max?: number): z.ZodMiniNumber<number> {
+  return z.number().check(z.int(), z.gte(min), ...(max === undefined ? [] : [z.lte(max)]));
+}
+
+/** A finite number in `[min, max]` (zod numbers refuse `±Infinity` and `NaN`). */
+export function num(min: number, max?: number): z.ZodMiniNumber<number> {
+  return z.number().check(z.gte(min), ...(max === undefined ? [] : [z.lte(max)]));
+}
+
+/** A string of at most `max` characters (and at least `min`). */
+export function str(max: number, min = 0): z.ZodMiniString<string> {
+  return z.string().check(...(min > 0 ? [z.minLength(min)] : []), z.maxLength(max));
+}

@@ -1,0 +1,85 @@
+// The benchmark cannot rot: `npm run bench -- --quick` runs every scenario at tiny sizes and each
+// one must produce rows with sane figures (finite, > 0). The bench imports the built output, so
+// dist/ is rebuilt first when any file under src/ is newer than it. Numbers are not judged here.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const work = mkdtempSync(join(tmpdir(), 'lanemux-bench-smoke-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    newest = Math.max(newest, e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+function ensureBuild(): void {
+  const index = join(root, 'dist', 'index.js');
+  if (existsSync(index) && statSync(index).mtimeMs >= newestMtime(join(root, 'src'))) return;
+  const tsc = spawnSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], { cwd: root, encoding: 'utf8' });
+  expect(tsc.status, `build failed:\n${tsc.stdout}${tsc.stderr}`).toBe(0);
+}
+
+interface Stat {
+  med: number;
+  min: number;
+  max: number;
+}
+const sane = (s: Stat | null | undefined, what: string): void => {
+  expect(s, `${what}: no figure`).toBeTruthy();
+  for (const v of [s!.med, s!.min, s!.max]) {
+    expect(Number.isFinite(v) && v > 0, `${what}: ${v}`).toBe(true);
+  }
+};
+
+describe('npm run bench -- --quick', () => {
+  it('runs every scenario and reports sane figures', { timeout: 150_000 }, () => {
+    ensureBuild();
+    const out = join(work, 'bench.json');
+    const r = spawnSync(process.execPath, [join(root, 'test', 'bench', 'run.mjs'), '--quick', '--json', out], { cwd: root, encoding: 'utf8', timeout: 140_000 });
+    expect(r.status, `bench exited ${r.status}:\n${r.stderr.slice(-3000)}`).toBe(0);
+    const { summary, failures } = JSON.parse(readFileSync(out, 'utf8'));
+    expect(failures).toBe(0);
+    expect(r.stdout).toContain('### 1. Decode shape');
+
+    // 1. every implementation in every shape, with throughput, CPU and pass latency
+    const impls = new Set(summary.decode.map((row: { impl: string }) => row.impl));
+    expect([...impls].sort()).toEqual(['auto', 'd', 'manual', 'per-stream', 'ws', 'yamux']);
+    for (const row of summary.decode) {
+      const what = `decode X=${row.x} Y=${row.y} W=${row.w} ${row.impl}`;
+      expect(row.ok_runs, what).toBe(row.runs);
+      sane(row.tokens_per_s, `${what} tokens/s`);
+      sane(row.cpu_us_per_token, `${what} CPU`);
+      sane(row.p50_ms, `${what} p50`);
+      sane(row.p99_ms, `${what} p99`);
+      if (row.impl !== 'd') expect(row.vs_d.tokens_per_s, what).toBeGreaterThan(0);
+    }
+    // 2. tokens per write: 3 shapes × legacy/auto/manual
+    expect(summary.tpw).toHaveLength(9);
+    for (const row of summary.tpw) sane(row.tokens_per_write, `tokens/write ${row.shape} ${row.mode}`);
+    // 3. lifecycle: attach, zero-RTT, per-stream, yamux
+    expect(summary.lifecycle.map((row: { mode: string }) => row.mode)).toEqual(['attach', 'zero-rtt', 'per-stream', 'yamux']);
+    for (const row of summary.lifecycle) {
+      sane(row.streams_per_s, `lifecycle ${row.mode} streams/s`);
+      sane(row.cpu_us_per_stream, `lifecycle ${row.mode} CPU`);
+    }
+    // 4. memory: both sides measured; the churn run ends with no live slot
+    for (const k of ['recv_rss', 'send_rss']) expect(Number.isFinite(summary.memory[k]?.med), `memory ${k}`).toBe(true);
+    expect(summary.churn.live_after).toBe(0);
+    expect(Number.isFinite(summary.churn.heap_growth_bytes)).toBe(true);
+    // 5. latency: raw floor and four policies
+    expect(summary.latency).toHaveLength(5);
+    for (const row of summary.latency) sane(row.p50_ms, `latency ${row.mode}`);
+    // 6. lanes 1/2/4/8
+    expect(summary.lanes.map((row: { lanes: number }) => row.lanes)).toEqual([1, 2, 4, 8]);
+    for (const row of summary.lanes) sane(row.mb_per_s, `lanes ${row.lanes}`);
+  });
+});
