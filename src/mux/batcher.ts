@@ -527,7 +527,9 @@ export class Batcher implements SlotBatcher {
   #closeSlotLocally(slot: EgressSlot, error: LanemuxError | null, terminalSent: boolean): void {
     if (slot.closed) return;
     slot.closed = true;
-    slot.closeError = error ?? new MuxError('ERR_STREAM_ENDED', `${formatSlotId(slot.id)} already sent its terminal`);
+    // After a terminal (nearly every stream's end) one shared error marks the slot closed: building
+    // an Error per stream (its stack trace) cost ~9 µs, a fifth of a stream's whole open/close.
+    slot.closeError = error ?? STREAM_ENDED;
     if (slot.fenced) {
       slot.fenced = false;
       slot.fenceId = 0;
@@ -940,6 +942,9 @@ export class Batcher implements SlotBatcher {
 export interface DrainLeftovers {
   credit: number[];
 }
+
+/** The close marker of a slot that sent its terminal (shared: it carries no per-stream detail). */
+const STREAM_ENDED = new MuxError('ERR_STREAM_ENDED', 'the stream already sent its terminal');
 
 /** `fenceId` of a slot fenced behind its own OpenSlot (asyncOpenAck); transfer ids start at 1. */
 const OPEN_FENCE = -1;

@@ -97,9 +97,22 @@ export function systemRuntime(): Runtime {
   };
 }
 
-/** A random u64 from the runtime's CSPRNG. */
+/** CSPRNG bytes drawn 4 KiB at a time per runtime: one system call per 512 ids, not one per id. */
+const RANDOM_POOL = 4096;
+const pools = new WeakMap<Runtime, { view: DataView; offset: number }>();
+
+/** A random u64 from the runtime's CSPRNG (each byte used once). */
 export function randomU64(rt: Runtime): bigint {
-  const b = new Uint8Array(8);
-  rt.randomBytes(b);
-  return new DataView(b.buffer).getBigUint64(0);
+  let p = pools.get(rt);
+  if (p === undefined) {
+    p = { view: new DataView(new ArrayBuffer(RANDOM_POOL)), offset: RANDOM_POOL };
+    pools.set(rt, p);
+  }
+  if (p.offset + 8 > RANDOM_POOL) {
+    rt.randomBytes(new Uint8Array(p.view.buffer));
+    p.offset = 0;
+  }
+  const v = p.view.getBigUint64(p.offset);
+  p.offset += 8;
+  return v;
 }

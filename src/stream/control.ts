@@ -4,7 +4,8 @@
  * unary requests and are validated with zod/mini at the boundary. 64-bit fields travel as `0x…` hex
  * strings; field names and zero semantics are the reference's.
  */
-import { decode as msgpackDecode, encode as msgpackEncode } from '@msgpack/msgpack';
+import { Decoder, Encoder } from '@msgpack/msgpack';
+import { checkShape } from '../transport/msgpack.ts';
 import { z } from 'zod/mini';
 import { int, parse, parser, str } from '../validate.ts';
 import { StreamError } from './errors.ts';
@@ -112,6 +113,10 @@ export function mpscAttachOk(ok: Parameters<typeof attachOk>[0] & { senderId: nu
   return answer;
 }
 
+// One codec each, made on first use: `encode()`/`decode()` build a new one per call (a ticket per stream).
+let ticketEncoder: Encoder | undefined;
+let ticketDecoder: Decoder | undefined;
+
 /** Serialise a ticket for the application's own envelope: base64url of MessagePack. */
 export function encodeTicket(t: StreamOpenTicket): string {
   const body: Record<string, unknown> = {
@@ -122,7 +127,7 @@ export function encodeTicket(t: StreamOpenTicket): string {
     slot_byte_budget: t.slot_byte_budget,
   };
   if (t.lane !== 0) body['lane'] = t.lane;
-  return toBase64Url(msgpackEncode(body));
+  return toBase64Url((ticketEncoder ??= new Encoder()).encodeSharedRef(body));
 }
 
 /** Parse a ticket string. Throws `ERR_INVALID_TICKET` naming what is wrong. */
@@ -130,7 +135,10 @@ export function parseTicket(text: string): StreamOpenTicket {
   let raw: unknown;
   try {
     if (typeof text !== 'string' || text.length > 1024) throw new Error('not a short string');
-    raw = msgpackDecode(fromBase64Url(text));
+    const bytes = fromBase64Url(text);
+    // Refuse containers that declare more items than the bytes hold before the decoder allocates.
+    checkShape(bytes);
+    raw = (ticketDecoder ??= new Decoder()).decode(bytes);
   } catch (cause) {
     throw new StreamError('ERR_INVALID_TICKET', 'ticket is not base64url MessagePack', { cause });
   }
@@ -160,15 +168,30 @@ function toBase64Url(bytes: Uint8Array): string {
   return out;
 }
 
+/** base64url alphabet → value, -1 for anything else. */
+const B64_VALUE = /*@__PURE__*/ (() => {
+  const t = new Int8Array(128).fill(-1);
+  for (let i = 0; i < 64; i++) t[B64.charCodeAt(i)] = i;
+  return t;
+})();
+
 function fromBase64Url(text: string): Uint8Array {
-  if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) throw new Error('bad base64url');
-  const out = new Uint8Array(Math.floor((text.length * 3) / 4));
+  const n = text.length;
+  if (n % 4 === 1) throw new Error('bad base64url');
+  const out = new Uint8Array(Math.floor((n * 3) / 4));
   let o = 0;
-  for (let i = 0; i < text.length; i += 4) {
-    const n = (B64.indexOf(text[i]!) << 18) | (B64.indexOf(text[i + 1] ?? 'A') << 12) | (B64.indexOf(text[i + 2] ?? 'A') << 6) | B64.indexOf(text[i + 3] ?? 'A');
-    out[o++] = (n >> 16) & 255;
-    if (i + 2 < text.length) out[o++] = (n >> 8) & 255;
-    if (i + 3 < text.length) out[o++] = n & 255;
+  let acc = 0;
+  let bits = 0;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    const v = c < 128 ? B64_VALUE[c]! : -1;
+    if (v < 0) throw new Error('bad base64url');
+    acc = ((acc << 6) | v) & 0xffffff;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[o++] = (acc >> bits) & 255;
+    }
   }
   return out.subarray(0, o);
 }

@@ -22,6 +22,9 @@ export interface SenderInit {
   readonly onDone?: (() => void) | undefined;
 }
 
+/** Marks a signal not aborted yet (a reason may be any value, `undefined` included). */
+const NOT_ABORTED: unique symbol = Symbol('not aborted');
+
 /** The producer's end of a stream. */
 export class StreamSender<T = unknown> {
   #port: SenderPort | null = null;
@@ -29,8 +32,12 @@ export class StreamSender<T = unknown> {
   #terminal = false;
   #retirement: Retirement | null = null;
   #retiredWaiters: Array<(r: Retirement) => void> = [];
-  readonly #stop = new AbortController();
-  readonly #cancel = new AbortController();
+  // The two signals are made on first use: most producers never look at them, and two
+  // AbortControllers per stream were a measurable share of a stream's open/close cost.
+  #stop: AbortController | null = null;
+  #cancel: AbortController | null = null;
+  #stopReason: unknown = NOT_ABORTED;
+  #cancelReason: unknown = NOT_ABORTED;
   readonly #transport: string | null;
   readonly #onDone: (() => void) | undefined;
   #abortListener: (() => void) | null = null;
@@ -64,12 +71,32 @@ export class StreamSender<T = unknown> {
 
   /** Fires when the consumer asks the producer to stop (it may still send final output and finalize). */
   get stopSignal(): AbortSignal {
+    if (this.#stop === null) {
+      this.#stop = new AbortController();
+      if (this.#stopReason !== NOT_ABORTED) this.#stop.abort(this.#stopReason);
+    }
     return this.#stop.signal;
   }
 
   /** Fires when the consumer cancels or the stream is lost: further sends fail. */
   get cancelSignal(): AbortSignal {
+    if (this.#cancel === null) {
+      this.#cancel = new AbortController();
+      if (this.#cancelReason !== NOT_ABORTED) this.#cancel.abort(this.#cancelReason);
+    }
     return this.#cancel.signal;
+  }
+
+  #abortStop(reason: unknown): void {
+    if (this.#stopReason !== NOT_ABORTED) return;
+    this.#stopReason = reason;
+    this.#stop?.abort(reason);
+  }
+
+  #abortCancel(reason: unknown): void {
+    if (this.#cancelReason !== NOT_ABORTED) return;
+    this.#cancelReason = reason;
+    this.#cancel?.abort(reason);
   }
 
   /** True once the stream can take no more frames. */
@@ -168,19 +195,19 @@ export class StreamSender<T = unknown> {
   _closed(error: LanemuxError | null): void {
     if (error !== null && this.#error === null && !this.#terminal) {
       this.#error = error;
-      this.#cancel.abort(error);
-      this.#stop.abort(error);
+      this.#abortCancel(error);
+      this.#abortStop(error);
     }
     this.#done();
   }
 
   /** @internal A consumer stop or cancel arrived. */
   _lifecycle(cancel: boolean): void {
-    this.#stop.abort(new StreamError('ERR_STREAM_CANCELLED', 'the consumer asked the producer to stop'));
-    if (cancel) {
+    if (this.#stopReason === NOT_ABORTED) this.#abortStop(new StreamError('ERR_STREAM_CANCELLED', 'the consumer asked the producer to stop'));
+    if (cancel && this.#cancelReason === NOT_ABORTED) {
       const e = new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream');
       if (this.#error === null) this.#error = e;
-      this.#cancel.abort(e);
+      this.#abortCancel(e);
     }
   }
 
@@ -188,7 +215,7 @@ export class StreamSender<T = unknown> {
     if (this.closed) return;
     this.#error = new StreamError('ERR_ABORTED', 'the sender was aborted by its signal', { cause: this.#signal?.reason });
     this.#port?.depart();
-    this.#cancel.abort(this.#error);
+    this.#abortCancel(this.#error);
     this.#done();
   }
 
