@@ -1,0 +1,92 @@
+/**
+ * The e2e page's driver API (`window.e2e`): types only, shared by the page and the tests that call
+ * it through `page.evaluate`.
+ */
+import type { MuxConfig } from '../../src/index.ts';
+
+/** How the page reaches the server. */
+export interface ConnectOptions {
+  /** `ws://…/lanemux` (kind `ws`) or `https://…` (kind `wt`). */
+  readonly url: string;
+  readonly kind: 'ws' | 'wt';
+  /** SHA-256 of the server's self-signed certificate, hex (WebTransport `serverCertificateHashes`). */
+  readonly certHashHex?: string;
+  /** Extra options for the WebTransport client adapter. */
+  readonly transportOptions?: Record<string, unknown>;
+  /** The page node's mux config (it is the consumer: credit and byte budgets are its terms). */
+  readonly mux?: MuxConfig;
+}
+
+/** One `generate` request from the page. */
+export interface GenerateOptions {
+  /** Request id (every token names it). Defaults to `r<stream id>`; `generateMany` appends the index. */
+  readonly prompt?: string;
+  readonly n: number;
+  readonly delayMs?: number;
+  readonly tail?: number;
+  /** Read the stream (false: never call `next()`, the stalled-reader case). Defaults to true. */
+  readonly read?: boolean;
+  /** Render the tokens into the DOM. Defaults to true. */
+  readonly render?: boolean;
+}
+
+/** A lanemux error as the page saw it. */
+export interface ErrorInfo {
+  readonly code: string;
+  readonly retryable: boolean;
+  readonly message: string;
+}
+
+/** What the page saw of one stream. */
+export interface StreamResult {
+  readonly id: string;
+  readonly prompt: string;
+  readonly tokens: string[];
+  readonly startMs: number;
+  firstTokenMs: number | null;
+  /** When the server's reply to `generate` arrived (it had opened the stream), ms after the request. */
+  repliedMs: number | null;
+  endMs: number | null;
+  end: 'finalized' | 'cancelled' | 'error' | null;
+  error: ErrorInfo | null;
+  /** Tokens were `prompt:0..m-1` then `prompt:tail0..t-1`, nothing else. */
+  orderOk: boolean;
+  mainCount: number;
+  tailCount: number;
+  cancelled: boolean;
+  requestError: ErrorInfo | null;
+}
+
+/** Figures of a `generateMany` run, measured in the page. */
+export interface ManySummary {
+  readonly ids: string[];
+  readonly streams: number;
+  readonly tokens: number;
+  readonly wallMs: number;
+  readonly tokensPerSecond: number;
+  /** Time to first token from the request, ms. */
+  readonly ttftP50Ms: number;
+  readonly ttftP99Ms: number;
+  /** Reply to `generate` (the server opened the stream), p50, ms after the request. */
+  readonly replyP50Ms: number;
+  readonly allOrdered: boolean;
+  readonly allFinalized: boolean;
+  readonly badStreams: ReadonlyArray<{ id: string; end: string | null; tokens: number; error: ErrorInfo | null }>;
+}
+
+/** `window.e2e`. */
+export interface E2ePage {
+  connect(options: ConnectOptions): Promise<{ workerId: string; peer: string }>;
+  waitPeer(timeoutMs: number): Promise<string>;
+  generate(options: GenerateOptions): Promise<string>;
+  generateMany(count: number, options: GenerateOptions): Promise<ManySummary>;
+  result(id: string): StreamResult;
+  tokenCount(id: string): number;
+  waitEnd(id: string): Promise<StreamResult>;
+  waitTokens(id: string, atLeast: number, timeoutMs: number): Promise<number>;
+  requestStop(id: string): void;
+  cancel(id: string): void;
+  domText(id: string): string | null;
+  metrics(): Record<string, number>;
+  close(): Promise<void>;
+}
