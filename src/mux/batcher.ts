@@ -28,6 +28,7 @@ import { BatchEncoder } from '../wire/encoder.ts';
 import { FRAME_HEARTBEAT, itemBytesLength, itemStringLength, itemStringMaxLength } from '../wire/frame.ts';
 import { formatSlotId } from '../wire/slot-id.ts';
 import { formatMuxSlot } from './rendezvous.ts';
+import { UNBOUNDED_EGRESS, type PeerEgress } from './peer-egress.ts';
 import type { ResolvedMuxConfig } from './config.ts';
 import { ControlInbox } from './control-inbox.ts';
 import { EgressKind, EgressSlot, Offer } from './egress-slot.ts';
@@ -63,6 +64,8 @@ export interface BatcherHost {
   stageRoom(peer: PeerId, size: number): boolean;
   /** Call `cb` once when staged bytes toward `peer` are released. */
   whenStageRoom(peer: PeerId, cb: () => void): void;
+  /** Withheld bytes toward `peer`, shared by its lanes (absent: unbounded). */
+  peerEgress?(peer: PeerId): PeerEgress;
 }
 
 /** Opens that may wait behind a parked write; more opens wait for room (`OPEN_QUEUE_DEPTH`). */
@@ -98,6 +101,7 @@ export class Batcher implements SlotBatcher {
   readonly #enc: BatchEncoder;
   readonly #gate: FlushGate;
   readonly #cap: number;
+  readonly #peerEgress: PeerEgress;
   #linkEpoch: number | undefined;
   #slots: Array<EgressSlot | undefined> = [];
   #generations = new Uint8Array(64);
@@ -154,6 +158,7 @@ export class Batcher implements SlotBatcher {
     this.#cap = batchCap(host.config.maxBatchBytes, host.sink.maxMessageSize(peer));
     this.#enc = new BatchEncoder({ maxBytes: this.#cap, initialBytes: Math.min(this.#cap, 16_384) });
     this.#gate = new FlushGate(host.config.flushPolicy, host.config.replyLinger);
+    this.#peerEgress = host.peerEgress?.(peer) ?? UNBOUNDED_EGRESS();
     this.inbox.onNotify = () => this.#wake(WakeSource.control);
   }
 
@@ -203,7 +208,7 @@ export class Batcher implements SlotBatcher {
       this.#generations = g;
     }
     const id = ((index << 8) | this.#generations[index]!) >>> 0;
-    const slot = new EgressSlot(this, id, anchorId, sessionId, new SenderLedger(credit), owner, slotByteBudget);
+    const slot = new EgressSlot(this, id, anchorId, sessionId, new SenderLedger(credit), owner, slotByteBudget, this.#peerEgress);
     this.#slots[index] = slot;
     this.inbox.publish(index, this.#generations[index]!, sessionId);
     this.liveSlots++;
@@ -291,8 +296,9 @@ export class Batcher implements SlotBatcher {
     }
     slot.enqueue(kind, value, recordBytes(kind, value));
     m.withheldRecords++;
-    // Pause at the byte cap, or at the inlet depth (C+1) while parked on admission.
-    if (slot.withheldBytes >= slot.byteBudget || (this.#parked && slot.queued > slot.inletDepth)) {
+    // Pause at the byte cap, at the inlet depth (C+1) while parked on admission, or while the peer's
+    // withheld bytes (all its lanes) are at the peer budget.
+    if (slot.withheldBytes >= slot.byteBudget || (this.#parked && slot.queued > slot.inletDepth) || this.#peerEgress.over) {
       if (!slot.paused) m.producerSendBackpressure++;
       slot.paused = true;
       return Offer.Wait;
@@ -506,7 +512,7 @@ export class Batcher implements SlotBatcher {
         return;
       }
     }
-    if (slot.paused && slot.withheldBytes < slot.byteBudget && !(this.#parked && slot.queued > slot.inletDepth)) {
+    if (slot.paused && slot.withheldBytes < slot.byteBudget && !(this.#parked && slot.queued > slot.inletDepth) && (slot.queued === 0 || !this.#peerEgress.over)) {
       slot.resume();
     }
   }

@@ -41,7 +41,11 @@ export interface MuxConfig {
   readonly initialCredit?: number;
   /** Per-slot byte budget (withheld queue cap on egress, hold and grant watermark on ingress). Defaults to 1 MiB; 0 means the default. */
   readonly slotByteBudget?: number;
-  /** Receive-side byte budget per peer, shared by its lanes. Defaults to 8 MiB. */
+  /**
+   * Byte budget per peer, shared by its lanes. Defaults to 8 MiB. Receive side: the out-of-order
+   * hold of all its slots. Send side: the withheld queues of all its slots (records of slots
+   * without credit); once they reach it, producers of such slots wait (`send()` resolves later).
+   */
   readonly peerByteBudget?: number;
   /** Period of the credit sweep (whole-table walk, bind expiry, batcher eviction), ms. Defaults to 200. Must be non-zero. */
   readonly creditSweepInterval?: number;

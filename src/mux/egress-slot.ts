@@ -2,6 +2,7 @@
  * The producer side of one slot (protocol.md §9.2): credit ledger, next frame_seq, the withheld
  * FIFO bounded by the slot byte budget, and the state the producer's `send` waits on.
  */
+import { UNBOUNDED_EGRESS, type PeerEgress } from './peer-egress.ts';
 import type { SenderLedger } from '../credit/sender-ledger.ts';
 import type { LanemuxError } from '../errors.ts';
 
@@ -100,7 +101,11 @@ export class EgressSlot {
   stagedInBatch = false;
   #waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
 
-  constructor(batcher: SlotBatcher, id: number, anchorId: bigint, sessionId: bigint, ledger: SenderLedger, owner: EgressSlotOwner, byteBudget: number) {
+  /** Withheld bytes of every slot toward the same peer (shared). */
+  readonly peerEgress: PeerEgress;
+
+  constructor(batcher: SlotBatcher, id: number, anchorId: bigint, sessionId: bigint, ledger: SenderLedger, owner: EgressSlotOwner, byteBudget: number, peerEgress: PeerEgress = UNBOUNDED_EGRESS()) {
+    this.peerEgress = peerEgress;
     this.batcher = batcher;
     this.id = id;
     this.index = id >>> 8;
@@ -122,11 +127,14 @@ export class EgressSlot {
     this.qValue.push(value);
     this.qBytes.push(bytes);
     this.withheldBytes += bytes;
+    this.peerEgress.withheldBytes += bytes;
   }
 
   /** Drop the head record of the FIFO. */
   shift(): void {
-    this.withheldBytes -= this.qBytes[this.qHead]!;
+    const b = this.qBytes[this.qHead]!;
+    this.withheldBytes -= b;
+    this.peerEgress.withheldBytes -= b;
     this.qValue[this.qHead] = undefined;
     this.qHead++;
     if (this.qHead === this.qKind.length) {
@@ -149,6 +157,7 @@ export class EgressSlot {
     this.qValue.length = 0;
     this.qBytes.length = 0;
     this.qHead = 0;
+    this.peerEgress.withheldBytes -= this.withheldBytes;
     this.withheldBytes = 0;
     return n;
   }

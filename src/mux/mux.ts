@@ -18,6 +18,7 @@ import { Batcher } from './batcher.ts';
 import type { BatchSink, BatcherHost } from './batcher.ts';
 import { Bind, bindKey } from './bind.ts';
 import { DeadlineQueue } from './deadline-queue.ts';
+import { PeerEgress } from './peer-egress.ts';
 import type { BindEnd, BindOwner } from './bind.ts';
 import type { ResolvedMuxConfig } from './config.ts';
 import type { EgressSlot, EgressSlotOwner } from './egress-slot.ts';
@@ -50,6 +51,7 @@ export class Mux implements BatcherHost, IngressHost {
   #batcherList: Batcher[] = [];
   #tableList: IngressTable[] = [];
   #budgets = new Map<PeerId, ByteBudget>();
+  #egress = new Map<PeerId, PeerEgress>();
   #binds = new Map<string, Bind>();
   /** Accept deadlines: one FIFO per constant window (attach binds, pre-binds). */
   #attachDeadlines = new DeadlineQueue();
@@ -198,6 +200,15 @@ export class Mux implements BatcherHost, IngressHost {
   stage(peer: PeerId, lane: number, payload: Uint8Array, muxSlot: string): { id: number; admission: Admission } {
     this.#armSweep();
     return this.#stageOut.stage(peer, lane, payload, muxSlot);
+  }
+
+  peerEgress(peer: PeerId): PeerEgress {
+    let e = this.#egress.get(peer);
+    if (e === undefined) {
+      e = new PeerEgress(this.config.peerByteBudget);
+      this.#egress.set(peer, e);
+    }
+    return e;
   }
 
   stageRoom(peer: PeerId, size: number): boolean {
@@ -583,6 +594,7 @@ export class Mux implements BatcherHost, IngressHost {
       this.#budgets.delete(peer);
       this.#peerLoad.delete(peer);
     }
+    this.#egress.delete(peer);
   }
 
   /** Live slots on both sides (the `live_slots` gauge). */

@@ -7,6 +7,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createNode } from '../../src/stream/node.ts';
+import { PeerEgress } from '../../src/mux/peer-egress.ts';
+import { CloseReason } from '../../src/wire/constants.ts';
 import type { LanemuxNode } from '../../src/stream/node.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
 import { ManualRuntime } from '../support/manual-runtime.ts';
@@ -443,5 +445,42 @@ describe('opens behind a parked write', () => {
     expect(new Set(batches(h, mark)[0]!.records.map((r) => r.slot))).toEqual(new Set(slots.map((s) => s.id)));
     const after = records(h, mark + 1);
     expect(after.map((r) => r.type)).toEqual([RecordType.Data, RecordType.Data, RecordType.Data]);
+  });
+});
+
+describe('peer-wide egress budget (withheld bytes of all slots toward one peer)', () => {
+  it('producers of slots without credit pause once the peer’s withheld bytes reach the budget; a slot whose queue drains resumes', async () => {
+    const peer = new PeerEgress(2048);
+    // Two lanes toward the same peer share the budget.
+    const h0 = egress({ slotByteBudget: 1 << 20 }, { peerEgress: peer, lane: 0 });
+    const h1 = egress({ slotByteBudget: 1 << 20 }, { peerEgress: peer, lane: 1 });
+    const lanes = [
+      { h: h0, slots: (await openSlots(h0, 4, 0)).map((o) => o.slot) },
+      { h: h1, slots: (await openSlots(h1, 4, 0)).map((o) => o.slot) },
+    ];
+    const body = new Uint8Array(200);
+    let paused = 0;
+    for (let round = 0; round < 10; round++) {
+      for (const { h, slots } of lanes) {
+        for (const slot of slots) if (!slot.paused && h.batcher.offer(slot, EgressKind.ItemBytes, body) === Offer.Wait) paused++;
+      }
+    }
+    // Every slot stopped at the peer budget, far below its own 1 MiB: the sum is the budget plus at
+    // most one record per slot that crossed it.
+    expect(paused).toBe(8);
+    expect(peer.withheldBytes).toBeGreaterThanOrEqual(2048);
+    expect(peer.withheldBytes).toBeLessThanOrEqual(2048 + 8 * 220);
+    // Credit for one slot drains its queue: it resumes although the peer is still over for the others.
+    const first = lanes[0]!.slots[0]!;
+    grant(h0, first, 100);
+    await h0.runtime.runMacrotasks();
+    expect(first.queued).toBe(0);
+    expect(first.paused).toBe(false);
+    expect(lanes[0]!.slots[1]!.paused).toBe(true);
+    // Slots closed by the consumer give their bytes back to the peer budget.
+    for (const { h, slots } of lanes) for (const slot of slots) h.batcher.inbox.postClose(slot.id, CloseReason.UnknownSlot);
+    await h0.runtime.runMacrotasks();
+    await h1.runtime.runMacrotasks();
+    expect(peer.withheldBytes).toBe(0);
   });
 });

@@ -11,6 +11,7 @@
  *
  * Wire contents are always checked by decoding what the sink recorded (a copy of each payload).
  */
+import type { PeerEgress } from '../../src/mux/peer-egress.ts';
 import { ByteBudget } from '../../src/credit/byte-budget.ts';
 import type { LanemuxError } from '../../src/errors.ts';
 import { MuxMetrics, WakeSource } from '../../src/metrics/mux-metrics.ts';
@@ -158,7 +159,7 @@ export interface EgressHarness {
 }
 
 /** Build a batcher for (PEER, lane) with its own runtime, metrics and sink. */
-export function egress(config: MuxConfig = {}, options: { maxMessageSize?: number; lane?: number } = {}): EgressHarness {
+export function egress(config: MuxConfig = {}, options: { maxMessageSize?: number; lane?: number; peerEgress?: PeerEgress } = {}): EgressHarness {
   const runtime = new ManualRuntime();
   const metrics = new MuxMetrics();
   const sink = new RecordingSink();
@@ -191,6 +192,7 @@ export function egress(config: MuxConfig = {}, options: { maxMessageSize?: numbe
       return { id, admission: sink.admit() };
     },
     stageRoom: () => sink.stageRoom,
+    ...(options.peerEgress !== undefined ? { peerEgress: () => options.peerEgress! } : {}),
     whenStageRoom: (_peer, cb) => {
       sink.roomWaiters.push(cb);
     },
