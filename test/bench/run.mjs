@@ -99,7 +99,9 @@ function passesFor(impl, x) {
 }
 const shapeKey = (s) => `X=${s.x} Y=${s.y} W=${s.w}`;
 
-const raw = { decode: {}, tpw: [], lifecycle: {}, memory: [], churn: [], latency: {}, lanes: {} };
+const raw = { decode: {}, tpw: [], lifecycle: {}, memory: {}, churn: [], latency: {}, lanes: {} };
+// Scenario 4 runs the decode shape's 64-byte tokens and 1 KiB items (where the credit bound X · C · item exceeds the budget).
+const MEM_ITEMS = [64, 1024];
 const LIFE = ['attach', 'zero-rtt', 'per-stream', 'yamux'];
 const LAT = ['raw', 'auto', 'linger', 'linger-complete', 'manual'];
 const LANES = [1, 2, 4, 8];
@@ -145,9 +147,11 @@ for (let r = 0; r < rounds; r++) {
     }
   }
   if (want(4)) {
-    const res = await run('memory', S('memory.mjs'), ['--slots', quick ? '128' : '1024', '--item', '1024']);
-    raw.memory.push(res);
-    log(`  4 memory ${res.error ? 'ERROR' : `recv +${mb(res.recv_rss_growth_bytes)} MB RSS, send +${mb(res.send_rss_growth_bytes)} MB RSS`}`);
+    for (const item of MEM_ITEMS) {
+      const res = await run('memory', S('memory.mjs'), ['--slots', quick ? '128' : '1024', '--item', String(item)]);
+      (raw.memory[item] ??= []).push(res);
+      log(`  4 memory ${item} B ${res.error ? 'ERROR' : `recv +${mb(res.recv_rss_growth_bytes)} MB RSS, send +${mb(res.send_rss_growth_bytes)} MB RSS`}`);
+    }
   }
 }
 if (want(2)) {
@@ -264,18 +268,24 @@ if (want(3)) {
 }
 
 if (want(4)) {
-  const m = raw.memory;
-  const sm = (k) => stat(m, k);
-  summary.memory = { runs: m, recv_rss: sm('recv_rss_growth_bytes'), recv_heap: sm('recv_heap_growth_bytes'), send_rss: sm('send_rss_growth_bytes'), send_heap: sm('send_heap_growth_bytes') };
-  const first = ok(m)[0] ?? {};
-  const fmb = (s) => (s === null ? 'n/a' : rounds > 1 ? `${mb(s.med)} [${mb(s.min)}–${mb(s.max)}]` : mb(s.med));
-  const ratio = (s) => (s === null ? 'n/a' : `${(s.med / first.peer_byte_budget).toFixed(2)}×`);
-  md.push('', `### 4. Memory: ${first.slots ?? '?'} streams of ${first.item_bytes ?? '?'}-byte items, consumer never reads (separate processes)`, '');
-  md.push('| side | RSS growth MiB | heap+ArrayBuffer growth MiB | RSS ÷ peerByteBudget | heap ÷ peerByteBudget |', '|---|---|---|---|---|');
-  md.push(`| receiver (stalled consumer) | ${fmb(summary.memory.recv_rss)} | ${fmb(summary.memory.recv_heap)} | ${ratio(summary.memory.recv_rss)} | ${ratio(summary.memory.recv_heap)} |`);
-  md.push(`| sender | ${fmb(summary.memory.send_rss)} | ${fmb(summary.memory.send_heap)} | ${ratio(summary.memory.send_rss)} | ${ratio(summary.memory.send_heap)} |`);
-  md.push('', `peerByteBudget ${mb(first.peer_byte_budget)} MiB; credit bound X · C · item = ${mb(first.credit_bound_bytes)} MiB; ` +
-    `the sender had ${first.items_sent ?? '?'} sends resolved before every stream parked (the withheld queue is capped per stream by slotByteBudget, 1 MiB).`);
+  summary.memory = {};
+  md.push('', '### 4. Memory: streams whose consumer never reads (separate processes)', '');
+  md.push('| streams × item | side | RSS growth MiB | heap+ArrayBuffer growth MiB | RSS ÷ peerByteBudget | heap ÷ peerByteBudget | credit bound X · C · item MiB |', '|---|---|---|---|---|---|---|');
+  let first = {};
+  for (const item of MEM_ITEMS) {
+    const m = raw.memory[item] ?? [];
+    const sm = (k) => stat(m, k);
+    const row = { runs: m, recv_rss: sm('recv_rss_growth_bytes'), recv_heap: sm('recv_heap_growth_bytes'), send_rss: sm('send_rss_growth_bytes'), send_heap: sm('send_heap_growth_bytes') };
+    summary.memory[item] = row;
+    first = ok(m)[0] ?? {};
+    const fmb = (x) => (x === null ? 'n/a' : rounds > 1 ? `${mb(x.med)} [${mb(x.min)}–${mb(x.max)}]` : mb(x.med));
+    const ratio = (x) => (x === null || !first.peer_byte_budget ? 'n/a' : `${(x.med / first.peer_byte_budget).toFixed(2)}×`);
+    const shape = `${first.slots ?? '?'} × ${item} B`;
+    md.push(`| ${shape} | receiver (stalled consumer) | ${fmb(row.recv_rss)} | ${fmb(row.recv_heap)} | ${ratio(row.recv_rss)} | ${ratio(row.recv_heap)} | ${first.credit_bound_bytes ? mb(first.credit_bound_bytes) : '?'} |`);
+    md.push(`| ${shape} | sender | ${fmb(row.send_rss)} | ${fmb(row.send_heap)} | ${ratio(row.send_rss)} | ${ratio(row.send_heap)} | |`);
+  }
+  md.push('', `peerByteBudget ${first.peer_byte_budget ? mb(first.peer_byte_budget) : '?'} MiB. The receiver's in-order slot buffers are bounded by credit (X · C · item): ` +
+    'the window a sender holds from the open cannot be refused. The sender\'s withheld queues share `peerByteBudget` across all slots toward the peer.');
   const c = ok(raw.churn)[0];
   summary.churn = c ?? null;
   md.push('', c ? `Churn: ${c.n.toLocaleString('en-US')} streams opened and closed (attach, 4 items each, 64 in flight, after ${c.warm} warm-up): heap growth after GC ` +
