@@ -18,14 +18,13 @@
  * @packageDocumentation
  */
 import net from 'node:net';
-import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
 import { AdmissionGate, type AdmissionLimits } from './admission.ts';
 import { TransportError, asTransportError } from './errors.ts';
 import { FRAME_PREFIX_BYTES, FrameDecoder, writeFrame } from './frame.ts';
 import { encodeGoaway } from './hello.ts';
-import { admissionSchema, parseOptions } from './options.ts';
-import { int } from '../validate.ts';
+import { parseOptions } from './options.ts';
+import { formatTcpAddress, parseTcpAddress, tcpOptionsSchema, type SocketTcpTransportOptions, type TcpOptions } from './socket-options.ts';
 import type {
   Admission,
   CloseMode,
@@ -38,65 +37,27 @@ import type {
   TransportAdapter,
 } from './port.ts';
 
-/** Options of {@link tcpTransport}. */
-export interface TcpTransportOptions {
-  /** Listen on this host. Defaults to `127.0.0.1`. */
-  readonly host?: string;
-  /** Listen on this port; 0 picks a free one. Defaults to 0. */
-  readonly port?: number;
-  /** Whether to listen at all (a pure client sets false). Defaults to true. */
-  readonly listen?: boolean;
-  /** Admission is synchronous while the socket buffers fewer bytes than this. Defaults to 1 MiB. */
-  readonly highWaterMark?: number;
-  /** Bytes that may wait for admission per connection before a send is refused. Defaults to 8 MiB. */
-  readonly maxPendingBytes?: number;
-  /** Time allowed for one lane's TCP connect. Defaults to 10,000 ms. */
-  readonly connectTimeoutMs?: number;
-  /** After a graceful close, destroy the socket if the peer has not closed within this. Defaults to 2,000 ms. */
-  readonly closeGraceMs?: number;
-}
-
-const optionsSchema = z.object({
-  host: z._default(z.string().check(z.minLength(1)), '127.0.0.1'),
-  port: z._default(int(0, 65535), 0),
-  listen: z._default(z.boolean(), true),
-  ...admissionSchema,
-  connectTimeoutMs: z._default(int(1, 600_000), 10_000),
-  closeGraceMs: z._default(int(0, 600_000), 2_000),
-});
-
-type Resolved = z.output<typeof optionsSchema>;
+/**
+ * Options of {@link tcpTransport}: the same type, schema, defaults and `tcp://host:port` addresses as the
+ * Deno and Bun TCP adapters (`socket-options.ts`), so the three runtimes accept and print the same.
+ */
+export type TcpTransportOptions = SocketTcpTransportOptions;
 
 /** Create a Node TCP transport adapter. */
 export function tcpTransport(options: TcpTransportOptions = {}): TransportAdapter {
-  return new TcpAdapter(parseOptions(optionsSchema, options, 'tcpTransport'));
-}
-
-function formatAddress(host: string, port: number): string {
-  return `tcp://${host.includes(':') ? `[${host}]` : host}:${port}`;
-}
-
-function parseAddress(address: string): { host: string; port: number } | undefined {
-  try {
-    const url = new URL(address);
-    const port = Number(url.port);
-    if (url.protocol !== 'tcp:' || !Number.isInteger(port) || port <= 0) return undefined;
-    return { host: url.hostname.replace(/^\[|\]$/g, ''), port };
-  } catch {
-    return undefined;
-  }
+  return new TcpAdapter(parseOptions(tcpOptionsSchema, options, 'tcpTransport'));
 }
 
 class TcpAdapter implements TransportAdapter {
   readonly name = 'tcp';
   readonly dialSchemes = ['tcp'] as const;
-  readonly #o: Resolved;
+  readonly #o: TcpOptions;
   readonly #limits: AdmissionLimits;
   readonly #sockets = new Set<net.Socket>();
   #server: net.Server | undefined;
   #closed = false;
 
-  constructor(o: Resolved) {
+  constructor(o: TcpOptions) {
     this.#o = o;
     this.#limits = { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes };
   }
@@ -115,7 +76,7 @@ class TcpAdapter implements TransportAdapter {
       }
       this.#track(socket);
       socket.setNoDelay(true);
-      const remote = formatAddress(socket.remoteAddress ?? '?', socket.remotePort ?? 0);
+      const remote = formatTcpAddress(socket.remoteAddress ?? '?', socket.remotePort ?? 0);
       host.accept(new TcpConn(socket, remote, host.frameLimit, this.#limits, this.#o.closeGraceMs));
     });
     this.#server = server;
@@ -129,11 +90,11 @@ class TcpAdapter implements TransportAdapter {
     // Errors after listening (e.g. EMFILE on accept) must not crash the process.
     server.on('error', () => {});
     const addr = server.address() as net.AddressInfo;
-    return formatAddress(this.#o.host, addr.port);
+    return formatTcpAddress(this.#o.host, addr.port);
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
-    const target = parseAddress(request.address);
+    const target = parseTcpAddress(request.address);
     if (target === undefined || this.#closed) {
       const error = this.#closed
         ? new TransportError('ERR_CLOSED', 'tcp transport is closed')

@@ -1,7 +1,8 @@
 /**
- * Options and addresses shared by the TCP and WebSocket server adapters of Deno and Bun, so they
- * accept exactly what the Node adapters accept (`node-tcp.ts`, `ws-server.ts`) and print the same
- * addresses (`tcp://host:port`, `ws://host:port/path`).
+ * Options and addresses shared by the TCP adapters of Node, Deno and Bun (`node-tcp.ts`, `deno-tcp.ts`,
+ * `bun-tcp.ts`) and the WebSocket server adapters of Deno and Bun, so they accept exactly what the Node
+ * adapters accept (`node-tcp.ts`, `ws-server.ts`) and print the same addresses (`tcp://host:port`,
+ * `ws://host:port/path`).
  *
  * @packageDocumentation
  */
@@ -9,7 +10,7 @@ import { z } from 'zod/mini';
 import { admissionSchema } from './options.ts';
 import { int } from '../validate.ts';
 
-/** Options of the Deno and Bun TCP adapters (the same as `tcpTransport`'s). */
+/** Options of the TCP adapters of Node (`tcpTransport`), Deno and Bun. */
 export interface SocketTcpTransportOptions {
   /** Listen on this host. Defaults to `127.0.0.1`. */
   readonly host?: string;

@@ -6,14 +6,14 @@
 import { decode as msgpackDecode } from '@msgpack/msgpack';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNode } from '../../src/stream/node.ts';
-import type { LanemuxNode, NodeOptions } from '../../src/stream/node.ts';
+import type { NodeOptions } from '../../src/stream/node.ts';
 import { tcpTransport } from '../../src/transport/node-tcp.ts';
-import type { Connection, ConnectionReceiver, TransportAdapter } from '../../src/transport/port.ts';
 import { decodeBatch } from '../../src/wire/decoder.ts';
 import { BatchEncoder } from '../../src/wire/encoder.ts';
 import { encodeFrame } from '../../src/wire/frame.ts';
 import { RecordType } from '../../src/wire/constants.ts';
-import { Relay, closeAll, open, parseTcp, readAll, waitFor } from './helpers.ts';
+import { Relay, closeAll, parseTcp, readAll, waitFor } from './helpers.ts';
+import { type Tap, type WireMsg, tappedNode, tappedPair } from './wire-tap.ts';
 
 afterEach(closeAll);
 
@@ -28,154 +28,8 @@ function refSplitmix64(key: bigint): bigint {
 }
 const refLane = (key: bigint, lanes: number): number => Number(refSplitmix64(key & M64) % BigInt(lanes));
 
-// ───────────────────────── wire tap on the TCP adapter ─────────────────────────
-
-interface WireMsg {
-  dir: 'in' | 'out';
-  kind: number;
-  /** Batch: the header's lane. */
-  lane: number;
-  /** Request: the handler name. */
-  name: string;
-  /** Request/response id. */
-  id: number;
-  bytes: Uint8Array;
-}
-
-/** Every messenger message one node sends or receives, decoded just enough to count. */
-class Tap {
-  readonly msgs: WireMsg[] = [];
-  /** Dialled lane connections by lane (the dialler's side), for injecting crafted batches. */
-  readonly conns: Connection[] = [];
-  /** While set, outbound batches are kept back (in order) instead of written: the peer sees none of them. */
-  holdBatches = false;
-  readonly #held: Array<() => void> = [];
-  /** Write every held batch, in order, and stop holding. */
-  release(): void {
-    this.holdBatches = false;
-    for (const send of this.#held.splice(0)) send();
-  }
-  hold(send: () => void): void {
-    this.#held.push(send);
-  }
-  /** Forget the held batches (their connection is gone) and stop holding. */
-  discard(): void {
-    this.holdBatches = false;
-    this.#held.length = 0;
-  }
-  record(dir: 'in' | 'out', bytes: Uint8Array): void {
-    const b = bytes.slice();
-    const kind = b[0]!;
-    let lane = -1;
-    let name = '';
-    let id = -1;
-    if (kind === 0x01 && b.length >= 17) lane = b[2]! & 0x0f;
-    if (kind >= 0x03 && kind <= 0x06 && b.length >= 5) id = ((b[1]! << 24) >>> 0) + ((b[2]! << 16) | (b[3]! << 8) | b[4]!);
-    if (kind === 0x03) name = new TextDecoder().decode(b.subarray(6, 6 + b[5]!));
-    this.msgs.push({ dir, kind, lane, name, id, bytes: b });
-  }
-  /** Batches (payload without the 1-byte envelope) in a direction. */
-  batches(dir: 'in' | 'out'): Array<{ lane: number; payload: Uint8Array }> {
-    return this.msgs.filter((m) => m.dir === dir && m.kind === 0x01).map((m) => ({ lane: m.lane, payload: m.bytes.subarray(1) }));
-  }
-  /** Records of the batches in a direction, with the lane each rode. */
-  records(dir: 'in' | 'out'): Array<{ lane: number; type: number; slot: number; sessionId?: bigint; anchorId?: bigint; lifecycleAction?: number; creditDelta?: number; closeReason?: number }> {
-    const out = [];
-    for (const b of this.batches(dir)) {
-      const d = decodeBatch(b.payload);
-      expect(d.error).toBeNull();
-      for (const r of d.records) out.push({ ...r, lane: b.lane });
-    }
-    return out;
-  }
-  requests(dir: 'in' | 'out', name: string): WireMsg[] {
-    return this.msgs.filter((m) => m.dir === dir && m.kind === 0x03 && m.name === name);
-  }
-}
-
-function tapConnection(conn: Connection, tap: Tap): Connection {
-  return {
-    get remote() {
-      return conn.remote;
-    },
-    start(receiver: ConnectionReceiver) {
-      conn.start({
-        message(bytes) {
-          if (bytes[0]! < 0xf0) tap.record('in', bytes);
-          receiver.message(bytes);
-        },
-        closed(error) {
-          receiver.closed(error);
-        },
-      });
-    },
-    setFrameLimit: (n) => conn.setFrameLimit(n),
-    send(head, body) {
-      if (head[0]! < 0xf0) {
-        const all = new Uint8Array(head.byteLength + (body?.byteLength ?? 0));
-        all.set(head, 0);
-        if (body) all.set(body, head.byteLength);
-        tap.record('out', all);
-        if (tap.holdBatches && head[0] === 0x01) {
-          const h = head.slice();
-          const b = body?.slice();
-          tap.hold(() => void conn.send(h, b));
-          return true;
-        }
-      }
-      return conn.send(head, body);
-    },
-    bufferedAmount: () => conn.bufferedAmount(),
-    pause: () => conn.pause(),
-    resume: () => conn.resume(),
-    close: (reason, mode) => conn.close(reason, mode),
-  };
-}
-
-function tapped(inner: TransportAdapter, tap: Tap): TransportAdapter {
-  return {
-    name: inner.name,
-    dialSchemes: inner.dialSchemes,
-    listen(host) {
-      return inner.listen({
-        get frameLimit() {
-          return host.frameLimit;
-        },
-        get maxMessageSize() {
-          return host.maxMessageSize;
-        },
-        accept: (conn) => host.accept(tapConnection(conn, tap)),
-      });
-    },
-    dial(request, events) {
-      return inner.dial(request, {
-        open: (conn) => {
-          const c = tapConnection(conn, tap);
-          tap.conns[request.lane] = c;
-          events.open(c);
-        },
-        fail: (e) => events.fail(e),
-      });
-    },
-    close: () => inner.close(),
-  };
-}
-
-async function tappedNode(options: Omit<NodeOptions, 'transports'> & { listen?: boolean } = {}): Promise<{ node: LanemuxNode; tap: Tap }> {
-  const { listen = true, ...rest } = options;
-  const tap = new Tap();
-  const node = await createNode({ ...rest, transports: [tapped(tcpTransport(listen ? { port: 0 } : { listen: false }), tap)] });
-  open.push(node);
-  return { node, tap };
-}
-
 /** A consumer and a producer over loopback TCP, both tapped. */
-async function pair(consumerLanes = 8, producerLanes = 8, mux: NodeOptions['mux'] = {}) {
-  const c = await tappedNode({ lanes: consumerLanes, mux });
-  const p = await tappedNode({ listen: false, lanes: producerLanes, mux });
-  await p.node.connect(c.node.address);
-  return { consumer: c.node, producer: p.node, ctap: c.tap, ptap: p.tap };
-}
+const pair = (consumerLanes = 8, producerLanes = 8, mux: NodeOptions['mux'] = {}) => tappedPair(mux, consumerLanes, producerLanes);
 
 const spread = (lanes: number[], n: number): number[] => {
   const per = new Array<number>(n).fill(0);

@@ -3,119 +3,14 @@
 // delivered at claim, and on the wire the signals are LifecycleSlot records naming the session on
 // the stream's arrival lane (a tap on the TCP adapter decodes them).
 import { afterEach, describe, expect, it } from 'vitest';
-import { createNode } from '../../src/stream/node.ts';
-import type { LanemuxNode, NodeOptions } from '../../src/stream/node.ts';
 import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import type { StreamSender } from '../../src/stream/sender.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
-import type { Connection, ConnectionReceiver, TransportAdapter } from '../../src/transport/port.ts';
 import { decodeBatch } from '../../src/wire/decoder.ts';
 import { LifecycleAction, RecordType } from '../../src/wire/constants.ts';
-import { closeAll, open, readAll } from './helpers.ts';
+import { closeAll, readAll } from './helpers.ts';
+import { type Tap, tappedPair } from './wire-tap.ts';
 
 afterEach(closeAll);
-
-// ───────────────────────── wire tap on the TCP adapter ─────────────────────────
-
-interface WireMsg {
-  dir: 'in' | 'out';
-  kind: number;
-  name: string;
-  bytes: Uint8Array;
-  /** Swallowed by `mute` (never reached the socket). */
-  muted: boolean;
-}
-
-/** Every messenger message one node sends or receives; `mute` swallows its outbound messages. */
-class Tap {
-  readonly msgs: WireMsg[] = [];
-  mute = false;
-  record(dir: 'in' | 'out', bytes: Uint8Array, muted = false): void {
-    const b = bytes.slice();
-    const name = b[0] === 0x03 ? new TextDecoder().decode(b.subarray(6, 6 + b[5]!)) : '';
-    this.msgs.push({ dir, kind: b[0]!, name, bytes: b, muted });
-  }
-  requests(dir: 'in' | 'out', name?: string): WireMsg[] {
-    return this.msgs.filter((m) => m.dir === dir && m.kind === 0x03 && (name === undefined || m.name === name));
-  }
-  /** Records of the batches among `msgs`. */
-  static records(msgs: WireMsg[]): Array<{ type: number; slot: number; sessionId?: bigint; anchorId?: bigint; body: Uint8Array }> {
-    const out = [];
-    for (const m of msgs) {
-      if (m.kind !== 0x01) continue;
-      const d = decodeBatch(m.bytes.subarray(1));
-      expect(d.error).toBeNull();
-      out.push(...d.records);
-    }
-    return out;
-  }
-}
-
-function tapConnection(conn: Connection, tap: Tap): Connection {
-  return {
-    get remote() {
-      return conn.remote;
-    },
-    start(receiver: ConnectionReceiver) {
-      conn.start({
-        message(bytes) {
-          if (bytes[0]! < 0xf0) tap.record('in', bytes);
-          receiver.message(bytes);
-        },
-        closed: (error) => receiver.closed(error),
-      });
-    },
-    setFrameLimit: (n) => conn.setFrameLimit(n),
-    send(head, body) {
-      if (head[0]! < 0xf0) {
-        const all = new Uint8Array(head.byteLength + (body?.byteLength ?? 0));
-        all.set(head, 0);
-        if (body) all.set(body, head.byteLength);
-        tap.record('out', all, tap.mute);
-        if (tap.mute) return true; // swallowed: the peer never hears it
-      }
-      return conn.send(head, body);
-    },
-    bufferedAmount: () => conn.bufferedAmount(),
-    pause: () => conn.pause(),
-    resume: () => conn.resume(),
-    close: (reason, mode) => conn.close(reason, mode),
-  };
-}
-
-function tapped(inner: TransportAdapter, tap: Tap): TransportAdapter {
-  return {
-    name: inner.name,
-    dialSchemes: inner.dialSchemes,
-    listen: (host) =>
-      inner.listen({
-        get frameLimit() {
-          return host.frameLimit;
-        },
-        get maxMessageSize() {
-          return host.maxMessageSize;
-        },
-        accept: (conn) => host.accept(tapConnection(conn, tap)),
-      }),
-    dial: (request, events) => inner.dial(request, { open: (conn) => events.open(tapConnection(conn, tap)), fail: (e) => events.fail(e) }),
-    close: () => inner.close(),
-  };
-}
-
-async function tappedNode(options: Omit<NodeOptions, 'transports'> & { listen?: boolean } = {}): Promise<{ node: LanemuxNode; tap: Tap }> {
-  const { listen = true, ...rest } = options;
-  const tap = new Tap();
-  const node = await createNode({ ...rest, transports: [tapped(tcpTransport(listen ? { port: 0 } : { listen: false }), tap)] });
-  open.push(node);
-  return { node, tap };
-}
-
-async function pair(mux: NodeOptions['mux'] = {}, lanes = 8) {
-  const c = await tappedNode({ lanes, mux });
-  const p = await tappedNode({ listen: false, lanes, mux });
-  await p.node.connect(c.node.address);
-  return { consumer: c.node, producer: p.node, ctap: c.tap, ptap: p.tap };
-}
 
 const aborted = (signal: AbortSignal): Promise<void> =>
   signal.aborted ? Promise.resolve() : new Promise((r) => signal.addEventListener('abort', () => r(), { once: true }));
@@ -175,7 +70,7 @@ async function consume(a: StreamAnchor<string>, k: number, then: () => void): Pr
 
 describe('lifecycle over TCP (8 lanes)', () => {
   it('stop lets each producer send its tail and finalize; cancel stops it (16 streams over 8 lanes)', async () => {
-    const { consumer, producer, ctap, ptap } = await pair({ initialCredit: 4 });
+    const { consumer, producer, ctap, ptap } = await tappedPair({ initialCredit: 4 });
     const anchors = Array.from({ length: 16 }, () => consumer.createAnchor<string>());
     const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<string>(a.handle)));
     expect(new Set(anchors.map((a) => a.bind!.lane)).size).toBe(8);
@@ -213,7 +108,7 @@ describe('lifecycle over TCP (8 lanes)', () => {
   });
 
   it('an idle producer learns of a cancel without sending, on every lane', async () => {
-    const { consumer, producer, ptap } = await pair();
+    const { consumer, producer, ptap } = await tappedPair();
     const anchors = Array.from({ length: 8 }, () => consumer.createAnchor<string>());
     const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<string>(a.handle)));
     await Promise.all(senders.map((s) => s.send('only')));
@@ -226,7 +121,7 @@ describe('lifecycle over TCP (8 lanes)', () => {
   });
 
   it('cancel travels as LifecycleSlot{cancel} naming the session on the arrival lane', async () => {
-    const { consumer, producer, ctap, ptap } = await pair();
+    const { consumer, producer, ctap, ptap } = await tappedPair();
     const anchors = Array.from({ length: 8 }, () => consumer.createAnchor<string>());
     const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<string>(a.handle)));
     await Promise.all(senders.map((s) => s.send('only')));
@@ -243,7 +138,7 @@ describe('lifecycle over TCP (8 lanes)', () => {
   });
 
   it('a stop made before the OpenSlot arrives (pre-bind) is delivered at claim; the producer still finalizes', async () => {
-    const { consumer, producer } = await pair({ initialCredit: 2 });
+    const { consumer, producer } = await tappedPair({ initialCredit: 2 });
     const anchors = Array.from({ length: 8 }, () => consumer.createAnchor<string>());
     const tickets = anchors.map((a) => consumer.prebindAnchor(a)!);
     for (const a of anchors) a.requestStop();

@@ -5,118 +5,13 @@
 // ticket field is a clear error, and an unclaimed pre-bind is reaped by the accept window.
 import { decode as msgpackDecode, encode as msgpackEncode } from '@msgpack/msgpack';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createNode } from '../../src/stream/node.ts';
 import { encodeTicket, parseTicket } from '../../src/stream/control.ts';
-import type { LanemuxNode, NodeOptions } from '../../src/stream/node.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
-import type { Connection, ConnectionReceiver, TransportAdapter } from '../../src/transport/port.ts';
-import { decodeBatch } from '../../src/wire/decoder.ts';
+import type { LanemuxNode } from '../../src/stream/node.ts';
 import { RecordType } from '../../src/wire/constants.ts';
-import { closeAll, open, readAll, waitFor } from './helpers.ts';
+import { closeAll, readAll, waitFor } from './helpers.ts';
+import { Tap, tappedPair } from './wire-tap.ts';
 
 afterEach(closeAll);
-
-// ───────────────────────── wire tap on the TCP adapter ─────────────────────────
-
-interface WireMsg {
-  dir: 'in' | 'out';
-  kind: number;
-  name: string;
-  bytes: Uint8Array;
-  /** Swallowed by `mute` (never reached the socket). */
-  muted: boolean;
-}
-
-/** Every messenger message one node sends or receives; `mute` swallows its outbound messages. */
-class Tap {
-  readonly msgs: WireMsg[] = [];
-  mute = false;
-  record(dir: 'in' | 'out', bytes: Uint8Array, muted = false): void {
-    const b = bytes.slice();
-    const name = b[0] === 0x03 ? new TextDecoder().decode(b.subarray(6, 6 + b[5]!)) : '';
-    this.msgs.push({ dir, kind: b[0]!, name, bytes: b, muted });
-  }
-  requests(dir: 'in' | 'out', name?: string): WireMsg[] {
-    return this.msgs.filter((m) => m.dir === dir && m.kind === 0x03 && (name === undefined || m.name === name));
-  }
-  /** Records of the batches among `msgs`. */
-  static records(msgs: WireMsg[]): Array<{ type: number; slot: number; sessionId?: bigint; anchorId?: bigint; body: Uint8Array }> {
-    const out = [];
-    for (const m of msgs) {
-      if (m.kind !== 0x01) continue;
-      const d = decodeBatch(m.bytes.subarray(1));
-      expect(d.error).toBeNull();
-      out.push(...d.records);
-    }
-    return out;
-  }
-}
-
-function tapConnection(conn: Connection, tap: Tap): Connection {
-  return {
-    get remote() {
-      return conn.remote;
-    },
-    start(receiver: ConnectionReceiver) {
-      conn.start({
-        message(bytes) {
-          if (bytes[0]! < 0xf0) tap.record('in', bytes);
-          receiver.message(bytes);
-        },
-        closed: (error) => receiver.closed(error),
-      });
-    },
-    setFrameLimit: (n) => conn.setFrameLimit(n),
-    send(head, body) {
-      if (head[0]! < 0xf0) {
-        const all = new Uint8Array(head.byteLength + (body?.byteLength ?? 0));
-        all.set(head, 0);
-        if (body) all.set(body, head.byteLength);
-        tap.record('out', all, tap.mute);
-        if (tap.mute) return true; // swallowed: the peer never hears it
-      }
-      return conn.send(head, body);
-    },
-    bufferedAmount: () => conn.bufferedAmount(),
-    pause: () => conn.pause(),
-    resume: () => conn.resume(),
-    close: (reason, mode) => conn.close(reason, mode),
-  };
-}
-
-function tapped(inner: TransportAdapter, tap: Tap): TransportAdapter {
-  return {
-    name: inner.name,
-    dialSchemes: inner.dialSchemes,
-    listen: (host) =>
-      inner.listen({
-        get frameLimit() {
-          return host.frameLimit;
-        },
-        get maxMessageSize() {
-          return host.maxMessageSize;
-        },
-        accept: (conn) => host.accept(tapConnection(conn, tap)),
-      }),
-    dial: (request, events) => inner.dial(request, { open: (conn) => events.open(tapConnection(conn, tap)), fail: (e) => events.fail(e) }),
-    close: () => inner.close(),
-  };
-}
-
-async function tappedNode(options: Omit<NodeOptions, 'transports'> & { listen?: boolean } = {}): Promise<{ node: LanemuxNode; tap: Tap }> {
-  const { listen = true, ...rest } = options;
-  const tap = new Tap();
-  const node = await createNode({ ...rest, transports: [tapped(tcpTransport(listen ? { port: 0 } : { listen: false }), tap)] });
-  open.push(node);
-  return { node, tap };
-}
-
-async function pair(mux: NodeOptions['mux'] = {}, lanes = 8) {
-  const c = await tappedNode({ lanes, mux });
-  const p = await tappedNode({ listen: false, lanes, mux });
-  await p.node.connect(c.node.address);
-  return { consumer: c.node, producer: p.node, ctap: c.tap, ptap: p.tap };
-}
 
 const b64url = (bytes: Uint8Array): string => Buffer.from(bytes).toString('base64url');
 const ticketBody = (ticket: string): Record<string, unknown> => msgpackDecode(Buffer.from(ticket, 'base64url')) as Record<string, unknown>;
@@ -124,7 +19,7 @@ const metric = (n: LanemuxNode, name: string): number => n.metrics()[name] ?? 0;
 
 describe('zero-RTT opens over TCP (8 lanes)', () => {
   it('200 zero-RTT opens put zero attach messages on the wire; 200 ordinary attaches put 200 (the counter works)', async () => {
-    const { consumer, producer, ctap, ptap } = await pair();
+    const { consumer, producer, ctap, ptap } = await tappedPair();
     const anchors = Array.from({ length: 200 }, () => consumer.createAnchor<number>());
     const tickets = anchors.map((a) => consumer.prebindAnchor(a)!);
     const senders = await Promise.all(anchors.map((a, i) => producer.openAnchorStream<number>(a.handle, tickets[i]!)));
@@ -153,7 +48,7 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
   });
 
   it.each([false, true])('the first token needs no round trip: with every consumer → producer message swallowed, a ticket stream still delivers (asyncOpenAck %s)', async (asyncOpenAck) => {
-    const { consumer, producer, ctap, ptap } = await pair({ initialCredit: 4, asyncOpenAck });
+    const { consumer, producer, ctap, ptap } = await tappedPair({ initialCredit: 4, asyncOpenAck });
     const anchor = consumer.createAnchor<string>();
     const ticket = consumer.prebindAnchor(anchor)!;
     const mark = ptap.msgs.length;
@@ -184,7 +79,7 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
   });
 
   it('the ticket quotes the limits the buffer was sized from; no CreditUpdate on claim; a slot budget of 0 resolves to 1 MiB', async () => {
-    const { consumer, producer, ctap } = await pair({ initialCredit: 5, slotByteBudget: 0, heartbeatInterval: 7_000 });
+    const { consumer, producer, ctap } = await tappedPair({ initialCredit: 5, slotByteBudget: 0, heartbeatInterval: 7_000 });
     const anchor = consumer.createAnchor<number>();
     const ticket = consumer.prebindAnchor(anchor)!;
     const body = ticketBody(ticket);
@@ -211,7 +106,7 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
   });
 
   it('a lane-0 ticket has exactly the five pre-lanes fields (byte-identical MessagePack); another lane adds `lane` last', async () => {
-    const { consumer } = await pair();
+    const { consumer } = await tappedPair();
     const a0 = consumer.createAnchor();
     const t0 = consumer.prebindAnchor(a0)!;
     const a1 = consumer.createAnchor();
@@ -229,7 +124,7 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
   });
 
   it('a missing or mistyped ticket field is a clear ERR_INVALID_TICKET naming the field; a missing lane is lane 0', async () => {
-    const { consumer, producer } = await pair();
+    const { consumer, producer } = await tappedPair();
     const anchor = consumer.createAnchor<string>();
     const good = ticketBody(consumer.prebindAnchor(anchor)!);
     const encode = (o: Record<string, unknown>) => b64url(msgpackEncode(o));
@@ -275,7 +170,7 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
 
   it('heartbeats follow the ticket: a waiting pre-bind is not a watchdog miss, and a claimed idle ticket stream stays alive', async () => {
     const mux = { heartbeatInterval: 40, creditSweepInterval: 10 };
-    const { consumer, producer } = await pair(mux);
+    const { consumer, producer } = await tappedPair(mux);
     const anchor = consumer.createAnchor<string>();
     const ticket = consumer.prebindAnchor(anchor)!;
     expect(ticketBody(ticket)['heartbeat_interval_ms']).toBe(40);
@@ -294,7 +189,7 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
 
   it('an unclaimed pre-bind is reaped by the accept window: the consumer ends Dropped, the metric counts it, a late open gets UnknownSlot', async () => {
     const mux = { prebindTimeout: 150, creditSweepInterval: 20 };
-    const { consumer, producer } = await pair(mux);
+    const { consumer, producer } = await tappedPair(mux);
     const anchor = consumer.createAnchor<string>();
     const ticket = consumer.prebindAnchor(anchor)!;
     const t0 = performance.now();
