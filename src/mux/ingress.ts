@@ -48,6 +48,8 @@ interface Held {
   value: unknown;
   terminal: boolean;
   bytes: number;
+  /** Charged to the slot and peer hold budgets (false: held behind an announced rendezvous record). */
+  reserved: boolean;
 }
 
 /** One live ingress slot. */
@@ -73,6 +75,12 @@ export class IngressSlot {
   touched = false;
   terminalDelivered = false;
   closed = false;
+  /**
+   * Rendezvous records announced for this slot and not yet delivered or refused. Behind one the
+   * sender goes on within its credit alone, so its later records are bounded by credit (as in the
+   * slot buffer), not by the hold's byte budgets.
+   */
+  stagedPending = 0;
 
   constructor(id: number, table: IngressTable, bind: Bind, nextSeq: number) {
     this.id = id;
@@ -147,8 +155,23 @@ export class IngressTable {
     if (s === undefined || s.closed || s.bind.sessionId !== session || s.terminalDelivered) return false;
     s.bind.buffer.pushForced(FrameKind.TransportError, message);
     s.terminalDelivered = true;
+    // The producer's slot must close too (its LifecycleSlot{cancel} only signals): as a consumer cancel does.
+    this.#host.replyClose(this.peer, this.lane, s.id, CloseReason.UnknownSlot);
     this.#retire(s, false, 'dropped');
     return true;
+  }
+
+  /** The live slot (aside included) named by a staged transfer, if any. */
+  #staged(epoch: bigint, slot: number, session: bigint): IngressSlot | undefined {
+    if (this.epoch !== epoch) return undefined;
+    const s = this.#slots[slot >>> 8]?.id === slot ? this.#slots[slot >>> 8] : this.#aside?.get(slot);
+    return s !== undefined && !s.closed && s.bind.sessionId === session ? s : undefined;
+  }
+
+  /** A rendezvous record for the slot was announced (`+1`) or delivered/refused (`-1`). */
+  stagedPendingChanged(epoch: bigint, slot: number, session: bigint, delta: number): void {
+    const s = this.#staged(epoch, slot, session);
+    if (s !== undefined) s.stagedPending = Math.max(0, s.stagedPending + delta);
   }
 
   /** The live slot at an index, if any. */
@@ -283,12 +306,13 @@ export class IngressTable {
         }
         this.#touch(s);
         if (seq !== s.nextSeq) {
-          if (reservePair(s.holdBudget, this.peerBudget, bytes) !== 'ok') {
+          const reserved = s.stagedPending === 0;
+          if (reserved && reservePair(s.holdBudget, this.peerBudget, bytes) !== 'ok') {
             m.holdOverflow++;
             this.fault(s, CloseReason.ProtocolError);
             return;
           }
-          (s.hold ??= new Map()).set(seq, { kind, value, terminal, bytes });
+          (s.hold ??= new Map()).set(seq, { kind, value, terminal, bytes, reserved });
           m.heldRecords++;
           return;
         }
@@ -341,7 +365,7 @@ export class IngressTable {
       while (h !== undefined) {
         hold.delete(s.nextSeq);
         m.heldRecords--;
-        releasePair(s.holdBudget, this.peerBudget, h.bytes);
+        if (h.reserved) releasePair(s.holdBudget, this.peerBudget, h.bytes);
         if (!this.#deliver(s, h.kind, h.value, h.terminal, h.bytes)) return;
         h = hold.get(s.nextSeq);
       }
@@ -501,7 +525,7 @@ export class IngressTable {
     m.liveSlots--;
     if (s.hold !== null) {
       for (const h of s.hold.values()) {
-        releasePair(s.holdBudget, this.peerBudget, h.bytes);
+        if (h.reserved) releasePair(s.holdBudget, this.peerBudget, h.bytes);
         m.heldRecords--;
       }
       s.hold = null;

@@ -103,6 +103,7 @@ export class Mux implements BatcherHost, IngressHost {
         maxMessageSize: (peer) => messenger.maxMessageSize(peer),
         deliver: (peer, lane, payload) => this.#ingress(peer, lane, payload),
         refuse: (peer, lane, epoch, slot, session, message) => this.#refuseStaged(peer, lane, epoch, slot, session, message),
+        pendingChanged: (peer, lane, epoch, slot, session, delta) => this.#tables.get(peer)?.[lane]?.stagedPendingChanged(epoch, slot, session, delta),
         bytesChanged: (delta) => {
           metrics.stagedInBytes += delta;
         },
@@ -618,6 +619,9 @@ export class Mux implements BatcherHost, IngressHost {
       b.buffer.close();
       this.bindEnded(b, 'dropped');
     }
+    // Staged transfers die with the node: nothing would expire them once the sweep stops.
+    this.#stageOut.close();
+    this.#stageIn.close();
     this.#closed = true;
     if (this.#sweepTimer !== null) this.runtime.clearTimer(this.#sweepTimer);
     this.#sweepTimer = null;

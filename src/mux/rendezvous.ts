@@ -34,6 +34,8 @@ const PULL_ENVELOPE_ROOM = 1024;
 const PULL_WINDOW = 4;
 /** Descriptors a receiver queues per peer before it refuses more (each names a fenced slot). */
 export const MAX_QUEUED_TRANSFERS = 4096;
+/** Release requests in flight per peer (more refusals rely on the sender's accept window). */
+const MAX_RELEASES_IN_FLIGHT = 16;
 
 /** `<epoch>:<slot>:<session>`, decimal: the stream a staged singleton belongs to. */
 export function formatMuxSlot(epoch: bigint, slot: number, session: bigint): string {
@@ -77,7 +79,9 @@ interface Outgoing {
   readonly id: number;
   readonly peer: PeerId;
   readonly payload: Uint8Array;
-  readonly expires: number;
+  /** Staging time + window; pushed back by each pull of this transfer. */
+  expires: number;
+  started: boolean;
 }
 
 /** The sender's staged singletons. */
@@ -88,6 +92,8 @@ export class StageOut {
   #byId = new Map<number, Outgoing>();
   #bytes = new Map<PeerId, number>();
   #room = new Map<PeerId, Array<() => void>>();
+  /** Last pull from each peer: a peer that is pulling keeps all its transfers (it pulls them in order). */
+  #lastPull = new Map<PeerId, number>();
   #nextId = 1;
 
   /** `budget`: staged bytes per peer; `ttl`: how long a transfer may wait for its pulls (ms). */
@@ -131,7 +137,7 @@ export class StageOut {
    */
   stage(peer: PeerId, lane: number, payload: Uint8Array, muxSlot: string): { id: number; admission: Admission } {
     const id = this.#nextId++;
-    this.#byId.set(id, { id, peer, payload, expires: this.#host.now() + this.#ttl });
+    this.#byId.set(id, { id, peer, payload, expires: this.#host.now() + this.#ttl, started: false });
     this.#bytes.set(peer, (this.#bytes.get(peer) ?? 0) + payload.byteLength);
     this.#host.bytesChanged?.(payload.byteLength);
     let admission: Admission;
@@ -154,6 +160,12 @@ export class StageOut {
     const req = parse(pullSchema, body);
     if (!req.success) throw new LanemuxError('ERR_PROTOCOL', `malformed ${PULL_HANDLER} request: ${req.error.issues[0]?.message ?? 'invalid'}`);
     const t = this.#byId.get(req.data.id);
+    if (t !== undefined && t.peer === from) {
+      const now = this.#host.now();
+      this.#lastPull.set(from, now);
+      t.started = true;
+      t.expires = now + this.#ttl;
+    }
     // Looked up among this peer's transfers only: a peer can pull or release only what was staged for it.
     if (t === undefined || t.peer !== from) throw new LanemuxError('ERR_UNKNOWN_TRANSFER', `no staged transfer ${req.data.id} for this peer (pulled, released or expired)`);
     if ('release' in req.data) {
@@ -190,13 +202,25 @@ export class StageOut {
   /** Drop transfers whose pulls never came (sweep tick). */
   expire(now: number): void {
     if (this.#byId.size === 0) return;
-    for (const t of [...this.#byId.values()]) if (t.expires <= now) this.release(t.id);
+    for (const t of [...this.#byId.values()]) {
+      // A transfer being pulled expires a window after its last pull; one not started yet waits
+      // while its peer is pulling others (the receiver pulls one transfer at a time).
+      if (t.expires > now) continue;
+      if (t.started || (this.#lastPull.get(t.peer) ?? Number.NEGATIVE_INFINITY) + this.#ttl <= now) this.release(t.id);
+    }
   }
 
   /** The peer is gone: its transfers will never be pulled. */
   peerGone(peer: PeerId): void {
     for (const t of [...this.#byId.values()]) if (t.peer === peer) this.release(t.id);
     this.#room.delete(peer);
+    this.#lastPull.delete(peer);
+  }
+  /** The node is closing: every staged transfer is dropped. */
+  close(): void {
+    for (const t of [...this.#byId.values()]) this.release(t.id);
+    this.#room.clear();
+    this.#lastPull.clear();
   }
 }
 
@@ -212,6 +236,8 @@ export interface StageInHost {
   refuse(peer: PeerId, lane: number, epoch: bigint, slot: number, session: bigint, message: string): void;
   /** Bytes being assembled changed by `delta` (for a gauge). */
   bytesChanged?(delta: number): void;
+  /** A transfer for the named stream was queued (`+1`) or settled: delivered, refused or failed (`-1`). */
+  pendingChanged?(peer: PeerId, lane: number, epoch: bigint, slot: number, session: bigint, delta: number): void;
 }
 
 interface Incoming {
@@ -229,6 +255,8 @@ export class StageIn {
   readonly #host: StageInHost;
   readonly #max: number;
   #queues = new Map<PeerId, Incoming[]>();
+  #releasing = new Map<PeerId, number>();
+  #closed = false;
   /** Bumped when a peer goes, so a pull loop of its old link stops delivering. */
   #generation = new Map<PeerId, number>();
   /** Bytes of transfers being assembled (all peers). */
@@ -241,6 +269,7 @@ export class StageIn {
 
   /** The `_rv_stage` handler (ordered on its lane; never awaits). */
   onDescriptor(from: PeerId, lane: number, payload: Uint8Array): void {
+    if (this.#closed) return;
     let body: unknown;
     try {
       body = decodeBounded(payload);
@@ -267,12 +296,23 @@ export class StageIn {
       return;
     }
     q.push(t);
+    this.#host.pendingChanged?.(from, t.lane, t.epoch, t.slot, t.session, 1);
     if (q.length === 1) void this.#pump(from);
   }
 
   #refuse(from: PeerId, t: Incoming, message: string): void {
     this.#host.refuse(from, t.lane, t.epoch, t.slot, t.session, message);
-    this.#host.request(from, PULL_HANDLER, { id: t.id, release: true }).catch(() => {});
+    // Releases are a courtesy (the sender's accept window frees the copy anyway): a few in flight per
+    // peer, so a descriptor flood cannot fill the node-wide pending-request budget.
+    const n = this.#releasing.get(from) ?? 0;
+    if (n >= MAX_RELEASES_IN_FLIGHT) return;
+    this.#releasing.set(from, n + 1);
+    const done = (): void => {
+      const left = (this.#releasing.get(from) ?? 1) - 1;
+      if (left > 0) this.#releasing.set(from, left);
+      else this.#releasing.delete(from);
+    };
+    this.#host.request(from, PULL_HANDLER, { id: t.id, release: true }).then(done, done);
   }
 
   /** Pull the peer's transfers one at a time (bounded memory), in descriptor order. */
@@ -292,6 +332,7 @@ export class StageIn {
       if ((this.#generation.get(peer) ?? 0) !== gen) return;
       q.shift();
       if (buf !== null) this.#host.deliver(peer, t.lane, buf);
+      this.#host.pendingChanged?.(peer, t.lane, t.epoch, t.slot, t.session, -1);
     }
     if (q !== undefined && q.length === 0 && this.#queues.get(peer) === q) this.#queues.delete(peer);
   }
@@ -303,13 +344,21 @@ export class StageIn {
     this.#host.bytesChanged?.(t.size);
     try {
       let next = 0;
+      let failed = false;
       const worker = async (): Promise<void> => {
-        while (next < t.size) {
+        while (next < t.size && !failed) {
           const offset = next;
           const length = Math.min(chunk, t.size - offset);
           next += length;
-          const part = await this.#host.request(peer, PULL_HANDLER, { id: t.id, offset, length });
+          let part: unknown;
+          try {
+            part = await this.#host.request(peer, PULL_HANDLER, { id: t.id, offset, length });
+          } catch (e) {
+            failed = true;
+            throw e;
+          }
           if (!(part instanceof Uint8Array) || part.byteLength !== length) {
+            failed = true;
             throw new LanemuxError('ERR_PROTOCOL', `pull at ${offset} returned ${part instanceof Uint8Array ? part.byteLength : typeof part} instead of ${length} bytes`);
           }
           buf.set(part, offset);
@@ -317,12 +366,21 @@ export class StageIn {
       };
       const workers: Array<Promise<void>> = [];
       for (let i = 0; i < PULL_WINDOW && i * chunk < t.size; i++) workers.push(worker());
-      await Promise.all(workers);
+      // Wait for every worker, failed or not: no pull of this transfer (nor its buffer) outlives it,
+      // so a peer that fails one chunk fast cannot make this side allocate the next transfer early.
+      const settled = await Promise.allSettled(workers);
+      for (const r of settled) if (r.status === 'rejected') throw r.reason;
       return buf;
     } finally {
       this.assembling -= t.size;
       this.#host.bytesChanged?.(-t.size);
     }
+  }
+
+  /** The node is closing: every pull loop stops and nothing more is delivered. */
+  close(): void {
+    for (const peer of [...this.#queues.keys()]) this.peerGone(peer);
+    this.#closed = true;
   }
 
   /** The peer is gone: forget its queue; a pull loop in progress stops delivering. */
