@@ -198,7 +198,14 @@ export class Batcher implements SlotBatcher {
         this.#openRoom.push({ retry: () => this.openSlot(anchorId, sessionId, credit, owner, slotByteBudget).then(resolve, reject), reject });
       });
     }
-    if (this.liveSlots >= MAX_LIVE_SLOTS_PER_BATCHER) {
+    if (this.#cap < OPEN_BATCH_BYTES) {
+      // A cap this small (29..44 bytes) passes the batch-cap clamp but cannot carry an OpenSlot: refuse
+      // before an index is taken and the slot counted live.
+      return Promise.reject(
+        new MuxError('ERR_RECORD_TOO_LARGE', `the ${this.#cap}-byte batch cap toward ${this.peer} cannot carry an OpenSlot (${OPEN_BATCH_BYTES} bytes): raise maxBatchBytes or the transport's message size`),
+      );
+    }
+        if (this.liveSlots >= MAX_LIVE_SLOTS_PER_BATCHER) {
       return Promise.reject(new MuxError('ERR_TOO_MANY_SLOTS', `peer ${this.peer} lane ${this.lane} already holds ${this.liveSlots} live slots`));
     }
     const index = this.#free.length > 0 ? this.#free.pop()! : this.#nextIndex++;
@@ -948,6 +955,9 @@ export class Batcher implements SlotBatcher {
 export interface DrainLeftovers {
   credit: number[];
 }
+
+/** A batch holding one OpenSlot: header + record header + anchor id + session id. */
+const OPEN_BATCH_BYTES = BATCH_HEADER_LEN + RECORD_HEADER_LEN + 16;
 
 /** The close marker of a slot that sent its terminal (shared: it carries no per-stream detail). */
 const STREAM_ENDED = new MuxError('ERR_STREAM_ENDED', 'the stream already sent its terminal');

@@ -484,3 +484,13 @@ describe('peer-wide egress budget (withheld bytes of all slots toward one peer)'
     expect(peer.withheldBytes).toBe(0);
   });
 });
+
+describe('a batch cap too small for an OpenSlot', () => {
+  it('refuses the open with a clear error before taking an index or counting a live slot (cap 29..44 passes the clamp)', async () => {
+    const h = egress({ maxBatchBytes: 40 });
+    await expect(h.batcher.openSlot(1n, 2n, 4, new RecordingOwner())).rejects.toMatchObject({ code: 'ERR_RECORD_TOO_LARGE', message: expect.stringMatching(/cannot carry an OpenSlot \(45 bytes\)/) });
+    expect(h.batcher.liveSlots).toBe(0);
+    expect(h.metrics.liveSlots).toBe(0);
+    expect(h.sink.sent).toHaveLength(0);
+  });
+});
