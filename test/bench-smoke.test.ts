@@ -83,5 +83,8 @@ describe('npm run bench -- --quick', () => {
     // 6. lanes 1/2/4/8
     expect(summary.lanes.map((row: { lanes: number }) => row.lanes)).toEqual([1, 2, 4, 8]);
     for (const row of summary.lanes) sane(row.mb_per_s, `lanes ${row.lanes}`);
+    // 6b. the same over WebTransport, Deno → Deno
+    expect(summary.lanesWt.map((row: { lanes: number }) => row.lanes)).toEqual([1, 2, 4, 8]);
+    for (const row of summary.lanesWt) sane(row.mb_per_s, `WebTransport lanes ${row.lanes}`);
   });
 });

@@ -8,7 +8,7 @@
 //  3. lifecycle      open + 4 items + close, 64 in flight: attach, zero-RTT, per-stream, yamux.
 //  4. memory         1,024 streams with a stalled consumer; 100,000 streams opened and closed.
 //  5. latency        one stream, one token every 10 ms: raw socket, Auto, Auto+linger (±onComplete), Manual.
-//  6. lanes          64 streams of 16 KiB items over TCP, 1 / 2 / 4 / 8 lanes.
+//  6. lanes          64 streams of 16 KiB items, 1 / 2 / 4 / 8 lanes, over TCP and over WebTransport Deno → Deno.
 //
 // Every benchmark is a child process (the decode-shape and latency ones run sender and receiver in
 // two processes on 127.0.0.1). Figures are medians over rounds with [min–max]; every ratio is
@@ -99,7 +99,7 @@ function passesFor(impl, x) {
 }
 const shapeKey = (s) => `X=${s.x} Y=${s.y} W=${s.w}`;
 
-const raw = { decode: {}, tpw: [], lifecycle: {}, memory: {}, churn: [], latency: {}, lanes: {} };
+const raw = { decode: {}, tpw: [], lifecycle: {}, memory: {}, churn: [], latency: {}, lanes: {}, lanesWt: {} };
 // Scenario 4 runs the decode shape's 64-byte tokens and 1 KiB items (where the credit bound X · C · item exceeds the budget).
 const MEM_ITEMS = [64, 1024];
 const LIFE = ['attach', 'zero-rtt', 'per-stream', 'yamux'];
@@ -144,6 +144,9 @@ for (let r = 0; r < rounds; r++) {
       const res = await run(`lanes ${lanes}`, S('lanes.mjs'), ['--lanes', String(lanes), '--items', quick ? '20' : '200']);
       (raw.lanes[lanes] ??= []).push(res);
       log(`  6 lanes ${lanes} ${res.error ? 'ERROR' : `${res.mb_per_s} MB/s, ${res.cpu_us_per_item} µs/item`}`);
+      const wt = await run(`lanes-wt ${lanes}`, S('lanes-wt.mjs'), ['--lanes', String(lanes), '--items', quick ? '20' : '100']);
+      (raw.lanesWt[lanes] ??= []).push(wt);
+      log(`  6 lanes ${lanes} WebTransport ${wt.error ? 'ERROR' : `${wt.mb_per_s} MB/s, ${wt.cpu_us_per_item} µs/item`}`);
     }
   }
   if (want(4)) {
@@ -199,7 +202,7 @@ const fS = (s, d = 2) => (s === null ? 'n/a' : rounds > 1 ? `${fNum(s.med, d)} [
 const fx = (v) => (v == null ? '–' : v >= 10 ? `${v.toFixed(0)}×` : v >= 1 ? `${v.toFixed(2)}×` : `${v.toFixed(2)}×`);
 
 const md = [];
-const summary = { decode: [], tpw: [], lifecycle: [], memory: null, churn: null, latency: [], lanes: [] };
+const summary = { decode: [], tpw: [], lifecycle: [], memory: null, churn: null, latency: [], lanes: [], lanesWt: [] };
 md.push(`lanemux benchmark — ${info.date}, ${info.nproc} vCPU ${info.cpu_model}, Node ${info.node}, commit ${info.git_commit}${info.src_dirty ? ' (src modified)' : ''}, ` +
   `${rounds} round(s)${quick ? ', --quick (tiny sizes: a smoke check)' : ''}; median [min–max] over rounds; ratios paired per round.`);
 
@@ -319,7 +322,14 @@ if (want(6)) {
     summary.lanes.push(row);
     md.push(`| ${l} | ${fS(row.mb_per_s, 1)} | ${l === 1 ? '1' : fx(row.vs_1)} | ${fS(row.cpu_us_per_item, 1)} |`);
   }
-  md.push('', 'WebTransport (Deno → Deno) lanes: not measured, lanemux has no WebTransport adapter yet.');
+  md.push('', '### 6b. Lanes over WebTransport, Deno → Deno: 64 streams of 16 KiB items (separate Deno processes)', '');
+  md.push('| lanes | MB/s | ÷ 1 lane | CPU µs per item (both) |', '|---|---|---|---|');
+  for (const l of LANES) {
+    const rs = raw.lanesWt[l] ?? [];
+    const row = { lanes: l, mb_per_s: stat(rs, 'mb_per_s'), cpu_us_per_item: stat(rs, 'cpu_us_per_item'), vs_1: paired(rs, raw.lanesWt[1] ?? [], 'mb_per_s') };
+    summary.lanesWt.push(row);
+    md.push(`| ${l} | ${fS(row.mb_per_s, 1)} | ${l === 1 ? '1' : fx(row.vs_1)} | ${fS(row.cpu_us_per_item, 1)} |`);
+  }
 }
 md.push('', `Load average (1 min) at start ${info.loadavg_at_start[0].toFixed(2)}, at end ${os.loadavg()[0].toFixed(2)}. Total ${Math.round(totalS)} s. Command: \`npm run bench${quick ? ' -- --quick' : ''}\`. JSON: ${path.relative(repoRoot, jsonPath)}.`);
 const text = md.join('\n');
