@@ -11,7 +11,7 @@
 // after the warm-up and at the end, each after a full GC, to show that N streams leave no growth.
 // Usage: node [--expose-gc] test/bench/lifecycle.mjs [--mode attach] [--n 20000] [--warm 2000] [--conc 64]
 import net from 'node:net';
-import { connect, cpuUs, dist, emitAndExit, listen, now, parseArgs, round, watchdog } from './harness.mjs';
+import { connect, cpuUs, dist, emitAndExit, listen, now, parseArgs, pct, round, watchdog } from './harness.mjs';
 import { messageBytes, yamuxOver } from './yamux-conn.mjs';
 
 const args = parseArgs();
@@ -33,13 +33,15 @@ async function lanemuxOpener() {
   const consumer = await createNode({ transports: [tcpTransport({ host: '127.0.0.1', port: 0 })], ...opts() });
   const producer = await createNode({ transports: [tcpTransport({ listen: false })], ...opts() });
   await producer.connect(consumer.address);
-  const one = async () => {
+  const one = async (lat) => {
+    const start = now();
     const anchor = consumer.createAnchor();
     const ticket = mode === 'zero-rtt' ? consumer.prebindAnchor(anchor) : undefined;
     const reading = (async () => {
       let got = 0;
-      for await (const _ of anchor) got++;
+      for await (const _ of anchor) if (got++ === 0 && lat) lat.first.push(now() - start);
       if (got !== ITEMS) throw new Error(`stream got ${got} of ${ITEMS} items`);
+      if (lat) lat.total.push(now() - start);
     })();
     const sender = ticket !== undefined ? await producer.openAnchorStream(anchor.handle, ticket) : await producer.attachAnchor(anchor.handle);
     for (let i = 0; i < ITEMS; i++) await sender.send(item);
@@ -62,16 +64,19 @@ async function yamuxOpener() {
     });
   });
   const muxer = yamuxOver(await connect(await listen(srv)), 'outbound');
-  const one = async () => {
+  const one = async (lat) => {
+    const start = now();
     const stream = await muxer.createStream();
     const closed = new Promise((res) => stream.addEventListener('close', res, { once: true }));
     for (let i = 0; i < ITEMS; i++) stream.send(item);
     await stream.close();
     await closed;
+    if (lat) lat.total.push(now() - start);
   };
   return { one, live: () => muxer.streams.length };
 }
 
+const pctOf = (xs, p) => pct([...xs].sort((a, b) => a - b), p);
 const gc = globalThis.gc;
 const mem = () => {
   gc?.();
@@ -82,12 +87,12 @@ const mem = () => {
 
 const { one, live } = mode === 'yamux' ? await yamuxOpener() : await lanemuxOpener();
 // `conc` workers, each opening streams back to back; warm-up first, then the timed section.
-const runMany = async (count) => {
+const runMany = async (count, lat) => {
   let next = 0;
   const worker = async () => {
     while (next < count) {
       next++;
-      await one();
+      await one(lat);
     }
   };
   await Promise.all(Array.from({ length: Math.min(conc, count) }, worker));
@@ -96,7 +101,9 @@ await runMany(warm);
 const m0 = mem();
 const cpu0 = process.cpuUsage();
 const t0 = now();
-await runMany(n);
+// Per stream, from the open call: first item at the consumer (setup latency) and the whole stream.
+const lat = { first: [], total: [] };
+await runMany(n, lat);
 const wall = now() - t0;
 const cpu = cpuUs(process.cpuUsage(cpu0));
 // Retirement (close records, sweeps) settles shortly after the last stream ends.
@@ -106,6 +113,9 @@ await emitAndExit({
   bench: `lifecycle-${mode}`, mode, n, warm, conc, items: ITEMS,
   streams_per_s: Math.round((n / wall) * 1000),
   cpu_us_per_stream: round(cpu / n, 2),
+  ...(lat.first.length > 0 ? { first_item_p50_ms: round(pctOf(lat.first, 50)), first_item_p99_ms: round(pctOf(lat.first, 99)) } : {}),
+  stream_p50_ms: round(pctOf(lat.total, 50)),
+  stream_p99_ms: round(pctOf(lat.total, 99)),
   live_after: live(),
   ...(gc ? { heap_growth_bytes: m1.heap - m0.heap, rss_growth_bytes: m1.rss - m0.rss, heap_after_bytes: m1.heap } : {}),
 });

@@ -258,14 +258,16 @@ if (want(2) && raw.tpw.length) {
 
 if (want(3)) {
   md.push('', '### 3. Stream lifecycle: open + 4 items of 16 B + close, 64 in flight (both nodes in one process, as the reference\'s §11)', '');
-  md.push('| path | streams/s | CPU µs per stream (both sides) | ÷ per-stream CPU | ÷ yamux CPU |', '|---|---|---|---|---|');
+  md.push('| path | streams/s | CPU µs per stream (both sides) | first item p50 / p99 ms | whole stream p50 / p99 ms | ÷ per-stream CPU | ÷ yamux CPU |', '|---|---|---|---|---|---|---|');
   for (const mode of LIFE) {
     const rs = raw.lifecycle[mode];
     const row = { mode, streams_per_s: stat(rs, 'streams_per_s'), cpu_us_per_stream: stat(rs, 'cpu_us_per_stream'),
+      first_p50: stat(rs, 'first_item_p50_ms'), first_p99: stat(rs, 'first_item_p99_ms'), stream_p50: stat(rs, 'stream_p50_ms'), stream_p99: stat(rs, 'stream_p99_ms'),
       vs_per_stream_cpu: paired(rs, raw.lifecycle['per-stream'], 'cpu_us_per_stream'), vs_yamux_cpu: paired(rs, raw.lifecycle.yamux, 'cpu_us_per_stream') };
     summary.lifecycle.push(row);
     const label = { attach: 'lanemux attach', 'zero-rtt': 'lanemux zero-RTT', 'per-stream': 'per-stream path', yamux: 'yamux stream open' }[mode];
-    md.push(`| ${label} | ${fS(row.streams_per_s)} | ${fS(row.cpu_us_per_stream, 1)} | ${fx(row.vs_per_stream_cpu)} | ${fx(row.vs_yamux_cpu)} |`);
+    const first = row.first_p50 === null ? '–' : `${fS(row.first_p50, 2)} / ${fS(row.first_p99, 2)}`;
+    md.push(`| ${label} | ${fS(row.streams_per_s)} | ${fS(row.cpu_us_per_stream, 1)} | ${first} | ${fS(row.stream_p50, 2)} / ${fS(row.stream_p99, 2)} | ${fx(row.vs_per_stream_cpu)} | ${fx(row.vs_yamux_cpu)} |`);
   }
   md.push('', `${lifeN[0]} timed streams after ${lifeN[1]} warm-up per run.`);
 }
