@@ -77,7 +77,12 @@ interface BunServe {
 /** Bun clamps `backpressureLimit` to an unsigned 32-bit integer. */
 const MAX_BACKPRESSURE_LIMIT = 2 ** 32 - 1;
 
-/** Create a Bun WebSocket server adapter. Throws `ERR_UNSUPPORTED_RUNTIME` outside Bun. */
+/**
+ * Create a Bun WebSocket server adapter. Throws `ERR_UNSUPPORTED_RUNTIME` outside Bun.
+ *
+ * Bun's payload limit is server-wide (`maxPayloadLength` = `maxMessageSize`): a message before the
+ * HELLO is buffered up to that size before the 4 KiB pre-HELLO check refuses it.
+ */
 export function bunWebSocketServerTransport(options: BunWebSocketServerTransportOptions = {}): TransportAdapter {
   const bun = runtimeGlobal<BunServe>('Bun', ['serve']);
   if (bun === undefined) throw unsupportedRuntimeError('bunWebSocketServerTransport', 'bun-ws', 'Bun.serve', 'ws-server');

@@ -302,16 +302,30 @@ class DenoWtServerAdapter implements WebTransportServerAdapter {
     this.#handshaking++;
     let session: DenoServerSession;
     let remote: string;
+    let conn: DenoQuicConn | undefined;
+    let late: TimerHandle | undefined;
     try {
-      const conn = await incoming.accept();
+      // A peer that completes QUIC but never sends its CONNECT must not hold a maxSessions slot forever.
+      const deadline = new Promise<never>((_, reject) => {
+        late = setUnrefTimeout(() => reject(new Error('webtransport handshake timed out')), o.sessionIdleTimeoutMs);
+      });
+      deadline.catch(() => {});
+      conn = await Promise.race([incoming.accept(), deadline]);
       const a = conn.remoteAddr;
       remote = `https://${a.hostname.includes(':') ? `[${a.hostname}]` : a.hostname}:${a.port}`;
-      session = await this.#api.upgradeWebTransport(conn);
+      session = await Promise.race([this.#api.upgradeWebTransport(conn), deadline]);
       session.closed.catch(() => {});
-      await session.ready;
+      await Promise.race([session.ready, deadline]);
     } catch {
-      return; // Handshake failed: nothing was handed over.
+      // Handshake failed or timed out: nothing was handed over; free the QUIC connection now.
+      try {
+        conn?.close({ closeCode: 0, reason: 'webtransport handshake failed' });
+      } catch {
+        // Already closed.
+      }
+      return;
     } finally {
+      if (late !== undefined) clearTimeout(late);
       this.#handshaking--;
     }
     let path: string | undefined;

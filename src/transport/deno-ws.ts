@@ -5,7 +5,11 @@
  * is shared (`message-socket-conn.ts`).
  *
  * - Binary messages only, one lanemux message per WebSocket message; the frame limit (4 KiB before
- *   the HELLO) is checked on each message as it is delivered (Deno has no per-socket payload limit).
+ *   the HELLO) is checked on each message as it is delivered. Deno has no per-socket payload limit:
+ *   the runtime assembles a message of up to 64 MiB (its own cap) before that check refuses it, so
+ *   an unauthenticated peer can make the server buffer that much per connection. Put a proxy with a
+ *   message-size limit in front of a Deno WebSocket server that faces untrusted clients, or use the
+ *   Node server (`ws` lowers its limit per connection before the HELLO).
  * - Admission follows the socket's `bufferedAmount` against `highWaterMark`; Deno has no drain
  *   event, so the buffer is re-checked every `drainPollMs` while an admission waits.
  * - Deno cannot pause reading a server WebSocket: `pause()` returns false, and receive-side

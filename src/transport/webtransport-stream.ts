@@ -182,7 +182,11 @@ export class WtStreamConn implements Connection {
   /** Called once after the receiver learns the connection closed (a reconnecting dial watches this). */
   onClosed: ((error: LanemuxError) => void) | undefined;
 
+  /** Why the connection closed, kept so that a closed-before-start() conn still reports it. */
+  #closedWith: LanemuxError | undefined;
+
   #report(error: LanemuxError): void {
+    this.#closedWith = error;
     this.#receiver?.closed(error);
     this.onClosed?.(error);
   }
@@ -194,6 +198,11 @@ export class WtStreamConn implements Connection {
 
   start(receiver: ConnectionReceiver): void {
     this.#receiver = receiver;
+    // Lost between stream creation and hand-over (session closed meanwhile): tell the new owner.
+    if (this.#closedWith !== undefined) {
+      this.#report(this.#closedWith);
+      return;
+    }
     void this.#pump();
   }
 

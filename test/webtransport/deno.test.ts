@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DENO, DENO_ENV, ROOT, removeDir } from './support.ts';
 
-const FILES = ['test/webtransport/conformance.deno.ts', 'test/webtransport/adapter.deno.ts'];
+const FILES = ['test/webtransport/conformance.deno.ts', 'test/webtransport/adapter.deno.ts', 'test/webtransport/handshake-stall.deno.ts'];
 
 interface Case {
   readonly name: string;
