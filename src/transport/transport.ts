@@ -685,7 +685,8 @@ class Dial implements HandshakeOwner {
     }
     // A reconnecting adapter (partysocket) opens lane 0 again by itself after its back-off; every
     // other case ends the dial. connect() keeps waiting across retries until its own deadline.
-    if (!this.#reconnect || !this.#adapterReconnects() || TERMINAL_CODES.has(error.code)) this.stop(error);
+    // A terminal code marked retryable (a hello that timed out) is worth another try.
+    if (!this.#reconnect || !this.#adapterReconnects() || (TERMINAL_CODES.has(error.code) && !error.retryable)) this.stop(error);
   }
 
   #adapterReconnects(): boolean {
