@@ -92,9 +92,14 @@ class DenoTcpAdapter implements TransportAdapter {
             closeQuietly(conn);
             continue;
           }
-          const socket = this.#track(conn);
-          const remote = formatTcpAddress(conn.remoteAddr.hostname, conn.remoteAddr.port);
-          host.accept(new ByteStreamConnection(socket, this.name, remote, host.frameLimit, this.#limits, this.#o.closeGraceMs));
+          // One connection that fails while it is set up must not end the accept loop for everyone.
+          try {
+            const socket = this.#track(conn);
+            const remote = formatTcpAddress(conn.remoteAddr.hostname, conn.remoteAddr.port);
+            host.accept(new ByteStreamConnection(socket, this.name, remote, host.frameLimit, this.#limits, this.#o.closeGraceMs));
+          } catch {
+            closeQuietly(conn);
+          }
         }
       } catch {
         // The listener was closed (or failed): no more connections.

@@ -196,8 +196,13 @@ function dispatch(bound: BoundEndpoint, listener: DenoQuicListener): void {
   void (async () => {
     try {
       for await (const incoming of listener) {
-        if (bound.owner !== undefined) bound.owner(incoming);
-        else incoming.refuse();
+        // One connection that fails while it is handed over must not end the accept loop for everyone.
+        try {
+          if (bound.owner !== undefined) bound.owner(incoming);
+          else incoming.refuse();
+        } catch {
+          // That connection is lost; the next one is accepted as usual.
+        }
       }
     } catch {
       // The listener was stopped or the endpoint closed.
