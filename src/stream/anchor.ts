@@ -6,6 +6,7 @@
  * Consume it as an async iterator (`for await (const x of anchor)`) or as a WHATWG
  * `ReadableStream` (`anchor.readable`), whose back-pressure is the slot's credit.
  */
+import { defineAsyncDispose } from '../runtime/dispose.ts';
 import type { LanemuxError } from '../errors.ts';
 import type { Bind } from '../mux/bind.ts';
 import type { SlotBuffer } from '../mux/slot-buffer.ts';
@@ -34,14 +35,7 @@ const STEP_DONE = 2;
 export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
   static {
     // `await using anchor = …` where the runtime has explicit resource management.
-    const dispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
-    if (typeof dispose === 'symbol') {
-      Object.defineProperty(StreamAnchor.prototype, dispose, {
-        value(this: StreamAnchor) {
-          return this.close();
-        },
-      });
-    }
+    defineAsyncDispose(StreamAnchor.prototype);
   }
 
   /** The handle to give a producer (`attachAnchor`); parse it back with `parseHandle`. */

@@ -30,6 +30,7 @@
  * - The node's `unattachedTimeout` with no sender attached (armed at creation and whenever the
  *   last sender's end is read): iteration ends (done), as the reference's registry removal does.
  */
+import { defineAsyncDispose } from '../runtime/dispose.ts';
 import type { LanemuxError } from '../errors.ts';
 import type { PeerId } from '../messenger/types.ts';
 import type { Bind } from '../mux/bind.ts';
@@ -106,14 +107,7 @@ const STEP_DONE = 2;
 export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<T>> {
   static {
     // `await using anchor = …` where the runtime has explicit resource management.
-    const dispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
-    if (typeof dispose === 'symbol') {
-      Object.defineProperty(MpscAnchor.prototype, dispose, {
-        value(this: MpscAnchor) {
-          return this.close();
-        },
-      });
-    }
+    defineAsyncDispose(MpscAnchor.prototype);
   }
 
   /** The handle to give producers (`attachMpscAnchor`); bit 63 of its local id marks MPSC. */

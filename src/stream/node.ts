@@ -13,6 +13,7 @@
  * for await (const token of anchor) console.log(token);
  * ```
  */
+import { defineAsyncDispose } from '../runtime/dispose.ts';
 import type { LanemuxError } from '../errors.ts';
 import { resolveLimits } from '../credit/negotiate.ts';
 import { MuxMetrics } from '../metrics/mux-metrics.ts';
@@ -112,15 +113,8 @@ type SenderFactory<T> = (init: SenderInit) => StreamSender<T>;
 /** A lanemux node. Create one with {@link createNode}. */
 export class LanemuxNode implements AnchorHost, MpscHost {
   static {
-    // `await using node = await createNode(…)` where the runtime has explicit resource management.
-    const dispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
-    if (typeof dispose === 'symbol') {
-      Object.defineProperty(LanemuxNode.prototype, dispose, {
-        value(this: LanemuxNode) {
-          return this.close();
-        },
-      });
-    }
+    // `await using node = …` where the runtime has explicit resource management.
+    defineAsyncDispose(LanemuxNode.prototype);
   }
 
   /** This node's 64-bit worker id (the routing key in its anchor handles). */
