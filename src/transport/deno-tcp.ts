@@ -25,7 +25,8 @@ import { parseOptions } from './options.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from './port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from './runtime-guard.ts';
 import { setUnrefTimeout, type TimerHandle } from './runtime.ts';
-import { formatTcpAddress, parseTcpAddress, tcpOptionsSchema, type SocketTcpTransportOptions, type TcpOptions } from './socket-options.ts';
+import { failDial } from './fail-dial.ts';
+import { formatTcpAddress, parseTcpAddress, tcpDialRefusal, tcpOptionsSchema, type SocketTcpTransportOptions, type TcpOptions } from './socket-options.ts';
 
 /** Options of {@link denoTcpTransport} (the same as Node's `tcpTransport`). */
 export type DenoTcpTransportOptions = SocketTcpTransportOptions;
@@ -121,16 +122,7 @@ class DenoTcpAdapter implements TransportAdapter {
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
     const target = parseTcpAddress(request.address);
-    if (target === undefined || this.#closed) {
-      const error = this.#closed
-        ? new TransportError('ERR_CLOSED', 'deno tcp transport is closed')
-        : new TransportError('ERR_UNSUPPORTED_ADDRESS', `not a tcp://host:port address: ${request.address}`);
-      let cancelled = false;
-      queueMicrotask(() => {
-        if (!cancelled) events.fail(error);
-      });
-      return { close: () => { cancelled = true; } };
-    }
+    if (target === undefined || this.#closed) return failDial(events, tcpDialRefusal(request.address, this.#closed, 'deno tcp transport'));
     let settled = false;
     let conn: ByteStreamConnection | undefined;
     const timer: TimerHandle = setUnrefTimeout(() => {

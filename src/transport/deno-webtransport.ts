@@ -33,6 +33,7 @@ import { FRAME_PREFIX_BYTES, writeFrame } from './frame.ts';
 import { encodeGoaway } from './hello.ts';
 import { admissionSchema, parseOptions } from './options.ts';
 import { int } from '../validate.ts';
+import { failDial } from './fail-dial.ts';
 import { MAX_LANES, type DialEvents, type DialHandle, type DialRequest, type ListenHost, type TransportAdapter } from './port.ts';
 import { setUnrefTimeout, type TimerHandle } from './runtime.ts';
 import { WtSessionLanes, WtStreamConn, type WtBidiStream, type WtSessionLike } from './webtransport-stream.ts';
@@ -379,8 +380,7 @@ class DenoWtServerAdapter implements WebTransportServerAdapter {
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
-    queueMicrotask(() => events.fail(new TransportError('ERR_UNSUPPORTED_ADDRESS', `the WebTransport server adapter does not dial (${request.address}); use webTransportClientTransport`)));
-    return { close() {} };
+    return failDial(events, new TransportError('ERR_UNSUPPORTED_ADDRESS', `the WebTransport server adapter does not dial (${request.address}); use webTransportClientTransport`));
   }
 
   async close(): Promise<void> {

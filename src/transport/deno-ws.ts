@@ -33,6 +33,7 @@ import type { AdmissionLimits } from './admission.ts';
 import { TransportError, asTransportError } from './errors.ts';
 import { MessageSocketConnection, type MessageSocketDriver } from './message-socket-conn.ts';
 import { parseOptions } from './options.ts';
+import { failDial } from './fail-dial.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from './port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from './runtime-guard.ts';
 import { formatWsAddress, wsServerOptionsSchema, type SocketWebSocketServerOptions, type WsServerOptions } from './socket-options.ts';
@@ -140,8 +141,7 @@ class DenoWsServerAdapter implements TransportAdapter {
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
-    queueMicrotask(() => events.fail(new TransportError('ERR_UNSUPPORTED_ADDRESS', `the Deno WebSocket server adapter does not dial (${request.address}); use webSocketClientTransport`)));
-    return { close() {} };
+    return failDial(events, new TransportError('ERR_UNSUPPORTED_ADDRESS', `the Deno WebSocket server adapter does not dial (${request.address}); use webSocketClientTransport`));
   }
 
   async close(): Promise<void> {

@@ -24,7 +24,8 @@ import { TransportError, asTransportError } from './errors.ts';
 import { FRAME_PREFIX_BYTES, FrameDecoder, writeFrame } from './frame.ts';
 import { encodeGoaway } from './hello.ts';
 import { parseOptions } from './options.ts';
-import { formatTcpAddress, parseTcpAddress, tcpOptionsSchema, type SocketTcpTransportOptions, type TcpOptions } from './socket-options.ts';
+import { failDial } from './fail-dial.ts';
+import { formatTcpAddress, parseTcpAddress, tcpDialRefusal, tcpOptionsSchema, type SocketTcpTransportOptions, type TcpOptions } from './socket-options.ts';
 import type {
   Admission,
   CloseMode,
@@ -95,16 +96,7 @@ class TcpAdapter implements TransportAdapter {
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
     const target = parseTcpAddress(request.address);
-    if (target === undefined || this.#closed) {
-      const error = this.#closed
-        ? new TransportError('ERR_CLOSED', 'tcp transport is closed')
-        : new TransportError('ERR_UNSUPPORTED_ADDRESS', `not a tcp://host:port address: ${request.address}`);
-      let cancelled = false;
-      queueMicrotask(() => {
-        if (!cancelled) events.fail(error);
-      });
-      return { close: () => { cancelled = true; } };
-    }
+    if (target === undefined || this.#closed) return failDial(events, tcpDialRefusal(request.address, this.#closed, 'tcp transport'));
     const socket = net.connect({ host: target.host, port: target.port, noDelay: true });
     this.#track(socket);
     let settled = false;

@@ -7,6 +7,7 @@
  * @packageDocumentation
  */
 import { z } from 'zod/mini';
+import { TransportError } from './errors.ts';
 import { admissionSchema } from './options.ts';
 import { int } from '../validate.ts';
 
@@ -88,4 +89,9 @@ export function parseTcpAddress(address: string): { host: string; port: number }
   } catch {
     return undefined;
   }
+}
+
+/** Why a TCP dial cannot start: the adapter is closed, or `address` is not `tcp://host:port`. */
+export function tcpDialRefusal(address: string, closed: boolean, adapter: string): TransportError {
+  return closed ? new TransportError('ERR_CLOSED', `${adapter} is closed`) : new TransportError('ERR_UNSUPPORTED_ADDRESS', `not a tcp://host:port address: ${address}`);
 }
