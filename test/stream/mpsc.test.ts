@@ -7,6 +7,9 @@ import type { MpscSender } from '../../src/stream/mpsc-sender.ts';
 import { u128 } from '../../src/stream/control.ts';
 import { parseHandle } from '../../src/stream/handle.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
+import { decodeBatch } from '../../src/wire/decoder.ts';
+import { RecordType } from '../../src/wire/constants.ts';
+import { laneForKey } from '../../src/wire/lane-hash.ts';
 
 const nodes: LanemuxNode[] = [];
 const messengers = new WeakMap<LanemuxNode, LoopMessenger>();
@@ -299,5 +302,26 @@ describe('MPSC anchors (loop messenger)', () => {
     const pending = anchor.next();
     await consumer.close();
     await expect(pending).rejects.toMatchObject({ code: 'ERR_SENDER_DROPPED' });
+  });
+});
+
+describe('keyed MPSC attach (the reference attach_mpsc_anchor_keyed)', () => {
+  it('attachMpscAnchorKeyed puts each sender on lane splitmix64(key) % lanes; unkeyed senders spread by load', async () => {
+    const [a, b] = LoopMessenger.pair({ lanes: 8 }, { lanes: 8 });
+    const consumer = await createNode({ messenger: a });
+    const producer = await createNode({ messenger: b });
+    nodes.push(consumer, producer);
+    const anchor = consumer.createMpscAnchor<string>();
+    const keys = [1n, 0xdead_beefn, 0x1234_5678_9abc_def0n];
+    const keyed = [];
+    for (const k of keys) keyed.push(await producer.attachMpscAnchorKeyed<string>(anchor.handle, k));
+    for (const s of keyed) await s.send('x');
+    // The lane each sender's OpenSlot rode, in attach order.
+    const openLanes = b.sent.flatMap((s) => decodeBatch(s.payload).records.filter((r) => r.type === RecordType.OpenSlot).map(() => s.lane));
+    expect(openLanes).toEqual(keys.map((k) => laneForKey(k, 8)));
+    anchor.seal();
+    for (const s of keyed) await s.finalize();
+    const events = await readEvents(anchor);
+    expect(events.filter((e) => e.kind === 'item')).toHaveLength(3);
   });
 });
