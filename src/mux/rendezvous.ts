@@ -257,8 +257,6 @@ export class StageIn {
   #queues = new Map<PeerId, Incoming[]>();
   #releasing = new Map<PeerId, number>();
   #closed = false;
-  /** Bumped when a peer goes, so a pull loop of its old link stops delivering. */
-  #generation = new Map<PeerId, number>();
   /** Bytes of transfers being assembled (all peers). */
   assembling = 0;
 
@@ -317,25 +315,26 @@ export class StageIn {
 
   /** Pull the peer's transfers one at a time (bounded memory), in descriptor order. */
   async #pump(peer: PeerId): Promise<void> {
-    const gen = this.#generation.get(peer) ?? 0;
     const q = this.#queues.get(peer);
-    while (q !== undefined && q.length > 0 && (this.#generation.get(peer) ?? 0) === gen) {
+    if (q === undefined) return;
+    // The queue is the pump's lifetime: `peerGone` drops it, and a pull that outlives it delivers nothing.
+    const live = (): boolean => this.#queues.get(peer) === q;
+    while (q.length > 0 && live()) {
       const t = q[0]!;
       let buf: Uint8Array | null = null;
       try {
         buf = await this.#pull(peer, t);
       } catch (e) {
-        if ((this.#generation.get(peer) ?? 0) === gen) {
-          this.#host.refuse(peer, t.lane, t.epoch, t.slot, t.session, `staged transfer for stream ${t.muxSlot} (${t.size} bytes) failed: ${e instanceof Error ? e.message : String(e)}`);
-        }
+        if (live()) this.#host.refuse(peer, t.lane, t.epoch, t.slot, t.session, `staged transfer for stream ${t.muxSlot} (${t.size} bytes) failed: ${e instanceof Error ? e.message : String(e)}`);
       }
-      if ((this.#generation.get(peer) ?? 0) !== gen) return;
+      if (!live()) return;
       q.shift();
       if (buf !== null) this.#host.deliver(peer, t.lane, buf);
       this.#host.pendingChanged?.(peer, t.lane, t.epoch, t.slot, t.session, -1);
     }
-    if (q !== undefined && q.length === 0 && this.#queues.get(peer) === q) this.#queues.delete(peer);
+    if (q.length === 0 && live()) this.#queues.delete(peer);
   }
+
 
   async #pull(peer: PeerId, t: Incoming): Promise<Uint8Array> {
     const chunk = Math.min(PULL_CHUNK_MAX, Math.max(1024, this.#host.maxMessageSize(peer) - PULL_ENVELOPE_ROOM));
@@ -386,6 +385,5 @@ export class StageIn {
   /** The peer is gone: forget its queue; a pull loop in progress stops delivering. */
   peerGone(peer: PeerId): void {
     this.#queues.delete(peer);
-    this.#generation.set(peer, (this.#generation.get(peer) ?? 0) + 1);
   }
 }
