@@ -150,9 +150,8 @@ export class IngressTable {
    * Returns false when no live slot matches: a stale refusal does nothing.
    */
   refuseStaged(epoch: bigint, slot: number, session: bigint, message: string): boolean {
-    if (this.epoch !== epoch) return false;
-    const s = this.#slots[slot >>> 8]?.id === slot ? this.#slots[slot >>> 8] : this.#aside?.get(slot);
-    if (s === undefined || s.closed || s.bind.sessionId !== session || s.terminalDelivered) return false;
+    const s = this.#staged(epoch, slot, session);
+    if (s === undefined || s.terminalDelivered) return false;
     s.bind.buffer.pushForced(FrameKind.TransportError, message);
     s.terminalDelivered = true;
     // The producer's slot must close too (its LifecycleSlot{cancel} only signals): as a consumer cancel does.
@@ -333,14 +332,12 @@ export class IngressTable {
     const m = this.#host.metrics;
     if (s === undefined) {
       m.recordsDropped[DropReason.closed_slot]! += 1;
-      return undefined;
-    }
-    if (s.id !== id) {
+    } else {
+      // The index is live at another generation: a stale record.
       m.generationMismatch++;
       m.recordsDropped[DropReason.generation]! += 1;
-      return undefined;
     }
-    return s;
+    return undefined;
   }
 
   #deliver(s: IngressSlot, kind: number, value: unknown, terminal: boolean, bytes: number): boolean {
