@@ -358,16 +358,7 @@ export class Batcher implements SlotBatcher {
     const seq = slot.nextSeq;
     if (terminal) slot.ledger.spendTerminal();
     else if (slot.ledger.spendData() !== 'ok') return EMIT_PARKED; // guarded by #affordable
-    switch (kind) {
-      case EgressKind.ItemString:
-        this.#enc.appendItemString(slot.id, seq, value as string);
-        break;
-      case EgressKind.ItemBytes:
-        this.#enc.appendItemBytes(slot.id, seq, value as Uint8Array);
-        break;
-      default:
-        this.#enc.appendData(slot.id, seq, value as Uint8Array);
-    }
+    appendRecord(this.#enc, slot.id, seq, kind, value);
     slot.nextSeq = (seq + 1) >>> 0 || 0xffff_ffff;
     this.#typeCounts[RecordType.Data]! += 1;
     if (!slot.stagedInBatch) {
@@ -420,9 +411,7 @@ export class Batcher implements SlotBatcher {
     const enc = new BatchEncoder({ maxBytes: total, initialBytes: total });
     enc.begin(this.epoch, this.batchSeq, this.lane & 0x0f);
     const seq = slot.nextSeq;
-    if (kind === EgressKind.ItemString) enc.appendItemString(slot.id, seq, value as string);
-    else if (kind === EgressKind.ItemBytes) enc.appendItemBytes(slot.id, seq, value as Uint8Array);
-    else enc.appendData(slot.id, seq, value as Uint8Array);
+    appendRecord(enc, slot.id, seq, kind, value);
     slot.nextSeq = (seq + 1) >>> 0 || 0xffff_ffff;
     if (terminal) {
       enc.appendCloseSlot(slot.id, slot.nextSeq, CloseReason.TerminalSent);
@@ -968,6 +957,13 @@ const OPEN_FENCE = -1;
 const EMIT_OK = 0;
 const EMIT_PARKED = 1;
 const EMIT_TOO_LARGE = 2;
+
+/** Append one data record of `kind` (an Item string, Item bytes, or a pre-encoded body). */
+function appendRecord(enc: BatchEncoder, slot: number, seq: number, kind: number, value: unknown): void {
+  if (kind === EgressKind.ItemString) enc.appendItemString(slot, seq, value as string);
+  else if (kind === EgressKind.ItemBytes) enc.appendItemBytes(slot, seq, value as Uint8Array);
+  else enc.appendData(slot, seq, value as Uint8Array);
+}
 
 function bodyUpperBound(kind: number, value: unknown): number {
   if (kind === EgressKind.ItemString) return itemStringMaxLength(value as string);
