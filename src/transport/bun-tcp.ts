@@ -19,8 +19,8 @@
  * @packageDocumentation
  */
 import type { AdmissionLimits } from './admission.ts';
-import { ByteStreamConnection, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
-import { TransportError, asTransportError } from './errors.ts';
+import { ByteStreamConnection, dialByteStream, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
+import { asTransportError } from './errors.ts';
 import { parseOptions } from './options.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from './port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from './runtime-guard.ts';
@@ -128,48 +128,16 @@ class BunTcpAdapter implements TransportAdapter {
   dial(request: DialRequest, events: DialEvents): DialHandle {
     const target = parseTcpAddress(request.address);
     if (target === undefined || this.#closed) return failDial(events, tcpDialRefusal(request.address, this.#closed, 'bun tcp transport'));
-    let settled = false;
-    let conn: ByteStreamConnection | undefined;
-    const timer: TimerHandle = setUnrefTimeout(() => {
-      if (settled) return;
-      settled = true;
-      events.fail(new TransportError('ERR_CONNECT', `tcp connect to ${request.address} timed out after ${this.#o.connectTimeoutMs} ms`, { retryable: true }));
-    }, this.#o.connectTimeoutMs);
-    const onFail = (e: unknown): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      events.fail(asTransportError('ERR_CONNECT', `tcp connect to ${request.address}`, e));
-    };
-    let connecting: Promise<BunSocketLike>;
-    try {
+    return dialByteStream({
+      request,
+      events,
+      timeoutMs: this.#o.connectTimeoutMs,
       // Track the socket in `open` (before the promise settles) so no early read is lost.
-      connecting = this.#bun.connect({ hostname: target.host, port: target.port, socket: handlers((raw) => void this.#track(raw)), data: { driver: undefined } });
-    } catch (e) {
-      connecting = Promise.reject(e);
-    }
-    connecting.then((raw) => {
-      const socket = raw.data.driver ?? this.#track(raw);
-      if (settled || this.#closed) {
-        // Timed out, cancelled or closed meanwhile: nobody wants this socket.
-        socket.destroy();
-        return;
-      }
-      settled = true;
-      clearTimeout(timer);
-      conn = new ByteStreamConnection(socket, this.name, request.address, request.frameLimit, this.#limits, this.#o.closeGraceMs);
-      events.open(conn);
-    }, onFail);
-    return {
-      close: () => {
-        if (!settled) {
-          settled = true;
-          clearTimeout(timer);
-        } else {
-          conn?.close(new TransportError('ERR_CLOSED', 'dial closed'), 'abort');
-        }
-      },
-    };
+      connect: () => this.#bun.connect({ hostname: target.host, port: target.port, socket: handlers((raw) => void this.#track(raw)), data: { driver: undefined } }),
+      wrap: (raw) => new ByteStreamConnection(raw.data.driver ?? this.#track(raw), this.name, request.address, request.frameLimit, this.#limits, this.#o.closeGraceMs),
+      discard: (raw) => (raw.data.driver ?? this.#track(raw)).destroy(),
+      unwanted: () => this.#closed,
+    });
   }
 
   async close(): Promise<void> {

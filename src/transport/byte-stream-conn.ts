@@ -12,10 +12,11 @@
  */
 import type { LanemuxError } from '../errors.ts';
 import { AdmissionGate, type AdmissionLimits } from './admission.ts';
-import { TransportError } from './errors.ts';
+import { TransportError, asTransportError } from './errors.ts';
 import { FRAME_PREFIX_BYTES, FrameDecoder, writeFrame } from './frame.ts';
 import { encodeGoaway } from './hello.ts';
-import type { Admission, CloseMode, Connection, ConnectionReceiver } from './port.ts';
+import type { Admission, CloseMode, Connection, ConnectionReceiver, DialEvents, DialHandle, DialRequest } from './port.ts';
+import { setUnrefTimeout, type TimerHandle } from './runtime.ts';
 
 /** What a runtime's socket reports to the connection. */
 export interface ByteSocketEvents {
@@ -169,4 +170,64 @@ export class ByteStreamConnection implements Connection {
     const detail = cause === undefined ? 'closed by peer' : `failed: ${cause instanceof Error ? cause.message : String(cause)}`;
     this.close(new TransportError('ERR_PEER_GONE', `${this.#name} connection to ${this.remote} ${detail}`, { retryable: true, cause }), 'abort');
   }
+}
+
+/**
+ * One dial over a runtime's TCP connect (Deno, Bun): settle once — the socket opens (wrapped in a
+ * {@link ByteStreamConnection}), the connect fails, or `timeoutMs` passes — and return a handle that
+ * aborts the attempt or closes the connection. A socket that arrives after the dial settled (timed
+ * out, cancelled) or after `unwanted()` turns true is handed to `discard`.
+ */
+export function dialByteStream<S>(options: {
+  readonly request: DialRequest;
+  readonly events: DialEvents;
+  readonly timeoutMs: number;
+  readonly connect: () => Promise<S>;
+  readonly wrap: (raw: S) => ByteStreamConnection;
+  readonly discard: (raw: S) => void;
+  readonly unwanted: () => boolean;
+}): DialHandle {
+  const { request, events } = options;
+  let settled = false;
+  let conn: ByteStreamConnection | undefined;
+  const timer: TimerHandle = setUnrefTimeout(() => {
+    if (settled) return;
+    settled = true;
+    events.fail(new TransportError('ERR_CONNECT', `tcp connect to ${request.address} timed out after ${options.timeoutMs} ms`, { retryable: true }));
+  }, options.timeoutMs);
+  let connecting: Promise<S>;
+  try {
+    connecting = options.connect();
+  } catch (e) {
+    connecting = Promise.reject(e);
+  }
+  connecting.then(
+    (raw) => {
+      if (settled || options.unwanted()) {
+        // Timed out, cancelled or closed meanwhile: nobody wants this socket.
+        options.discard(raw);
+        return;
+      }
+      settled = true;
+      clearTimeout(timer);
+      conn = options.wrap(raw);
+      events.open(conn);
+    },
+    (e: unknown) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      events.fail(asTransportError('ERR_CONNECT', `tcp connect to ${request.address}`, e));
+    },
+  );
+  return {
+    close: () => {
+      if (!settled) {
+        settled = true;
+        clearTimeout(timer);
+      } else {
+        conn?.close(new TransportError('ERR_CLOSED', 'dial closed'), 'abort');
+      }
+    },
+  };
 }

@@ -19,8 +19,8 @@
  * @packageDocumentation
  */
 import type { AdmissionLimits } from './admission.ts';
-import { ByteStreamConnection, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
-import { TransportError, asTransportError } from './errors.ts';
+import { ByteStreamConnection, dialByteStream, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
+import { asTransportError } from './errors.ts';
 import { parseOptions } from './options.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from './port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from './runtime-guard.ts';
@@ -123,42 +123,15 @@ class DenoTcpAdapter implements TransportAdapter {
   dial(request: DialRequest, events: DialEvents): DialHandle {
     const target = parseTcpAddress(request.address);
     if (target === undefined || this.#closed) return failDial(events, tcpDialRefusal(request.address, this.#closed, 'deno tcp transport'));
-    let settled = false;
-    let conn: ByteStreamConnection | undefined;
-    const timer: TimerHandle = setUnrefTimeout(() => {
-      if (settled) return;
-      settled = true;
-      events.fail(new TransportError('ERR_CONNECT', `tcp connect to ${request.address} timed out after ${this.#o.connectTimeoutMs} ms`, { retryable: true }));
-    }, this.#o.connectTimeoutMs);
-    this.#deno.connect({ hostname: target.host, port: target.port, transport: 'tcp' }).then(
-      (raw) => {
-        if (settled || this.#closed) {
-          // Timed out, cancelled or closed meanwhile: nobody wants this socket.
-          closeQuietly(raw);
-          return;
-        }
-        settled = true;
-        clearTimeout(timer);
-        conn = new ByteStreamConnection(this.#track(raw), this.name, request.address, request.frameLimit, this.#limits, this.#o.closeGraceMs);
-        events.open(conn);
-      },
-      (e: unknown) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        events.fail(asTransportError('ERR_CONNECT', `tcp connect to ${request.address}`, e));
-      },
-    );
-    return {
-      close: () => {
-        if (!settled) {
-          settled = true;
-          clearTimeout(timer);
-        } else {
-          conn?.close(new TransportError('ERR_CLOSED', 'dial closed'), 'abort');
-        }
-      },
-    };
+    return dialByteStream({
+      request,
+      events,
+      timeoutMs: this.#o.connectTimeoutMs,
+      connect: () => this.#deno.connect({ hostname: target.host, port: target.port, transport: 'tcp' }),
+      wrap: (raw) => new ByteStreamConnection(this.#track(raw), this.name, request.address, request.frameLimit, this.#limits, this.#o.closeGraceMs),
+      discard: closeQuietly,
+      unwanted: () => this.#closed,
+    });
   }
 
   async close(): Promise<void> {
