@@ -13,7 +13,7 @@ export type { LanemuxErrorOptions } from './errors.ts';
 export { createNode, LanemuxNode, ANCHOR_CHANNEL_DEPTH } from './stream/node.ts';
 export type { NodeOptions, AttachOptions } from './stream/node.ts';
 export { StreamAnchor } from './stream/anchor.ts';
-export type { FeedKind } from './stream/anchor.ts';
+export type { FeedKind, AnchorConsumer, AnchorConsumption } from './stream/anchor.ts';
 export { StreamSender } from './stream/sender.ts';
 export { MpscAnchor, MPSC_MAX_SENDERS } from './stream/mpsc-anchor.ts';
 export type { MpscEvent, MpscAnchorOptions } from './stream/mpsc-anchor.ts';

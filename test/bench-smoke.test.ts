@@ -52,7 +52,7 @@ describe('npm run bench -- --quick', () => {
 
     // 1. every implementation in every shape, with throughput, CPU and pass latency
     const impls = new Set(summary.decode.map((row: { impl: string }) => row.impl));
-    expect([...impls].sort()).toEqual(['auto', 'd', 'manual', 'per-stream', 'ws', 'yamux']);
+    expect([...impls].sort()).toEqual(['auto', 'auto-iter', 'd', 'manual', 'per-stream', 'ws', 'yamux']);
     for (const row of summary.decode) {
       const what = `decode X=${row.x} Y=${row.y} W=${row.w} ${row.impl}`;
       expect(row.ok_runs, what).toBe(row.runs);

@@ -110,6 +110,20 @@ export class SlotBuffer {
     });
   }
 
+  /**
+   * {@link waitReadable} without a promise, for push-mode readers: `wake` runs once, at the next
+   * push or close (synchronously, inside ingress — so it must only schedule work, never read), or
+   * at once when a frame or the end is already here.
+   */
+  notifyReadable(wake: () => void): void {
+    if (this.#length > 0 || this.#closed) {
+      wake();
+      return;
+    }
+    if (this.#waker === null) this.#waker = wake;
+    else (this.#more ??= []).push(wake);
+  }
+
   #signal(): void {
     // Every waiter re-checks after waking, so concurrent readers never lose a wakeup.
     const w = this.#waker;

@@ -3,14 +3,18 @@
  * (no pump, no extra queue), so records it has not taken hold their sender's credit: a consumer
  * that stops reading holds its sender to exactly C records in flight.
  *
- * Consume it as an async iterator (`for await (const x of anchor)`) or as a WHATWG
- * `ReadableStream` (`anchor.readable`), whose back-pressure is the slot's credit.
+ * Consume it as an async iterator (`for await (const x of anchor)`), as a WHATWG
+ * `ReadableStream` (`anchor.readable`), whose back-pressure is the slot's credit, or in push mode
+ * (`anchor.consume({ item })`: callbacks, no promise per item — for servers that fan thousands of
+ * streams out).
  */
 import { defineAsyncDispose } from '../runtime/dispose.ts';
 import type { LanemuxError } from '../errors.ts';
 import type { Bind } from '../mux/bind.ts';
 import type { SlotBuffer } from '../mux/slot-buffer.ts';
 import { FrameKind } from '../wire/frame.ts';
+import { enqueueDrain } from './drain-queue.ts';
+import type { Drainable } from './drain-queue.ts';
 import { StreamError } from './errors.ts';
 
 /** What an anchor needs from its node. */
@@ -23,6 +27,36 @@ export interface AnchorHost {
   anchorUnattached(anchor: StreamAnchor<unknown>): void;
 }
 
+/** Callbacks of a push-mode reader ({@link StreamAnchor.consume}). */
+export interface AnchorConsumer<T> {
+  /**
+   * Called for every item, in order. Return `false` to pause: nothing more is delivered until
+   * `resume()`, and unread items hold their sender's credit as an idle iterator would. A throw
+   * cancels the stream and ends it with `ERR_CONSUMER_THREW`.
+   */
+  item(value: T): boolean | void;
+  /**
+   * Called once when the stream ends: `null` when the producer finalized or the anchor was
+   * cancelled, else the error that ended it (`ERR_SENDER_DROPPED`, `ERR_TRANSPORT_ERROR`, …).
+   */
+  end?(error: LanemuxError | null): void;
+  /**
+   * A `SenderError` (`sender.error(message)`); the stream goes on. Without this callback it is
+   * passed to `end` and the stream is cancelled, so no error is ever dropped.
+   */
+  senderError?(error: StreamError): void;
+}
+
+/** The handle of a push-mode reader. */
+export interface AnchorConsumption {
+  /** Stop delivering until {@link resume}; unread items keep holding credit. Idempotent. */
+  pause(): void;
+  /** Deliver again (in a later microtask, never inside this call). Idempotent. */
+  resume(): void;
+  /** True while paused. */
+  readonly paused: boolean;
+}
+
 /** How the anchor is currently fed. */
 export type FeedKind = 'none' | 'mux' | 'local' | 'legacy';
 
@@ -30,9 +64,12 @@ const DONE: IteratorResult<never> = Object.freeze({ done: true, value: undefined
 const STEP_ITEM = 0;
 const STEP_NONE = 1;
 const STEP_DONE = 2;
+/** The consumer slot after `end` ran: the anchor stays claimed by its one push-mode reader. */
+const ENDED: AnchorConsumer<unknown> = { item: () => undefined };
+const readerActive = (): StreamError => new StreamError('ERR_READER_ACTIVE', 'the anchor is read in push mode (consume()); an anchor has one reader');
 
 /** The consumer's end of a stream. */
-export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
+export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drainable {
   static {
     // `await using anchor = …` where the runtime has explicit resource management.
     defineAsyncDispose(StreamAnchor.prototype);
@@ -62,6 +99,15 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
   #done = false;
   #error: LanemuxError | null = null;
   #readable: ReadableStream<T> | null = null;
+  /** Push mode: the consumer, and whether a drain is queued or a wake-up is armed. */
+  #consumer: AnchorConsumer<T> | null = null;
+  #paused = false;
+  #queued = false;
+  #armed = false;
+  readonly #wake = (): void => {
+    this.#armed = false;
+    this.#schedule();
+  };
 
   /** @internal */
   constructor(host: AnchorHost, handle: string, localId: bigint) {
@@ -87,6 +133,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
     this.bind = bind;
     this.#onTake = onTake;
     this.#wakeFeedWaiter();
+    this.#rearm();
   }
 
   /** @internal Withdraw the feed (detach, released pre-bind): unread frames there are discarded. */
@@ -95,6 +142,14 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
     this.#feedKind = 'none';
     this.bind = null;
     this.#onTake = null;
+    this.#rearm();
+  }
+
+  /** The feed changed under a push-mode reader: a wake-up armed on the old one may never come. */
+  #rearm(): void {
+    if (this.#consumer === null || !this.#armed) return;
+    this.#armed = false;
+    this.#schedule();
   }
 
   /** @internal The node is closing: end with SenderDropped unless already finished. */
@@ -119,6 +174,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
    * `TransportError` → `ERR_TRANSPORT_ERROR`, an undecodable record → `ERR_DESERIALIZATION`: these end it.
    */
   next(): Promise<IteratorResult<T>> {
+    if (this.#consumer !== null) return Promise.reject(readerActive());
     // Fast path: an item already buffered costs one settled promise, not an async function.
     let r: number;
     try {
@@ -147,6 +203,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
    * items taken before the error stay in `out`.
    */
   takeAvailable(out: T[], max = Number.POSITIVE_INFINITY): number {
+    if (this.#consumer !== null) throw readerActive();
     let n = 0;
     while (n < max && this.#step() === STEP_ITEM) {
       out.push(this.#take());
@@ -165,6 +222,97 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T> {
       });
     }
     return f.waitReadable();
+  }
+
+  /**
+   * Read in push mode: `consumer.item(value)` for every item, in order, with no promise per item.
+   * Items are delivered from a microtask after the batch that carried them was applied, one
+   * microtask for every anchor woken by that batch; `end` is called once. Reading credit returns
+   * as items are delivered, exactly as with the iterator; return `false` from `item` (or call
+   * `pause()`) to stop reading, and the sender is held to its credit window until `resume()`.
+   *
+   * An anchor has one reader: `next()`, `takeAvailable()` and a second `consume()` throw
+   * `ERR_READER_ACTIVE` afterwards.
+   */
+  consume(consumer: AnchorConsumer<T>): AnchorConsumption {
+    if (this.#consumer !== null) throw readerActive();
+    this.#consumer = consumer;
+    this.#schedule();
+    const self = this;
+    return {
+      pause: () => {
+        self.#paused = true;
+      },
+      resume: () => {
+        if (!self.#paused) return;
+        self.#paused = false;
+        self.#schedule();
+      },
+      get paused() {
+        return self.#paused;
+      },
+    };
+  }
+
+  #schedule(): void {
+    if (this.#queued) return;
+    this.#queued = true;
+    enqueueDrain(this);
+  }
+
+  /** Wake this anchor when its feed has something (or it gets one). At most one wake-up is armed. */
+  #arm(): void {
+    if (this.#armed) return;
+    this.#armed = true;
+    const f = this.#feed;
+    if (f === null) this.#feedWaiters.push(this.#wake);
+    else f.notifyReadable(this.#wake);
+  }
+
+  /** @internal Deliver what is buffered to the push-mode consumer (run by the drain queue). */
+  drain(): void {
+    this.#queued = false;
+    const c = this.#consumer;
+    if (c === null || this.#paused || c === ENDED) return;
+    for (;;) {
+      let r: number;
+      try {
+        r = this.#step();
+      } catch (e) {
+        const error = e as LanemuxError;
+        if (!this.finished && c.senderError !== undefined) {
+          // A SenderError: the stream goes on.
+          c.senderError(error as StreamError);
+          continue;
+        }
+        if (!this.finished) this.cancel();
+        this.#end(c, error);
+        return;
+      }
+      if (r === STEP_DONE) {
+        this.#end(c, null);
+        return;
+      }
+      if (r === STEP_NONE) {
+        this.#arm();
+        return;
+      }
+      let more: boolean | void;
+      try {
+        more = c.item(this.#take() as T);
+      } catch (e) {
+        this.cancel();
+        this.#end(c, new StreamError('ERR_CONSUMER_THREW', `the consumer's item callback threw: ${e instanceof Error ? e.message : String(e)}`, { cause: e }));
+        return;
+      }
+      if (more === false) this.#paused = true;
+      if (this.#paused) return;
+    }
+  }
+
+  #end(c: AnchorConsumer<T>, error: LanemuxError | null): void {
+    this.#consumer = ENDED as AnchorConsumer<T>;
+    c.end?.(error);
   }
 
   #pending: unknown = undefined;

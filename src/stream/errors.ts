@@ -27,6 +27,10 @@ export type StreamErrorCode =
   | 'ERR_STREAM_CLOSED'
   /** The consumer cancelled the stream. */
   | 'ERR_STREAM_CANCELLED'
+  /** The anchor already has a push-mode consumer (`consume()`): an anchor has one reader. */
+  | 'ERR_READER_ACTIVE'
+  /** A push-mode consumer's `item` callback threw; the stream was cancelled (the thrown value is the `cause`). */
+  | 'ERR_CONSUMER_THREW'
   /** The operation was aborted by its AbortSignal. */
   | 'ERR_ABORTED'
   /** The node is closed. */

@@ -11,7 +11,7 @@
  * record's credit returns when the consumer takes it. Memory is therefore bounded by C + 1 records
  * per mux sender (and the anchor channel depth per per-stream or same-worker sender), with no
  * extra queue; a consumer that stops reading holds every sender to its window. A feed that runs
- * empty is watched with one `waitReadable()` of its buffer — a wait per idle-to-busy transition,
+ * empty is watched with one `notifyReadable()` of its buffer — a wait per idle-to-busy transition,
  * never a promise per record while the feed has records.
  *
  * Per-sender ends: a sender's terminal ends only its own part. `finalize()` surfaces as a
@@ -317,7 +317,8 @@ export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<
   #watch(feed: MpscFeed): void {
     if (feed.watching || feed.ended) return;
     feed.watching = true;
-    void feed.buffer.waitReadable().then(() => {
+    // Promise-free: the wake-up only queues the feed (it runs inside ingress, so it reads nothing).
+    feed.buffer.notifyReadable(() => {
       feed.watching = false;
       if (!this.finished) this.#enqueue(feed);
     });

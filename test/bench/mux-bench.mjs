@@ -11,8 +11,9 @@
 //
 // Usage (after `npm run build`):
 //   node test/bench/mux-bench.mjs [--impl auto|manual|per-stream] [--slots 256] [--peers 1] [--window 8]
-//        [--passes 2000] [--warm 2000] [--credit 32] [--lanes 1] [--read iter|take]
-// --read take: the consumer uses takeAvailable()/waitAvailable() instead of `for await`.
+//        [--passes 2000] [--warm 2000] [--credit 32] [--lanes 1] [--read iter|take|push]
+// --read take: the consumer uses takeAvailable()/waitAvailable() instead of `for await`;
+// --read push: anchor.consume({ item }) (push mode: no promise per token).
 // Prints one JSON line; lanemux rows add tokens_per_write (data records per batch the engine wrote
 // in the timed section) and writes_per_pass.
 // BENCH_NODE_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles both children.
@@ -31,7 +32,7 @@ const credit = Number(args.credit ?? 32);
 const lanes = Number(args.lanes ?? 1);
 const read = args.read ?? 'iter';
 const timeoutMs = Number(args.timeout ?? 55_000);
-if (!['iter', 'take'].includes(read)) throw new Error(`--read iter|take, got ${read}`);
+if (!['iter', 'take', 'push'].includes(read)) throw new Error(`--read iter|take|push, got ${read}`);
 if (!['auto', 'manual', 'per-stream'].includes(impl)) throw new Error(`--impl auto|manual|per-stream, got ${impl}`);
 const perStream = impl === 'per-stream';
 
@@ -71,6 +72,10 @@ async function recv() {
       };
       if (read === 'iter') {
         for await (const tok of anchors[s]) check(tok);
+        return;
+      }
+      if (read === 'push') {
+        await new Promise((resolve, reject) => anchors[s].consume({ item: check, end: (e) => (e ? reject(e) : resolve()) }));
         return;
       }
       // --read take: the promise-free reader (takeAvailable / waitAvailable).

@@ -81,10 +81,13 @@ async function run(label, script, a, opts) {
 
 // ───────────────────────── scenario definitions ─────────────────────────
 const IMPLS = [
-  { id: 'manual', name: 'lanemux Manual', script: 'mux-bench.mjs', a: ['--impl', 'manual'], fast: true, mux: true },
-  { id: 'auto', name: 'lanemux Auto', script: 'mux-bench.mjs', a: ['--impl', 'auto'], fast: true, mux: true },
+  // lanemux consumers read in push mode (`anchor.consume`), as (d) dispatches per slot without a
+  // promise; "Auto, for await" shows what the async iterator costs on top.
+  { id: 'manual', name: 'lanemux Manual', script: 'mux-bench.mjs', a: ['--impl', 'manual', '--read', 'push'], fast: true, mux: true },
+  { id: 'auto', name: 'lanemux Auto', script: 'mux-bench.mjs', a: ['--impl', 'auto', '--read', 'push'], fast: true, mux: true },
+  { id: 'auto-iter', name: 'lanemux Auto, for await', script: 'mux-bench.mjs', a: ['--impl', 'auto', '--read', 'iter'], fast: true, mux: true },
   { id: 'd', name: '(d) hand-written limit', script: 'limit-d.mjs', a: [], fast: true },
-  { id: 'per-stream', name: 'per-stream path', script: 'mux-bench.mjs', a: ['--impl', 'per-stream'], fast: false },
+  { id: 'per-stream', name: 'per-stream path', script: 'mux-bench.mjs', a: ['--impl', 'per-stream', '--read', 'push'], fast: false },
   { id: 'yamux', name: 'yamux 8.0.1', script: 'yamux-bench.mjs', a: [], fast: false },
   { id: 'ws', name: 'ws, one send per token', script: 'ws-token.mjs', a: [], fast: false },
 ];
