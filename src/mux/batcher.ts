@@ -118,7 +118,6 @@ export class Batcher implements SlotBatcher {
   #ready: EgressSlot[] = [];
   /** Slots opened while parked: their OpenSlot is still to be written. */
   #pendingOpens: EgressSlot[] = [];
-  #openWaiters = new Map<EgressSlot, { resolve: () => void; reject: (e: unknown) => void }>();
   /** Opens waiting for room in the open queue. */
   #openRoom: Array<{ retry: () => void; reject: (e: unknown) => void }> = [];
   // Open batch bookkeeping.
@@ -234,8 +233,10 @@ export class Batcher implements SlotBatcher {
       }
       return Promise.resolve(slot);
     }
+    // The ack's settlers live on the slot (a map entry and a closure per open were measurable).
     const acked = new Promise<EgressSlot>((resolve, reject) => {
-      this.#openWaiters.set(slot, { resolve: () => resolve(slot), reject });
+      slot.openResolve = resolve;
+      slot.openReject = reject;
     });
     if (this.#parked) this.#pendingOpens.push(slot);
     else this.#writeOpens([slot]);
@@ -548,10 +549,10 @@ export class Batcher implements SlotBatcher {
     this.liveSlots--;
     m.liveSlots--;
     slot.failWaiters(slot.closeError);
-    const open = this.#openWaiters.get(slot);
-    if (open) {
-      this.#openWaiters.delete(slot);
-      open.reject(slot.closeError);
+    const reject = slot.openReject;
+    if (reject !== null) {
+      slot.openResolve = slot.openReject = null;
+      reject(slot.closeError);
     }
     if (!terminalSent) slot.owner.onRetired('Discarded');
     slot.owner.onSlotClosed(terminalSent ? null : error);
@@ -804,10 +805,10 @@ export class Batcher implements SlotBatcher {
         }
         continue;
       }
-      const w = this.#openWaiters.get(s);
-      if (w) {
-        this.#openWaiters.delete(s);
-        w.resolve();
+      const resolve = s.openResolve;
+      if (resolve !== null) {
+        s.openResolve = s.openReject = null;
+        resolve(s);
       }
     }
   }

@@ -30,7 +30,6 @@ export interface BindOwner {
 export class Bind {
   readonly anchorId: bigint;
   readonly sessionId: bigint;
-  readonly key: string;
   /** Data credit C this receiver advertised for the stream. */
   readonly limit: number;
   /** Slot byte budget quoted in the answer or ticket. */
@@ -53,7 +52,6 @@ export class Bind {
   constructor(anchorId: bigint, sessionId: bigint, limit: number, slotByteBudget: number, lane: number, peer: PeerId | null, owner: BindOwner, deadline: number) {
     this.anchorId = anchorId;
     this.sessionId = sessionId;
-    this.key = bindKey(anchorId, sessionId);
     this.limit = limit;
     this.slotByteBudget = slotByteBudget;
     this.lane = lane;
@@ -61,6 +59,11 @@ export class Bind {
     this.owner = owner;
     this.deadline = deadline;
     this.buffer = new SlotBuffer(limit + 1);
+  }
+
+  /** The (anchor, session) map key, made when asked (the mux keys its binds by session alone). */
+  get key(): string {
+    return bindKey(this.anchorId, this.sessionId);
   }
 }
 

@@ -99,7 +99,11 @@ export class EgressSlot {
   closeError: LanemuxError | null = null;
   /** Data records staged in the open batch (for `onComplete`). */
   stagedInBatch = false;
-  #waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
+  /** Settlers of the open's ack while it is outstanding (the batcher's; null otherwise). */
+  openResolve: ((slot: EgressSlot) => void) | null = null;
+  openReject: ((e: unknown) => void) | null = null;
+  /** Producers waiting for the pause to lift; made on first wait (most slots never pause). */
+  #waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> | null = null;
 
   /** Withheld bytes of every slot toward the same peer (shared). */
   readonly peerEgress: PeerEgress;
@@ -153,9 +157,12 @@ export class EgressSlot {
   /** Empty the FIFO; returns how many records were discarded. */
   clearQueue(): number {
     const n = this.queued;
-    this.qKind.length = 0;
-    this.qValue.length = 0;
-    this.qBytes.length = 0;
+    // Most slots close with an empty FIFO: setting `length` is not free, so only when there is something.
+    if (this.qKind.length !== 0) {
+      this.qKind.length = 0;
+      this.qValue.length = 0;
+      this.qBytes.length = 0;
+    }
     this.qHead = 0;
     this.peerEgress.withheldBytes -= this.withheldBytes;
     this.withheldBytes = 0;
@@ -166,7 +173,7 @@ export class EgressSlot {
   waitWritable(): Promise<void> {
     if (this.closed) return Promise.reject(this.closeError);
     if (!this.paused) return Promise.resolve();
-    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+    return new Promise((resolve, reject) => (this.#waiters ??= []).push({ resolve, reject }));
   }
 
   /** Lift the pause and wake waiting producers. */
@@ -174,14 +181,16 @@ export class EgressSlot {
     if (!this.paused) return;
     this.paused = false;
     const w = this.#waiters;
-    this.#waiters = [];
+    if (w === null) return;
+    this.#waiters = null;
     for (const x of w) x.resolve();
   }
 
   /** Fail waiting producers (the slot closed). */
   failWaiters(error: unknown): void {
     const w = this.#waiters;
-    this.#waiters = [];
+    if (w === null) return;
+    this.#waiters = null;
     for (const x of w) x.reject(error);
   }
 }

@@ -16,7 +16,7 @@ import { BatchReader } from '../wire/decoder.ts';
 import { laneForKey } from '../wire/lane-hash.ts';
 import { Batcher } from './batcher.ts';
 import type { BatchSink, BatcherHost } from './batcher.ts';
-import { Bind, bindKey } from './bind.ts';
+import { Bind } from './bind.ts';
 import { DeadlineQueue } from './deadline-queue.ts';
 import { PeerEgress } from './peer-egress.ts';
 import type { BindEnd, BindOwner } from './bind.ts';
@@ -52,7 +52,11 @@ export class Mux implements BatcherHost, IngressHost {
   #tableList: IngressTable[] = [];
   #budgets = new Map<PeerId, ByteBudget>();
   #egress = new Map<PeerId, PeerEgress>();
-  #binds = new Map<string, Bind>();
+  /**
+   * Live binds by session id as a number: sessions are this mux's own counter, so unique (and far
+   * below 2^53); a lookup checks the exact pair. Cheaper than a string key built from two bigints.
+   */
+  #binds = new Map<number, Bind>();
   /** Accept deadlines: one FIFO per constant window (attach binds, pre-binds). */
   #attachDeadlines = new DeadlineQueue();
   #prebindDeadlines = new DeadlineQueue();
@@ -232,8 +236,8 @@ export class Mux implements BatcherHost, IngressHost {
   // ───────────────────────── IngressHost ─────────────────────────
 
   findBind(anchorId: bigint, sessionId: bigint): Bind | undefined {
-    const b = this.#binds.get(bindKey(anchorId, sessionId));
-    return b !== undefined && !b.claimed && !b.ended ? b : undefined;
+    const b = this.#binds.get(Number(sessionId));
+    return b !== undefined && b.sessionId === sessionId && b.anchorId === anchorId && !b.claimed && !b.ended ? b : undefined;
   }
 
   bindClaimed(bind: Bind): void {
@@ -249,7 +253,7 @@ export class Mux implements BatcherHost, IngressHost {
   bindEnded(bind: Bind, end: BindEnd): void {
     if (bind.ended) return;
     bind.ended = true;
-    this.#binds.delete(bind.key);
+    this.#binds.delete(Number(bind.sessionId));
     if (bind.peer === null || bind.claimed) this.#nodeLoad[bind.lane]! -= 1;
     const peer = bind.peer ?? bind.slot?.table.peer ?? null;
     if (peer !== null) {
@@ -350,7 +354,7 @@ export class Mux implements BatcherHost, IngressHost {
     this.#nextSession += 1n;
     const window = peer === null ? this.config.prebindTimeout : this.config.acceptWindow;
     const bind = new Bind(anchorId, session, this.config.initialCredit, this.config.slotByteBudget, lane, peer, owner, this.runtime.now() + window);
-    this.#binds.set(bind.key, bind);
+    this.#binds.set(Number(bind.sessionId), bind);
     (peer === null ? this.#prebindDeadlines : this.#attachDeadlines).push(bind);
     // Node load (the pre-bind choice) is live slots from every peer plus unclaimed pre-binds (§5.6):
     // an answered attach counts there only once its OpenSlot claims it.
@@ -384,18 +388,17 @@ export class Mux implements BatcherHost, IngressHost {
   // ───────────────────────── egress: opening slots ─────────────────────────
 
   /** Open a slot toward `peer` on `lane mod lanes(peer)`, retrying a retiring batcher (≤ 3 attempts). */
-  async openSlot(peer: PeerId, lane: number, anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner, slotByteBudget?: number): Promise<EgressSlot> {
+  openSlot(peer: PeerId, lane: number, anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner, slotByteBudget?: number): Promise<EgressSlot> {
+    // The batcher's own promise when it opens: an async wrapper here cost a promise and ticks per stream.
     const l = lane % this.lanes(peer);
-    let last: unknown;
-    for (let attempt = 0; attempt < CONNECT_ATTEMPTS; attempt++) {
-      try {
-        return await this.batcherFor(peer, l).openSlot(anchorId, sessionId, credit, owner, slotByteBudget);
-      } catch (e) {
-        last = e;
-        if (!(e instanceof MuxError && e.code === 'ERR_CLOSED')) throw e;
-      }
-    }
-    throw last;
+    const attempt = (left: number): Promise<EgressSlot> =>
+      this.batcherFor(peer, l)
+        .openSlot(anchorId, sessionId, credit, owner, slotByteBudget)
+        .catch((e: unknown) => {
+          if (left > 1 && e instanceof MuxError && e.code === 'ERR_CLOSED') return attempt(left - 1);
+          throw e;
+        });
+    return attempt(CONNECT_ATTEMPTS);
   }
 
   /** Register a producer for heartbeats at the consumer-advertised interval. */

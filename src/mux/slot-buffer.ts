@@ -13,9 +13,13 @@ export type DrainListener = (bytes: number, isData: boolean) => void;
 /** A bounded ring of decoded frames with one waiting reader. */
 export class SlotBuffer {
   readonly capacity: number;
-  readonly #kinds: Uint8Array;
-  readonly #values: unknown[];
-  readonly #sizes: Uint32Array;
+  // Plain arrays that start empty: a ring writes its slots in index order (the next write index is
+  // never past the highest written + 1), so they grow by appending, to the depth the stream really
+  // uses. Most streams carry a handful of frames; typed arrays of C+1 per slot were a measurable
+  // share of a stream's setup cost (two backing stores per stream to allocate and sweep).
+  readonly #kinds: number[] = [];
+  readonly #values: unknown[] = [];
+  readonly #sizes: number[] = [];
   #head = 0;
   #length = 0;
   #closed = false;
@@ -30,9 +34,6 @@ export class SlotBuffer {
 
   constructor(capacity: number) {
     this.capacity = capacity;
-    this.#kinds = new Uint8Array(capacity);
-    this.#values = new Array<unknown>(capacity).fill(undefined);
-    this.#sizes = new Uint32Array(capacity);
   }
 
   get length(): number {

@@ -110,6 +110,61 @@ const MPSC_BIND_OWNER: BindOwner = { onClaimed: () => {}, onEnded: () => {} };
 /** Builds the sender object of an attach (a plain or an MPSC sender). */
 type SenderFactory<T> = (init: SenderInit) => StreamSender<T>;
 
+/** The local-id bits of a single-sender anchor (`~MPSC_BIT` within 64 bits, computed once). */
+const LOCAL_ID_MASK = MPSC_BIT - 1n;
+
+/** The plain sender factory, shared (not a closure per stream). */
+const plainSender: SenderFactory<unknown> = (init) => new StreamSender<unknown>(init);
+
+/** The anchor side of a mux bind: a stream that ended dropped or expired is forgotten at once. */
+class AnchorBindOwner implements BindOwner {
+  readonly #anchor: StreamAnchor<unknown>;
+  readonly #forget: (anchor: StreamAnchor<unknown>) => void;
+  constructor(anchor: StreamAnchor<unknown>, forget: (anchor: StreamAnchor<unknown>) => void) {
+    this.#anchor = anchor;
+    this.#forget = forget;
+  }
+  onClaimed(): void {}
+  onEnded(_bind: Bind, end: BindEnd): void {
+    if (end === 'dropped' || end === 'expired') this.#forget(this.#anchor);
+  }
+}
+
+/** A mux sender's slot callbacks, as one object (not three closures per stream). */
+class MuxSenderOwner implements EgressSlotOwner {
+  readonly #sender: StreamSender<unknown>;
+  constructor(sender: StreamSender<unknown>) {
+    this.#sender = sender;
+  }
+  onSlotClosed(error: LanemuxError | null): void {
+    this.#sender._closed(error);
+  }
+  onLifecycle(cancel: boolean): void {
+    this.#sender._lifecycle(cancel);
+  }
+  onRetired(outcome: Retirement): void {
+    this.#sender._retire(outcome);
+  }
+}
+
+/** Heartbeats of one mux sender at its consumer's interval. */
+class SenderHeartbeat implements HeartbeatSender {
+  readonly #sender: StreamSender<unknown>;
+  readonly #interval: number;
+  #last: number;
+  constructor(sender: StreamSender<unknown>, interval: number, now: number) {
+    this.#sender = sender;
+    this.#interval = interval;
+    this.#last = now;
+  }
+  maybeHeartbeat(now: number): void {
+    if (now - this.#last >= this.#interval) {
+      this.#last = now;
+      this.#sender._heartbeat();
+    }
+  }
+}
+
 /** A lanemux node. Create one with {@link createNode}. */
 export class LanemuxNode implements AnchorHost, MpscHost {
   static {
@@ -134,6 +189,8 @@ export class LanemuxNode implements AnchorHost, MpscHost {
   /** Live per-stream connections by anchor: dropping one resets it unless its terminal already arrived. */
   readonly #perStreamDrops = new Map<StreamAnchor<unknown>, (error: StreamError) => void>();
   readonly #liveSenders = new Set<StreamSender<unknown>>();
+  /** The transport keys an attach request offers, sorted (fixed for the node's life; never mutated). */
+  readonly #offeredKeys: readonly string[];
   readonly #ownsMessenger: boolean;
   readonly #unattachedTimeout: number;
   /**
@@ -158,6 +215,10 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     this.#perStream = options.perStream ?? null;
     this.workerId = options.messenger.self.workerId;
     this.#mux = config.enabled ? new Mux({ config, metrics: this.#metrics, runtime: this.#runtime, messenger: options.messenger }) : null;
+    const keys: string[] = [];
+    if (this.#mux !== null) keys.push(MESSENGER_MUX_KEY);
+    if (this.#perStream !== null) keys.push(TCP_STREAM_KEY);
+    this.#offeredKeys = Object.freeze(keys.sort());
     this.#messenger.handle(ATTACH_HANDLER, (from, body) => this.#onAttach(from, body));
     this.#messenger.handle(MPSC_ATTACH_HANDLER, (from, body) => this.#onMpscAttach(from, body));
     this.#messenger.handle(MPSC_DETACH_HANDLER, (from, body) => this.#onMpscDetach(from, body));
@@ -219,7 +280,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
   createAnchor<T = unknown>(): StreamAnchor<T> {
     this.#assertOpen();
     let localId: bigint;
-    do localId = randomU64(this.#runtime) & ~MPSC_BIT;
+    do localId = randomU64(this.#runtime) & LOCAL_ID_MASK;
     while (localId === 0n || this.#anchors.has(localId));
     const anchor = new StreamAnchor<T>(this, formatHandle({ workerId: this.workerId, localId }), localId);
     this.#anchors.set(localId, anchor as StreamAnchor<unknown>);
@@ -357,19 +418,19 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     this.#armUnattached();
   }
 
-  /** The anchor side of a mux bind: a stream that ended dropped or expired is forgotten at once. */
+  /** The anchor side of a mux bind (one small object per bind; the node's part is shared). */
   #bindOwner(anchor: StreamAnchor<unknown>): BindOwner {
-    return {
-      onClaimed: () => {},
-      onEnded: (_bind: Bind, end: BindEnd) => {
-        // The consumer still reads the Dropped it holds; the node need not keep the anchor for it.
-        if ((end === 'dropped' || end === 'expired') && this.#anchors.get(anchor.localId) === anchor) {
-          this.#anchors.delete(anchor.localId);
-          this.#metrics.activeAnchors--;
-        }
-      },
-    };
+    return new AnchorBindOwner(anchor, this.#forgetEnded);
   }
+
+  /** A bound stream ended dropped or expired: the anchor is forgotten at once. */
+  readonly #forgetEnded = (anchor: StreamAnchor<unknown>): void => {
+    // The consumer still reads the Dropped it holds; the node need not keep the anchor for it.
+    if (this.#anchors.get(anchor.localId) === anchor) {
+      this.#anchors.delete(anchor.localId);
+      this.#metrics.activeAnchors--;
+    }
+  };
 
   /** @internal AnchorHost */
   anchorLifecycle(anchor: StreamAnchor<unknown>, cancel: boolean): void {
@@ -515,11 +576,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
 
   /** Send an attach request (`_anchor_attach` or `_mpsc_anchor_attach`) offering this node's transports. */
   async #requestAttach(peer: PeerId, handler: string, h: AnchorHandle, options: AttachOptions): Promise<unknown> {
-    const keys: string[] = [];
-    if (this.#mux !== null) keys.push(MESSENGER_MUX_KEY);
-    if (this.#perStream !== null) keys.push(TCP_STREAM_KEY);
-    keys.sort();
-    const body: Record<string, unknown> = { handle: u128(h.workerId, h.localId), supported_transport_keys: keys };
+    const body: Record<string, unknown> = { handle: u128(h.workerId, h.localId), supported_transport_keys: this.#offeredKeys };
     if (options.laneKey !== undefined) body['lane_key'] = `0x${BigInt.asUintN(64, options.laneKey).toString(16)}`;
     try {
       return await this.#messenger.request(peer, handler, body, {
@@ -566,7 +623,17 @@ export class LanemuxNode implements AnchorHost, MpscHost {
    * Open a stream from a zero-RTT ticket: the first batch's OpenSlot claims the consumer's
    * pre-bind; no attach message crosses the wire.
    */
-  async openAnchorStream<T = unknown>(handle: string, ticket: string, options: { signal?: AbortSignal } = {}): Promise<StreamSender<T>> {
+  openAnchorStream<T = unknown>(handle: string, ticket: string, options: { signal?: AbortSignal } = {}): Promise<StreamSender<T>> {
+    // Not `async`: the open's own promise is returned as is (a wrapper cost a promise and ticks per
+    // stream); a refusal here still rejects rather than throws.
+    try {
+      return this.#openFromTicket<T>(handle, ticket, options.signal);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  #openFromTicket<T>(handle: string, ticket: string, signal: AbortSignal | undefined): Promise<StreamSender<T>> {
     this.#assertOpen();
     const h = parseHandle(handle);
     const t = parseTicket(ticket);
@@ -579,7 +646,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     const peer = workerKey(h.workerId);
     if (this.#messenger.peer(peer) === undefined) throw new StreamError('ERR_UNKNOWN_PEER', `no connected peer has worker id ${peer}`);
     const limits = resolveLimits({ initialCredit: t.initial_credit, slotByteBudget: t.slot_byte_budget }, { transportKey: t.streaming_transport_key });
-    return this.#openMux<T>(peer, t.lane, h.localId, t.routing_session_id, limits, t.heartbeat_interval_ms, options.signal, 'open');
+    return this.#openMux<T>(peer, t.lane, h.localId, t.routing_session_id, limits, t.heartbeat_interval_ms, signal, 'open');
   }
 
   async #openMux<T>(
@@ -591,7 +658,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     heartbeatMs: number,
     signal: AbortSignal | undefined,
     op: string,
-    factory: SenderFactory<T> = (init) => new StreamSender<T>(init),
+    factory: SenderFactory<T> = plainSender as SenderFactory<T>,
   ): Promise<StreamSender<T>> {
     const mux = this.#mux!;
     const node = this;
@@ -604,11 +671,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
         if (hb !== null) mux.removeHeartbeat(hb);
       },
     });
-    const owner: EgressSlotOwner = {
-      onSlotClosed: (error: LanemuxError | null) => sender._closed(error),
-      onLifecycle: (cancel: boolean) => sender._lifecycle(cancel),
-      onRetired: (outcome: Retirement) => sender._retire(outcome),
-    };
+    const owner = new MuxSenderOwner(sender as StreamSender<unknown>);
     let slot: EgressSlot;
     try {
       // The slot holds the consumer's window and pauses its producer at the consumer's byte budget.
@@ -622,15 +685,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     if (!sender.closed) {
       this.#liveSenders.add(sender as StreamSender<unknown>);
       if (heartbeatMs > 0) {
-        let last = this.#runtime.now();
-        hb = {
-          maybeHeartbeat(now: number): void {
-            if (now - last >= heartbeatMs) {
-              last = now;
-              sender._heartbeat();
-            }
-          },
-        };
+        hb = new SenderHeartbeat(sender as StreamSender<unknown>, heartbeatMs, this.#runtime.now());
         mux.addHeartbeat(hb);
       }
     }

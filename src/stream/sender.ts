@@ -31,7 +31,8 @@ export class StreamSender<T = unknown> {
   #error: LanemuxError | null = null;
   #terminal = false;
   #retirement: Retirement | null = null;
-  #retiredWaiters: Array<(r: Retirement) => void> = [];
+  /** Made on the first `retired()` call (most producers never ask). */
+  #retiredWaiters: Array<(r: Retirement) => void> | null = null;
   // The two signals are made on first use: most producers never look at them, and two
   // AbortControllers per stream were a measurable share of a stream's open/close cost.
   #stop: AbortController | null = null;
@@ -179,7 +180,7 @@ export class StreamSender<T = unknown> {
    */
   retired(): Promise<Retirement> {
     if (this.#retirement !== null) return Promise.resolve(this.#retirement);
-    return new Promise((resolve) => this.#retiredWaiters.push(resolve));
+    return new Promise((resolve) => (this.#retiredWaiters ??= []).push(resolve));
   }
 
   /** @internal */
@@ -187,7 +188,8 @@ export class StreamSender<T = unknown> {
     if (this.#retirement !== null) return;
     this.#retirement = outcome;
     const w = this.#retiredWaiters;
-    this.#retiredWaiters = [];
+    if (w === null) return;
+    this.#retiredWaiters = null;
     for (const f of w) f(outcome);
   }
 

@@ -68,26 +68,13 @@ export function minEncodedSize(value: unknown): number {
  * so a later decode reserves at most one slot per input byte.
  */
 export function checkShape(bytes: Uint8Array): void {
-  const n = bytes.byteLength;
-  const view = new DataView(bytes.buffer, bytes.byteOffset, n);
-  let pos = 0;
-  /** Items still to read in all open containers, plus the top-level value. */
-  let owed = 1;
-  let depth = 0;
+  // The walk's state is module-level (the walk is synchronous), so a check allocates nothing: two
+  // closures over it cost a context object per decoded message.
+  n = bytes.byteLength;
+  pos = 0;
+  owed = 1;
+  depth = 0;
   owedAt[0] = 1;
-  const need = (k: number): void => {
-    pos += k;
-    if (pos > n) throw new RangeError(`truncated MessagePack (${n} bytes)`);
-  };
-  const open = (items: number): void => {
-    if (items === 0) return;
-    owed += items;
-    if (owed > n - pos) {
-      throw new RangeError(`MessagePack container declares ${items} items at byte ${pos}, more than the ${n - pos} bytes left in the message`);
-    }
-    if (depth === MAX_DEPTH) throw new RangeError(`MessagePack nesting deeper than ${MAX_DEPTH}`);
-    owedAt[++depth] = items;
-  };
   while (depth >= 0) {
     if ((owedAt[depth] as number) === 0) {
       depth--;
@@ -119,12 +106,12 @@ export function checkShape(bytes: Uint8Array): void {
       case 0xc5:
       case 0xda:
         need(2);
-        need(view.getUint16(pos - 2));
+        need(u16(bytes, pos - 2));
         break;
       case 0xc6:
       case 0xdb:
         need(4);
-        need(view.getUint32(pos - 4));
+        need(u32(bytes, pos - 4));
         break;
       case 0xc7:
         need(1);
@@ -132,11 +119,11 @@ export function checkShape(bytes: Uint8Array): void {
         break;
       case 0xc8:
         need(2);
-        need(1 + view.getUint16(pos - 2));
+        need(1 + u16(bytes, pos - 2));
         break;
       case 0xc9:
         need(4);
-        need(1 + view.getUint32(pos - 4));
+        need(1 + u32(bytes, pos - 4));
         break;
       case 0xcc:
       case 0xd0:
@@ -171,25 +158,55 @@ export function checkShape(bytes: Uint8Array): void {
         break;
       case 0xdc:
         need(2);
-        open(view.getUint16(pos - 2));
+        open(u16(bytes, pos - 2));
         break;
       case 0xdd:
         need(4);
-        open(view.getUint32(pos - 4));
+        open(u32(bytes, pos - 4));
         break;
       case 0xde:
         need(2);
-        open(2 * view.getUint16(pos - 2));
+        open(2 * u16(bytes, pos - 2));
         break;
       case 0xdf:
         need(4);
-        open(2 * view.getUint32(pos - 4));
+        open(2 * u32(bytes, pos - 4));
         break;
       default:
         throw new RangeError(`invalid MessagePack byte 0x${h.toString(16)} at ${pos - 1}`);
     }
   }
   if (pos !== n) throw new RangeError(`${n - pos} trailing bytes after a MessagePack value`);
+}
+
+/** State of the {@link checkShape} walk in progress. */
+let n = 0;
+let pos = 0;
+/** Items still to read in all open containers, plus the top-level value. */
+let owed = 0;
+let depth = 0;
+
+function need(k: number): void {
+  pos += k;
+  if (pos > n) throw new RangeError(`truncated MessagePack (${n} bytes)`);
+}
+
+function open(items: number): void {
+  if (items === 0) return;
+  owed += items;
+  if (owed > n - pos) {
+    throw new RangeError(`MessagePack container declares ${items} items at byte ${pos}, more than the ${n - pos} bytes left in the message`);
+  }
+  if (depth === MAX_DEPTH) throw new RangeError(`MessagePack nesting deeper than ${MAX_DEPTH}`);
+  owedAt[++depth] = items;
+}
+
+function u16(b: Uint8Array, p: number): number {
+  return (b[p]! << 8) | b[p + 1]!;
+}
+
+function u32(b: Uint8Array, p: number): number {
+  return ((b[p]! << 24) | (b[p + 1]! << 16) | (b[p + 2]! << 8) | b[p + 3]!) >>> 0;
 }
 
 /**

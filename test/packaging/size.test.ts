@@ -17,9 +17,10 @@ import { bundleForBrowser, ROOT } from './browser-bundle.ts';
 const TARGET = 15 * 1024;
 /**
  * Today's ceiling: 51.3 kB measured on 2026-11-30 after the move to zod/mini (was 64.2 kB with full
- * zod), plus ~5 % slack for unrelated edits. Lower it as the bundle shrinks.
+ * zod); 54.2 kB after push-mode reading and the attach/ticket fast paths (+0.9 kB for −37 % CPU per
+ * zero-RTT stream), plus ~3 % slack for unrelated edits. Lower it as the bundle shrinks.
  */
-const CURRENT_CEILING = 54 * 1024;
+const CURRENT_CEILING = 56 * 1024;
 
 const DEPS = ['zod', '@msgpack/msgpack', 'partysocket'] as const;
 const ENTRY = `export * from '${ROOT}/src/index.ts';\nexport * from '${ROOT}/src/transport/websocket.ts';\n`;
