@@ -10,16 +10,19 @@ import { isTerminalKind } from '../wire/frame.ts';
 /** Called when the consumer takes a record: `bytes` is the record's body size. */
 export type DrainListener = (bytes: number, isData: boolean) => void;
 
+/** Entries a ring starts with. */
+const INITIAL_ENTRIES = 4;
+
 /** A bounded ring of decoded frames with one waiting reader. */
 export class SlotBuffer {
   readonly capacity: number;
-  // Plain arrays that start empty: a ring writes its slots in index order (the next write index is
-  // never past the highest written + 1), so they grow by appending, to the depth the stream really
-  // uses. Most streams carry a handful of frames; typed arrays of C+1 per slot were a measurable
-  // share of a stream's setup cost (two backing stores per stream to allocate and sweep).
-  readonly #kinds: number[] = [];
-  readonly #values: unknown[] = [];
-  readonly #sizes: number[] = [];
+  // The ring starts small and doubles up to `capacity` (exactly, at the last step): most streams
+  // carry a handful of frames, so setup allocates four entries, while a stalled stream at its full
+  // window costs what a ring of C+1 costs (typed arrays, no per-entry boxing or growth slack).
+  #kinds: Uint8Array;
+  #values: unknown[];
+  #sizes: Uint32Array;
+  #size: number;
   #head = 0;
   #length = 0;
   #closed = false;
@@ -34,6 +37,11 @@ export class SlotBuffer {
 
   constructor(capacity: number) {
     this.capacity = capacity;
+    const n = Math.min(capacity, INITIAL_ENTRIES);
+    this.#size = n;
+    this.#kinds = new Uint8Array(n);
+    this.#values = new Array<unknown>(n).fill(undefined);
+    this.#sizes = new Uint32Array(n);
   }
 
   get length(): number {
@@ -47,7 +55,8 @@ export class SlotBuffer {
   /** Push a frame. Returns false when full (a credit invariant break: `reader_stall_total`). */
   push(kind: number, value: unknown, bytes: number): boolean {
     if (this.#closed || this.#length >= this.capacity) return false;
-    const i = (this.#head + this.#length) % this.capacity;
+    if (this.#length === this.#size) this.#grow();
+    const i = (this.#head + this.#length) % this.#size;
     this.#kinds[i] = kind;
     this.#values[i] = value;
     this.#sizes[i] = bytes;
@@ -62,8 +71,10 @@ export class SlotBuffer {
     if (this.#length >= this.capacity) {
       // Drop the newest to make room: only reachable after a protocol fault.
       this.#length--;
+    } else if (this.#length === this.#size) {
+      this.#grow();
     }
-    const i = (this.#head + this.#length) % this.capacity;
+    const i = (this.#head + this.#length) % this.#size;
     this.#kinds[i] = kind;
     this.#values[i] = value;
     this.#sizes[i] = 0;
@@ -71,9 +82,29 @@ export class SlotBuffer {
     this.#signal();
   }
 
+  /** Double the ring (up to `capacity`), unwrapping it so the oldest frame is at 0. */
+  #grow(): void {
+    const size = this.#size;
+    const next = Math.min(this.capacity, Math.max(INITIAL_ENTRIES, size * 2));
+    const kinds = new Uint8Array(next);
+    const values = new Array<unknown>(next).fill(undefined);
+    const sizes = new Uint32Array(next);
+    for (let k = 0; k < this.#length; k++) {
+      const i = (this.#head + k) % size;
+      kinds[k] = this.#kinds[i]!;
+      values[k] = this.#values[i];
+      sizes[k] = this.#sizes[i]!;
+    }
+    this.#kinds = kinds;
+    this.#values = values;
+    this.#sizes = sizes;
+    this.#size = next;
+    this.#head = 0;
+  }
+
   /** Discard every unread frame (no drain signal: their credit is moot once the slot ends). */
   clear(): void {
-    for (let k = 0; k < this.#length; k++) this.#values[(this.#head + k) % this.capacity] = undefined;
+    for (let k = 0; k < this.#length; k++) this.#values[(this.#head + k) % this.#size] = undefined;
     this.#head = 0;
     this.#length = 0;
   }
@@ -96,7 +127,7 @@ export class SlotBuffer {
     this.value = this.#values[i];
     this.#values[i] = undefined;
     const bytes = this.#sizes[i]!;
-    this.#head = (i + 1) % this.capacity;
+    this.#head = (i + 1) % this.#size;
     this.#length--;
     this.onDrain?.(bytes, !isTerminalKind(this.kind));
     return true;

@@ -1,7 +1,8 @@
 /**
- * SlotBuffer's storage grows on demand (plain arrays that start empty) instead of being allocated
- * at C+1 per slot. A model check: random pushes, forced pushes, takes, clears and closes over many
- * wrap-arounds at small capacities must give exactly what a plain FIFO of capacity C+1 gives —
+ * SlotBuffer's ring starts at four entries and doubles up to C+1 instead of being allocated at C+1
+ * per slot. A model check: random pushes, forced pushes, takes, clears and closes over many
+ * wrap-arounds and growths (capacities 1..40: several doublings, a clamped last step) must give
+ * exactly what a plain FIFO of capacity C+1 gives —
  * kind, value and byte size of every frame, in order, and the same accept/refuse answers.
  */
 import { describe, expect, it } from 'vitest';
@@ -21,8 +22,8 @@ function prng(seed: number): () => number {
 describe('SlotBuffer storage', () => {
   it('behaves as a bounded FIFO through wrap-arounds, forced pushes and clears', () => {
     const r = prng(11);
-    for (let round = 0; round < 300; round++) {
-      const capacity = 1 + Math.floor(r() * 6);
+    for (let round = 0; round < 600; round++) {
+      const capacity = 1 + Math.floor(r() * 40);
       const buf = new SlotBuffer(capacity);
       let drained = -1;
       buf.onDrain = (bytes) => {
