@@ -65,8 +65,8 @@ describe('npm run bench -- --quick', () => {
     // 2. tokens per write: 3 shapes × legacy/auto/manual
     expect(summary.tpw).toHaveLength(9);
     for (const row of summary.tpw) sane(row.tokens_per_write, `tokens/write ${row.shape} ${row.mode}`);
-    // 3. lifecycle: attach, zero-RTT, per-stream, yamux
-    expect(summary.lifecycle.map((row: { mode: string }) => row.mode)).toEqual(['attach', 'zero-rtt', 'per-stream', 'yamux']);
+    // 3. lifecycle: attach, zero-RTT, per-stream, yamux, then open + close alone for attach and zero-RTT
+    expect(summary.lifecycle.map((row: { mode: string }) => row.mode)).toEqual(['attach', 'zero-rtt', 'per-stream', 'yamux', 'attach-0', 'zero-rtt-0']);
     for (const row of summary.lifecycle) {
       sane(row.streams_per_s, `lifecycle ${row.mode} streams/s`);
       sane(row.cpu_us_per_stream, `lifecycle ${row.mode} CPU`);

@@ -9,7 +9,8 @@
 //                     remote reads 64 bytes and closes)
 // The consumer reads every stream to its end. With --gc (node --expose-gc), heap and RSS are taken
 // after the warm-up and at the end, each after a full GC, to show that N streams leave no growth.
-// Usage: node [--expose-gc] test/bench/lifecycle.mjs [--mode attach] [--n 20000] [--warm 2000] [--conc 64]
+// --items 0 measures open + close alone (lanemux modes): what a stream's setup and teardown cost.
+// Usage: node [--expose-gc] test/bench/lifecycle.mjs [--mode attach] [--n 20000] [--warm 2000] [--conc 64] [--items 4]
 import net from 'node:net';
 import { connect, cpuUs, dist, emitAndExit, listen, now, parseArgs, pct, round, watchdog } from './harness.mjs';
 import { messageBytes, yamuxOver } from './yamux-conn.mjs';
@@ -19,10 +20,11 @@ const mode = args.mode ?? 'attach';
 const n = Number(args.n ?? 20_000);
 const warm = Number(args.warm ?? 2000);
 const conc = Number(args.conc ?? 64);
-const ITEMS = 4;
+const ITEMS = Number(args.items ?? 4);
 const item = new Uint8Array(16).fill(0x61);
 watchdog(Number(args.timeout ?? 110_000), 'lifecycle');
 if (!['attach', 'zero-rtt', 'per-stream', 'yamux'].includes(mode)) throw new Error(`--mode attach|zero-rtt|per-stream|yamux, got ${mode}`);
+if (!(Number.isInteger(ITEMS) && ITEMS >= (mode === 'yamux' ? 1 : 0))) throw new Error(`--items must be an integer >= ${mode === 'yamux' ? 1 : 0}, got ${args.items}`);
 
 async function lanemuxOpener() {
   const { createNode } = await dist('index.js');

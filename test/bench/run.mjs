@@ -5,7 +5,8 @@
 //                    lanemux Manual, lanemux Auto, lanemux's per-stream path, yamux, ws one send per
 //                    token and the hand-written (d) limit, interleaved per shape in every round.
 //  2. tokens/write   the reference's three decode shapes, legacy vs Auto vs Manual, 5 runs.
-//  3. lifecycle      open + 4 items + close, 64 in flight: attach, zero-RTT, per-stream, yamux.
+//  3. lifecycle      open + 4 items + close, 64 in flight: attach, zero-RTT, per-stream, yamux; and
+//                    open + close alone (0 items) for attach and zero-RTT.
 //  4. memory         1,024 streams with a stalled consumer; 100,000 streams opened and closed.
 //  5. latency        one stream, one token every 10 ms: raw socket, Auto, Auto+linger (±onComplete), Manual.
 //  6. lanes          64 streams of 16 KiB items, 1 / 2 / 4 / 8 lanes, over TCP and over WebTransport Deno → Deno.
@@ -105,7 +106,9 @@ const shapeKey = (s) => `X=${s.x} Y=${s.y} W=${s.w}`;
 const raw = { decode: {}, tpw: [], lifecycle: {}, memory: {}, churn: [], latency: {}, lanes: {}, lanesWt: {} };
 // Scenario 4 runs the decode shape's 64-byte tokens and 1 KiB items (where the credit bound X · C · item exceeds the budget).
 const MEM_ITEMS = [64, 1024];
-const LIFE = ['attach', 'zero-rtt', 'per-stream', 'yamux'];
+const LIFE = ['attach', 'zero-rtt', 'per-stream', 'yamux', 'attach-0', 'zero-rtt-0'];
+/** A lifecycle row id → lifecycle.mjs arguments (`-0`: open + close alone, no items). */
+const lifeArgs = (id) => (id.endsWith('-0') ? ['--mode', id.slice(0, -2), '--items', '0'] : ['--mode', id]);
 const LAT = ['raw', 'auto', 'linger', 'linger-complete', 'manual'];
 const LANES = [1, 2, 4, 8];
 const lifeN = quick ? ['400', '100'] : ['10000', '2000'];
@@ -130,7 +133,7 @@ for (let r = 0; r < rounds; r++) {
   }
   if (want(3)) {
     for (const mode of LIFE) {
-      const res = await run(`lifecycle ${mode}`, S('lifecycle.mjs'), ['--mode', mode, '--n', lifeN[0], '--warm', lifeN[1]]);
+      const res = await run(`lifecycle ${mode}`, S('lifecycle.mjs'), [...lifeArgs(mode), '--n', lifeN[0], '--warm', lifeN[1]]);
       (raw.lifecycle[mode] ??= []).push(res);
       log(`  3 lifecycle ${mode.padEnd(10)} ${res.error ? 'ERROR' : `${res.streams_per_s} streams/s, ${res.cpu_us_per_stream} µs/stream`}`);
     }
@@ -268,7 +271,8 @@ if (want(3)) {
       first_p50: stat(rs, 'first_item_p50_ms'), first_p99: stat(rs, 'first_item_p99_ms'), stream_p50: stat(rs, 'stream_p50_ms'), stream_p99: stat(rs, 'stream_p99_ms'),
       vs_per_stream_cpu: paired(rs, raw.lifecycle['per-stream'], 'cpu_us_per_stream'), vs_yamux_cpu: paired(rs, raw.lifecycle.yamux, 'cpu_us_per_stream') };
     summary.lifecycle.push(row);
-    const label = { attach: 'lanemux attach', 'zero-rtt': 'lanemux zero-RTT', 'per-stream': 'per-stream path', yamux: 'yamux stream open' }[mode];
+    const label = { attach: 'lanemux attach', 'zero-rtt': 'lanemux zero-RTT', 'per-stream': 'per-stream path', yamux: 'yamux stream open',
+      'attach-0': 'lanemux attach, open + close only (0 items)', 'zero-rtt-0': 'lanemux zero-RTT, open + close only (0 items)' }[mode];
     const first = row.first_p50 === null ? '–' : `${fS(row.first_p50, 2)} / ${fS(row.first_p99, 2)}`;
     md.push(`| ${label} | ${fS(row.streams_per_s)} | ${fS(row.cpu_us_per_stream, 1)} | ${first} | ${fS(row.stream_p50, 2)} / ${fS(row.stream_p99, 2)} | ${fx(row.vs_per_stream_cpu)} | ${fx(row.vs_yamux_cpu)} |`);
   }
