@@ -38,11 +38,14 @@ export interface AnchorConsumer<T> {
   /**
    * Called once when the stream ends: `null` when the producer finalized or the anchor was
    * cancelled, else the error that ended it (`ERR_SENDER_DROPPED`, `ERR_TRANSPORT_ERROR`, …).
+   * The stream is over by then, so an exception thrown here is reported as an uncaught error
+   * (from a microtask, as an event listener's would be); other streams are not affected.
    */
   end?(error: LanemuxError | null): void;
   /**
    * A `SenderError` (`sender.error(message)`); the stream goes on. Without this callback it is
-   * passed to `end` and the stream is cancelled, so no error is ever dropped.
+   * passed to `end` and the stream is cancelled, so no error is ever dropped. A throw cancels the
+   * stream and ends it with `ERR_CONSUMER_THREW`, as a throwing `item` does.
    */
   senderError?(error: StreamError): void;
 }
@@ -67,6 +70,9 @@ const STEP_DONE = 2;
 /** The consumer slot after `end` ran: the anchor stays claimed by its one push-mode reader. */
 const ENDED: AnchorConsumer<unknown> = { item: () => undefined };
 const readerActive = (): StreamError => new StreamError('ERR_READER_ACTIVE', 'the anchor is read in push mode (consume()); an anchor has one reader');
+/** A consumer callback threw: the stream is cancelled and ends with this (the thrown value is the cause). */
+const consumerThrew = (callback: string, e: unknown): StreamError =>
+  new StreamError('ERR_CONSUMER_THREW', `the consumer's ${callback} callback threw: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
 
 /** The consumer's end of a stream. */
 export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drainable {
@@ -190,6 +196,8 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
   async #nextSlow(): Promise<IteratorResult<T>> {
     for (;;) {
       await this.waitAvailable();
+      // consume() started while this read was parked: the anchor has one reader.
+      if (this.#consumer !== null) throw readerActive();
       const r = this.#step();
       if (r === STEP_ITEM) return { done: false, value: this.#take() };
       if (r === STEP_DONE) return DONE;
@@ -282,7 +290,16 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
         const error = e as LanemuxError;
         if (!this.finished && c.senderError !== undefined) {
           // A SenderError: the stream goes on.
-          c.senderError(error as StreamError);
+          try {
+            c.senderError(error as StreamError);
+          } catch (thrown) {
+            // As a throwing item(): escaping here would leave the stream neither read nor ended.
+            this.cancel();
+            this.#end(c, consumerThrew('senderError', thrown));
+            return;
+          }
+          // pause() inside senderError holds the next item back too.
+          if (this.#paused) return;
           continue;
         }
         if (!this.finished) this.cancel();
@@ -302,7 +319,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
         more = c.item(this.#take() as T);
       } catch (e) {
         this.cancel();
-        this.#end(c, new StreamError('ERR_CONSUMER_THREW', `the consumer's item callback threw: ${e instanceof Error ? e.message : String(e)}`, { cause: e }));
+        this.#end(c, consumerThrew('item', e));
         return;
       }
       if (more === false) this.#paused = true;

@@ -473,7 +473,9 @@ let wpos = 0;
  */
 function writeTicket(t: StreamOpenTicket): number {
   const key = t.streaming_transport_key;
-  if (typeof key !== 'string' || key.length > 0xff) return -1;
+  // TICKET_OUT holds the largest ticket with a key of KEY_MAX; a longer key (which parseTicket
+  // refuses anyway) takes the encoder, as before, instead of overrunning the scratch.
+  if (typeof key !== 'string' || key.length > KEY_MAX) return -1;
   TICKET_OUT[0] = t.lane !== 0 ? 0x86 : 0x85;
   wpos = 1;
   putKey(0);
