@@ -18,6 +18,7 @@
  *
  * @packageDocumentation
  */
+import { acceptLoop } from './accept-loop.ts';
 import type { AdmissionLimits } from './admission.ts';
 import { ByteStreamConnection, dialByteStream, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
 import { asTransportError } from './errors.ts';
@@ -44,8 +45,9 @@ interface DenoConn {
   closeWrite(): Promise<void>;
   close(): void;
 }
-interface DenoListener extends AsyncIterable<DenoConn> {
+interface DenoListener {
   readonly addr: DenoNetAddr;
+  accept(): Promise<DenoConn>;
   close(): void;
 }
 interface DenoNet {
@@ -86,26 +88,24 @@ class DenoTcpAdapter implements TransportAdapter {
       throw asTransportError('ERR_CONFIG', `denoTcpTransport cannot listen on ${this.#o.host}:${this.#o.port}`, e);
     }
     this.#listener = listener;
-    this.#accepting = (async () => {
-      try {
-        for await (const conn of listener) {
-          if (this.#closed) {
-            closeQuietly(conn);
-            continue;
-          }
-          // One connection that fails while it is set up must not end the accept loop for everyone.
-          try {
-            const socket = this.#track(conn);
-            const remote = formatTcpAddress(conn.remoteAddr.hostname, conn.remoteAddr.port);
-            host.accept(new ByteStreamConnection(socket, this.name, remote, host.frameLimit, this.#limits, this.#o.closeGraceMs));
-          } catch {
-            closeQuietly(conn);
-          }
+    this.#accepting = acceptLoop({
+      accept: () => listener.accept(),
+      stopped: () => this.#closed,
+      onAccepted: (conn) => {
+        if (this.#closed) {
+          closeQuietly(conn);
+          return;
         }
-      } catch {
-        // The listener was closed (or failed): no more connections.
-      }
-    })();
+        // One connection that fails while it is set up must not end the accept loop for everyone.
+        try {
+          const socket = this.#track(conn);
+          const remote = formatTcpAddress(conn.remoteAddr.hostname, conn.remoteAddr.port);
+          host.accept(new ByteStreamConnection(socket, this.name, remote, host.frameLimit, this.#limits, this.#o.closeGraceMs));
+        } catch {
+          closeQuietly(conn);
+        }
+      },
+    });
     return formatTcpAddress(this.#o.host, listener.addr.port);
   }
 

@@ -25,6 +25,7 @@
  *
  * @packageDocumentation
  */
+import { acceptLoop } from './accept-loop.ts';
 import { z } from 'zod/mini';
 import { LanemuxError } from '../errors.ts';
 import type { AdmissionLimits } from './admission.ts';
@@ -126,7 +127,8 @@ interface DenoQuicIncoming {
   refuse(): void;
 }
 
-interface DenoQuicListener extends AsyncIterable<DenoQuicIncoming> {
+interface DenoQuicListener {
+  incoming(): Promise<DenoQuicIncoming>;
   stop(): void;
 }
 
@@ -171,6 +173,8 @@ interface BoundEndpoint {
   key: string;
   owner: ((incoming: DenoQuicIncoming) => void) | undefined;
   linger: TimerHandle | undefined;
+  /** The endpoint was closed (`unbind`): its accept loop ends. */
+  closed: boolean;
 }
 
 const lingering = new Map<string, BoundEndpoint>();
@@ -194,21 +198,20 @@ function listenOn(endpoint: DenoQuicEndpoint, o: Resolved, cert: string, key: st
 
 /** Hand every connection of `listener` to the endpoint's current owner. */
 function dispatch(bound: BoundEndpoint, listener: DenoQuicListener): void {
-  void (async () => {
-    try {
-      for await (const incoming of listener) {
-        // One connection that fails while it is handed over must not end the accept loop for everyone.
-        try {
-          if (bound.owner !== undefined) bound.owner(incoming);
-          else incoming.refuse();
-        } catch {
-          // That connection is lost; the next one is accepted as usual.
-        }
+  void acceptLoop({
+    accept: () => listener.incoming(),
+    // Ends when the listener is replaced (certificate rotation) or the endpoint closed.
+    stopped: () => bound.listener !== listener || bound.closed,
+    onAccepted: (incoming) => {
+      // One connection that fails while it is handed over must not end the accept loop for everyone.
+      try {
+        if (bound.owner !== undefined) bound.owner(incoming);
+        else incoming.refuse();
+      } catch {
+        // That connection is lost; the next one is accepted as usual.
       }
-    } catch {
-      // The listener was stopped or the endpoint closed.
-    }
-  })();
+    },
+  });
 }
 
 function bind(api: DenoWebTransportApi, o: Resolved): BoundEndpoint {
@@ -220,7 +223,7 @@ function bind(api: DenoWebTransportApi, o: Resolved): BoundEndpoint {
     endpoint.close();
     throw e;
   }
-  const bound: BoundEndpoint = { endpoint, listener, cert: o.cert, key: o.key, poolKey: `${o.hostname}|${endpoint.addr.port}`, owner: undefined, linger: undefined };
+  const bound: BoundEndpoint = { endpoint, listener, cert: o.cert, key: o.key, poolKey: `${o.hostname}|${endpoint.addr.port}`, owner: undefined, linger: undefined, closed: false };
   dispatch(bound, listener);
   return bound;
 }
@@ -254,6 +257,7 @@ function relisten(bound: BoundEndpoint, o: Resolved, cert: string, key: string):
 
 function unbind(bound: BoundEndpoint): void {
   if (lingering.get(bound.poolKey) === bound) lingering.delete(bound.poolKey);
+  bound.closed = true;
   try {
     bound.listener.stop();
   } catch {
