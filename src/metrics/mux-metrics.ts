@@ -83,9 +83,19 @@ export class MuxMetrics {
     this.prefix = options.prefix ?? 'velo_';
   }
 
+  /** Label strings by operation, then scheme, then outcome: built once, not per stream. */
+  readonly #labels = new Map<string, Map<string, { success: string; error: string }>>();
+
   /** Count one anchor operation (attach, detach, finalize, cancel, prebind, open). */
   anchorOperation(operation: string, outcome: 'success' | 'error', scheme: string): void {
-    const key = `operation="${operation}",outcome="${outcome}",transport_scheme="${scheme}"`;
+    let byScheme = this.#labels.get(operation);
+    if (byScheme === undefined) this.#labels.set(operation, (byScheme = new Map()));
+    let labels = byScheme.get(scheme);
+    if (labels === undefined) {
+      const at = (o: string): string => `operation="${operation}",outcome="${o}",transport_scheme="${scheme}"`;
+      byScheme.set(scheme, (labels = { success: at('success'), error: at('error') }));
+    }
+    const key = labels[outcome];
     this.anchorOperations.set(key, (this.anchorOperations.get(key) ?? 0) + 1);
   }
 
