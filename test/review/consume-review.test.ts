@@ -2,9 +2,9 @@
 // that throws, and a `pause()` made inside `senderError`.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { LanemuxError } from '../../src/errors.ts';
-import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
+import type { LanemuxNode } from '../../src/stream/node.ts';
 import type { AnchorConsumption } from '../../src/stream/anchor.ts';
-import { LoopMessenger } from '../support/loop-messenger.ts';
+import { nodePair } from '../support/node-pair.ts';
 
 const nodes: LanemuxNode[] = [];
 /** Errors the drain queue re-threw from a microtask (captured so they cannot crash the run). */
@@ -28,13 +28,7 @@ afterEach(async () => {
   for (const n of nodes.splice(0)) await n.close();
 });
 
-async function pair() {
-  const [a, b] = LoopMessenger.pair();
-  const consumer = await createNode({ messenger: a, mux: {} });
-  const producer = await createNode({ messenger: b, mux: {} });
-  nodes.push(consumer, producer);
-  return { consumer, producer };
-}
+const pair = () => nodePair(nodes);
 
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 

@@ -7,17 +7,10 @@
 import { describe, expect, it } from 'vitest';
 import { attachRequestSchema, attachRequestZod, attachResponseSchema, attachResponseZod, readAttachOkFast, readAttachRequestFast } from '../../src/stream/control.ts';
 import { parse } from '../../src/validate.ts';
+import { mulberry32Unit } from '../wire/helpers.ts';
 
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic PRNG (mulberry32), so a failure reproduces. */
+const prng = mulberry32Unit;
 const pick = <T>(r: () => number, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
 
 /** Values of every kind, at and around the bounds the schemas check. */

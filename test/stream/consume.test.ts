@@ -4,22 +4,16 @@
 // Detached).
 import { afterEach, describe, expect, it } from 'vitest';
 import type { LanemuxError } from '../../src/errors.ts';
-import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
+import type { LanemuxNode } from '../../src/stream/node.ts';
 import type { AnchorConsumer, StreamAnchor } from '../../src/stream/anchor.ts';
-import { LoopMessenger } from '../support/loop-messenger.ts';
+import { nodePair } from '../support/node-pair.ts';
 
 const nodes: LanemuxNode[] = [];
 afterEach(async () => {
   for (const n of nodes.splice(0)) await n.close();
 });
 
-async function pair(mux = {}) {
-  const [a, b] = LoopMessenger.pair();
-  const consumer = await createNode({ messenger: a, mux });
-  const producer = await createNode({ messenger: b, mux });
-  nodes.push(consumer, producer);
-  return { consumer, producer, link: a };
-}
+const pair = (mux = {}) => nodePair(nodes, mux);
 
 /** Consume `anchor` into `items`; resolves with the error `end` got (null for a clean end). */
 function collect<T>(anchor: StreamAnchor<T>, items: T[], extra: Partial<AnchorConsumer<T>> = {}) {

@@ -11,18 +11,10 @@ import { encodeTicket, parseTicket, readTicketFast, ticketSchema } from '../../s
 import type { StreamOpenTicket } from '../../src/stream/control.ts';
 import { checkShape } from '../../src/transport/msgpack.ts';
 import { parse } from '../../src/validate.ts';
+import { mulberry32Unit } from '../wire/helpers.ts';
 
 /** Deterministic PRNG (mulberry32), so a failure reproduces. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const prng = mulberry32Unit;
 
 /** The general path, as `parseTicket` takes it when the fast path gives up. */
 function slow(bytes: Uint8Array): { ok: true; data: unknown } | { ok: false } {

@@ -260,6 +260,12 @@ export function mulberry32(seed: number): () => number {
   };
 }
 
+/** {@link mulberry32} scaled to `[0, 1)`, like `Math.random` but reproducible. */
+export function mulberry32Unit(seed: number): () => number {
+  const next = mulberry32(seed);
+  return () => next() / 4294967296;
+}
+
 // ───────────────────────── allocation guard ─────────────────────────
 
 export interface AllocationViolation {
