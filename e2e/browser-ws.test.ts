@@ -110,12 +110,33 @@ describe('browser over WebSocket (Node server)', () => {
     expect(m['velo_streaming_mux_batches_total{direction="sent"}']).toBeLessThan((256 * (n + 1)) / 4);
   });
 
+  it('3b. 256 concurrent streams read in push mode (anchor.consume): exact content and order in the page', async () => {
+    const srv = await server();
+    const p = await page();
+    await drive(p, 'connect', { url: srv.url, kind: 'ws', mux: QUIET });
+    const n = 100;
+    const sum = await drive(p, 'generateMany', 256, { prompt: 'q', n, reader: 'push' });
+    console.log(`[e2e ws push] 256 streams x ${n} tokens: ${Math.round(sum.tokensPerSecond)} tokens/s, wall ${sum.wallMs.toFixed(0)} ms`);
+    expect(sum.badStreams).toEqual([]);
+    expect(sum.allOrdered).toBe(true);
+    expect(sum.allFinalized).toBe(true);
+    expect(sum.tokens).toBe(256 * n);
+    for (const i of [0, 200]) {
+      const r = await drive(p, 'result', sum.ids[i]!);
+      expect(r.tokens).toEqual(expected(`q${i}`, n));
+      expect(await drive(p, 'domText', r.id)).toBe(expected(`q${i}`, n).join(''));
+    }
+  });
+
   for (const how of ['crash', 'close'] as const) {
     it(`4. the server restarts mid-stream (${how}): open streams end retryable, partysocket reconnects, new requests succeed`, async () => {
       const first = await server();
       const p = await page();
       await drive(p, 'connect', { url: first.url, kind: 'ws' });
-      const ids = await Promise.all(['k0', 'k1', 'k2', 'k3'].map((prompt) => drive(p, 'generate', { prompt, n: 1_000_000, delayMs: 5 })));
+      // Two streams read with `for await`, two in push mode: both end the same way.
+      const ids = await Promise.all(
+        ['k0', 'k1', 'k2', 'k3'].map((prompt, i) => drive(p, 'generate', { prompt, n: 1_000_000, delayMs: 5, reader: i < 2 ? 'iterator' : 'push' })),
+      );
       for (const id of ids) await drive(p, 'waitTokens', id, 5, 10_000);
       // crash: every socket reset at once, as a killed process; close: the node shuts down (GOAWAY, close frames).
       await first[how]();

@@ -28,6 +28,8 @@ export interface GenerateOptions {
   readonly read?: boolean;
   /** Render the tokens into the DOM. Defaults to true. */
   readonly render?: boolean;
+  /** How the page reads: `for await` (default) or push mode (`anchor.consume`). */
+  readonly reader?: 'iterator' | 'push';
 }
 
 /** A lanemux error as the page saw it. */

@@ -96,12 +96,19 @@ function render(id: string, prompt: string, show: boolean): Text | null {
   return text;
 }
 
-async function readStream(anchor: StreamAnchor<string>, result: StreamResult, row: Text | null): Promise<void> {
+async function readStream(anchor: StreamAnchor<string>, result: StreamResult, row: Text | null, reader: 'iterator' | 'push'): Promise<void> {
+  const onToken = (token: string): void => {
+    if (result.firstTokenMs === null) result.firstTokenMs = performance.now() - result.startMs;
+    result.tokens.push(token);
+    row?.appendData(token);
+  };
   try {
-    for await (const token of anchor) {
-      if (result.firstTokenMs === null) result.firstTokenMs = performance.now() - result.startMs;
-      result.tokens.push(token);
-      row?.appendData(token);
+    if (reader === 'push') {
+      // Push mode: callbacks, no promise per token; `end` says how the stream ended.
+      const error = await new Promise<unknown>((resolve) => anchor.consume({ item: onToken, end: resolve }));
+      if (error !== null) throw error;
+    } else {
+      for await (const token of anchor) onToken(token);
     }
     result.end = result.cancelled ? 'cancelled' : 'finalized';
   } catch (e) {
@@ -141,7 +148,7 @@ async function generate(options: GenerateOptions): Promise<string> {
   };
   const row = render(id, prompt, options.render ?? true);
   const read = options.read ?? true;
-  const ended = read ? readStream(anchor, result, row) : Promise.resolve();
+  const ended = read ? readStream(anchor, result, row, options.reader ?? 'iterator') : Promise.resolve();
   streams.set(id, { anchor, result, row, ended });
   const body: GenerateRequest = { handle: anchor.handle, ticket, prompt, n: options.n, delayMs: options.delayMs ?? 0, tail: options.tail ?? 0 };
   try {
