@@ -115,6 +115,28 @@ describe('zero-RTT tickets over TCP', () => {
   });
 });
 
+describe('push-mode reading over the suite transport', () => {
+  it('64 streams read with anchor.consume deliver exactly, in order; a producer that goes away ends them retryable', async () => {
+    const consumer = await tcpNode({ mux: { initialCredit: 8 } });
+    const producer = await tcpNode({ listen: false, mux: { initialCredit: 8 } });
+    await producer.connect(consumer.address);
+    const anchors = Array.from({ length: 64 }, () => consumer.createAnchor<string>());
+    const got = anchors.map(() => [] as string[]);
+    const ends = anchors.map((a, i) => new Promise<unknown>((resolve) => a.consume({ item: (t) => void got[i]!.push(t), end: resolve })));
+    const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<string>(a.handle)));
+    for (let k = 0; k < 30; k++) await Promise.all(senders.map((s, i) => s.send(`s${i}-${k}`)));
+    await Promise.all(senders.slice(0, 32).map((s) => s.finalize()));
+    expect(await Promise.all(ends.slice(0, 32))).toEqual(Array.from({ length: 32 }, () => null));
+    for (let i = 0; i < 64; i++) {
+      await waitFor(() => got[i]!.length === 30, 5_000, `stream ${i} got its 30 tokens`);
+      expect(got[i]).toEqual(Array.from({ length: 30 }, (_, k) => `s${i}-${k}`));
+    }
+    // The other 32 producers vanish with the node: their consumers end with ERR_SENDER_DROPPED.
+    await producer.close();
+    for (const e of await Promise.all(ends.slice(32))) expect(e).toMatchObject({ code: 'ERR_SENDER_DROPPED', retryable: true });
+  });
+});
+
 describe('same-worker, lifecycle, heartbeats', () => {
   it('a sender on the anchor own node writes to it directly (no transport)', async () => {
     const node = await tcpNode();
