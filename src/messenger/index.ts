@@ -7,6 +7,7 @@ export { createMessenger } from './messenger.ts';
 export type { MessengerOptions, HealthCheckOptions } from './messenger.ts';
 export type {
   Admission,
+  HandleOptions,
   MessageHandler,
   Messenger,
   MessengerErrorEvent,

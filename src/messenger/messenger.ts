@@ -63,6 +63,7 @@ import type {
   PeerGoneEvent,
   PeerId,
   PeerInfo,
+  HandleOptions,
   RequestHandler,
 } from './types.ts';
 
@@ -71,6 +72,27 @@ import type {
 // ---------------------------------------------------------------------------------------------
 
 /** Health-check settings. */
+/** A running request handler: its controller (when the handler takes a signal) and whether it was aborted. */
+interface Inflight {
+  readonly controller: AbortController | null;
+  aborted: boolean;
+}
+
+/** A registered request handler and whether it takes an AbortSignal of its own. */
+interface RegisteredHandler {
+  readonly fn: RequestHandler;
+  readonly signal: boolean;
+}
+
+/** The signal of handlers registered with `signal: false`: it never aborts. */
+const NEVER_ABORTED: AbortSignal = /*@__PURE__*/ new AbortController().signal;
+
+function abortInflight(entry: Inflight | undefined, reason: unknown): void {
+  if (entry === undefined || entry.aborted) return;
+  entry.aborted = true;
+  entry.controller?.abort(reason);
+}
+
 export interface HealthCheckOptions {
   /** Ping each peer this often. Defaults to 5,000 ms (protocol.md §8 "Peer health check"). */
   readonly intervalMs?: number;
@@ -184,7 +206,7 @@ class PeerState implements LinkReceiver {
   readonly requests = new Map<number, PendingRequest>();
   readonly pings = new Map<number, PendingPing>();
   /** Request handlers running, by request id (so CANCEL can abort them). */
-  readonly inflight = new Map<number, AbortController>();
+  readonly inflight = new Map<number, Inflight>();
   /** Names we already sent an unknown-handler notice for (bounded): one notice per name, not per message. */
   readonly noticed = new Set<string>();
   nextId = 1;
@@ -224,7 +246,7 @@ class MessengerImpl implements Messenger {
   readonly #transport: Transport;
   readonly #peers = new Map<PeerId, PeerState>();
   readonly #handlers = new Map<string, MessageHandler>();
-  readonly #requestHandlers = new Map<string, RequestHandler>();
+  readonly #requestHandlers = new Map<string, RegisteredHandler>();
   readonly #batchHandlers: (MessageHandler | undefined)[] = new Array<MessageHandler | undefined>(MAX_LANES).fill(undefined);
   readonly #peerListeners = new Set<(peer: PeerInfo) => void>();
   readonly #goneListeners = new Set<(event: PeerGoneEvent) => void>();
@@ -308,12 +330,12 @@ class MessengerImpl implements Messenger {
     this.#batchHandlers[lane] = handler;
   }
 
-  handle(name: string, handler: RequestHandler): void {
+  handle(name: string, handler: RequestHandler, options: HandleOptions = {}): void {
     this.#checkName(name);
     if (this.#requestHandlers.has(name) || this.#handlers.has(name)) {
       throw new MessengerError('ERR_INVALID_HANDLER', `a handler named "${name}" is already registered`);
     }
-    this.#requestHandlers.set(name, handler);
+    this.#requestHandlers.set(name, { fn: handler, signal: options.signal ?? true });
   }
 
   #checkName(name: string): void {
@@ -532,7 +554,7 @@ class MessengerImpl implements Messenger {
         return this.#onReply(st, lane, bytes);
       case Kind.Cancel: {
         if (bytes.byteLength !== 5) return this.#malformed(st, lane, 'CANCEL of the wrong length');
-        st.inflight.get(readU32(bytes, 1))?.abort(new MessengerError('ERR_ABORTED', 'the caller cancelled the request'));
+        abortInflight(st.inflight.get(readU32(bytes, 1)), new MessengerError('ERR_ABORTED', 'the caller cancelled the request'));
         return;
       }
       case Kind.Ping: {
@@ -602,11 +624,13 @@ class MessengerImpl implements Messenger {
       this.#replyError(st, lane, id, 'ERR_MALFORMED_ENVELOPE', `request body for "${name}" is not valid MessagePack: ${describeThrown(cause)}`, false);
       return;
     }
-    const controller = new AbortController();
-    st.inflight.set(id, controller);
+    // A handler registered with `signal: false` gets a signal that never aborts: no AbortController
+    // per request (the node's attach handlers; a cancel still stops the reply).
+    const entry: Inflight = { controller: handler.signal ? new AbortController() : null, aborted: false };
+    st.inflight.set(id, entry);
     let result: unknown;
     try {
-      result = handler(st.id, body, controller.signal);
+      result = handler.fn(st.id, body, entry.controller?.signal ?? NEVER_ABORTED);
     } catch (error) {
       st.inflight.delete(id);
       this.#replyThrown(st, lane, id, name, error);
@@ -615,14 +639,14 @@ class MessengerImpl implements Messenger {
     if (isThenable(result)) {
       result.then(
         (value) => {
-          if (st.inflight.get(id) !== controller) return;
+          if (st.inflight.get(id) !== entry) return;
           st.inflight.delete(id);
-          if (!controller.signal.aborted) this.#replyValue(st, lane, id, name, value);
+          if (!entry.aborted) this.#replyValue(st, lane, id, name, value);
         },
         (error: unknown) => {
-          if (st.inflight.get(id) !== controller) return;
+          if (st.inflight.get(id) !== entry) return;
           st.inflight.delete(id);
-          if (!controller.signal.aborted) this.#replyThrown(st, lane, id, name, error);
+          if (!entry.aborted) this.#replyThrown(st, lane, id, name, error);
         },
       );
     } else {
@@ -742,7 +766,7 @@ class MessengerImpl implements Messenger {
     for (const p of [...st.requests.values()]) p.reject(fail);
     for (const p of [...st.pings.values()]) p.reject(fail);
     st.pings.clear();
-    for (const c of st.inflight.values()) c.abort(fail);
+    for (const c of st.inflight.values()) abortInflight(c, fail);
     st.inflight.clear();
     const event: PeerGoneEvent = { peer: st.id, code: error.code, reason: error.message, epoch: st.info.epoch, error };
     for (const l of [...this.#goneListeners]) {

@@ -30,6 +30,12 @@ export type Admission = true | Promise<void>;
 /** A fire-and-forget handler. Ordered handlers must not await: they run one at a time per (sender, lane). */
 export type MessageHandler = (from: PeerId, lane: number, payload: Uint8Array) => void;
 
+/** Options of {@link Messenger.handle}. */
+export interface HandleOptions {
+  /** Give the handler an AbortSignal that aborts when the caller cancels or goes away. Default true. */
+  readonly signal?: boolean;
+}
+
 /** A unary request handler: its result (or thrown LanemuxError) is sent back to the caller. */
 export type RequestHandler = (from: PeerId, body: unknown, signal: AbortSignal) => unknown | Promise<unknown>;
 
@@ -83,8 +89,12 @@ export interface Messenger {
   on(name: string, handler: MessageHandler): void;
   /** Register the mux's ingress for one lane (`_stream_batch` for 0, `_stream_batch.k` otherwise). */
   registerBatchHandler(lane: number, handler: MessageHandler): void;
-  /** Register a unary request handler; `body` is MessagePack-decoded, validate it with zod. */
-  handle(name: string, handler: RequestHandler): void;
+  /**
+   * Register a unary request handler; `body` is MessagePack-decoded, validate it with zod. With
+   * `{ signal: false }` the handler's `signal` never aborts and no `AbortController` is made per
+   * request (a cancelled or orphaned request still sends no reply).
+   */
+  handle(name: string, handler: RequestHandler, options?: HandleOptions): void;
 
   /** Send a fire-and-forget message on a lane. Never throws: refusals reject the returned promise. */
   send(peer: PeerId, lane: number, name: string, payload: Uint8Array): Admission;

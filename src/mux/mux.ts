@@ -115,7 +115,7 @@ export class Mux implements BatcherHost, IngressHost {
       this.config.stagedPayloadMax,
     );
     messenger.on(STAGE_HANDLER, (from, lane, payload) => this.#stageIn.onDescriptor(from, lane, payload));
-    messenger.handle(PULL_HANDLER, (from, body) => this.#stageOut.onPull(from, body));
+    messenger.handle(PULL_HANDLER, (from, body) => this.#stageOut.onPull(from, body), { signal: false });
     // Every node registers all 16 lane handlers, whatever its own lane count.
     for (let lane = 0; lane < MAX_LANES; lane++) {
       messenger.registerBatchHandler(lane, (from, _lane, payload) => this.#ingress(from, lane, payload));

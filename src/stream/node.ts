@@ -219,10 +219,12 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     if (this.#mux !== null) keys.push(MESSENGER_MUX_KEY);
     if (this.#perStream !== null) keys.push(TCP_STREAM_KEY);
     this.#offeredKeys = Object.freeze(keys.sort());
-    this.#messenger.handle(ATTACH_HANDLER, (from, body) => this.#onAttach(from, body));
-    this.#messenger.handle(MPSC_ATTACH_HANDLER, (from, body) => this.#onMpscAttach(from, body));
-    this.#messenger.handle(MPSC_DETACH_HANDLER, (from, body) => this.#onMpscDetach(from, body));
-    this.#messenger.handle(MPSC_CANCEL_HANDLER, (_from, body) => this.#onMpscCancel(body));
+    // The attach handlers answer from state, never wait on the caller: no AbortSignal per request.
+    const noSignal = { signal: false };
+    this.#messenger.handle(ATTACH_HANDLER, (from, body) => this.#onAttach(from, body), noSignal);
+    this.#messenger.handle(MPSC_ATTACH_HANDLER, (from, body) => this.#onMpscAttach(from, body), noSignal);
+    this.#messenger.handle(MPSC_DETACH_HANDLER, (from, body) => this.#onMpscDetach(from, body), noSignal);
+    this.#messenger.handle(MPSC_CANCEL_HANDLER, (_from, body) => this.#onMpscCancel(body), noSignal);
   }
 
   /** @internal */

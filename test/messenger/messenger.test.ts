@@ -259,6 +259,36 @@ describe('handlers', () => {
     expect(server.stats().handlerErrors).toBe(2);
   });
 
+  it('a handler registered with { signal: false } gets a signal that never aborts; a cancelled request still sends no reply', async () => {
+    const server = await memNode();
+    const client = await memNode();
+    const peer = await client.connect(server.addresses[0] as string);
+    const releases: Array<() => void> = [];
+    const signals: AbortSignal[] = [];
+    const slow = (_from: string, _body: unknown, signal: AbortSignal): Promise<string> => {
+      signals.push(signal);
+      return new Promise((resolve) => releases.push(() => resolve('late')));
+    };
+    server.handle('with', slow);
+    server.handle('without', slow, { signal: false });
+    server.handle('echo', (_from, body) => body);
+    for (const name of ['with', 'without']) {
+      const ac = new AbortController();
+      const reply = client.request(peer.id, name, null, { signal: ac.signal });
+      await waitFor(() => releases.length === (name === 'with' ? 1 : 2), 2_000, `${name} running`);
+      ac.abort();
+      await expect(reply).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+    }
+    // Replies on a lane are ordered: once the echo is back, both CANCELs were applied.
+    expect(await client.request(peer.id, 'echo', 1)).toBe(1);
+    expect(signals[0]!.aborted).toBe(true);
+    expect(signals[1]!.aborted).toBe(false);
+    for (const release of releases) release();
+    expect(await client.request(peer.id, 'echo', 2)).toBe(2);
+    // Neither handler replied after its cancel (a reply would have come back before the echo, late).
+    expect(client.stats().lateReplies).toBe(0);
+  });
+
   it('reserves the 16 batch names and validates names', async () => {
     const m = await memNode();
     expect(() => m.on('_stream_batch', () => {})).toThrow(/reserved/);
