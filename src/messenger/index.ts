@@ -16,6 +16,7 @@ export type {
   PeerId,
   PeerInfo,
   RequestHandler,
+  UnsignalledRequestHandler,
 } from './types.ts';
 export { MessengerError, RemoteError } from './errors.ts';
 export type { MessengerErrorCode } from './errors.ts';

@@ -65,6 +65,7 @@ import type {
   PeerInfo,
   HandleOptions,
   RequestHandler,
+  UnsignalledRequestHandler,
 } from './types.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -80,12 +81,9 @@ interface Inflight {
 
 /** A registered request handler and whether it takes an AbortSignal of its own. */
 interface RegisteredHandler {
-  readonly fn: RequestHandler;
+  readonly fn: RequestHandler | UnsignalledRequestHandler;
   readonly signal: boolean;
 }
-
-/** The signal of handlers registered with `signal: false`: it never aborts. */
-const NEVER_ABORTED: AbortSignal = /*@__PURE__*/ new AbortController().signal;
 
 function abortInflight(entry: Inflight | undefined, reason: unknown): void {
   if (entry === undefined || entry.aborted) return;
@@ -330,7 +328,9 @@ class MessengerImpl implements Messenger {
     this.#batchHandlers[lane] = handler;
   }
 
-  handle(name: string, handler: RequestHandler, options: HandleOptions = {}): void {
+  handle(name: string, handler: RequestHandler, options?: { readonly signal?: true }): void;
+  handle(name: string, handler: UnsignalledRequestHandler, options: { readonly signal: false }): void;
+  handle(name: string, handler: RequestHandler | UnsignalledRequestHandler, options: HandleOptions = {}): void {
     this.#checkName(name);
     if (this.#requestHandlers.has(name) || this.#handlers.has(name)) {
       throw new MessengerError('ERR_INVALID_HANDLER', `a handler named "${name}" is already registered`);
@@ -624,13 +624,14 @@ class MessengerImpl implements Messenger {
       this.#replyError(st, lane, id, 'ERR_MALFORMED_ENVELOPE', `request body for "${name}" is not valid MessagePack: ${describeThrown(cause)}`, false);
       return;
     }
-    // A handler registered with `signal: false` gets a signal that never aborts: no AbortController
-    // per request (the node's attach handlers; a cancel still stops the reply).
-    const entry: Inflight = { controller: handler.signal ? new AbortController() : null, aborted: false };
+    // A handler registered with `signal: false` is called without one: no AbortController per
+    // request (the node's attach handlers); a cancel still stops the reply.
+    const controller = handler.signal ? new AbortController() : null;
+    const entry: Inflight = { controller, aborted: false };
     st.inflight.set(id, entry);
     let result: unknown;
     try {
-      result = handler.fn(st.id, body, entry.controller?.signal ?? NEVER_ABORTED);
+      result = controller === null ? (handler.fn as UnsignalledRequestHandler)(st.id, body) : handler.fn(st.id, body, controller.signal);
     } catch (error) {
       st.inflight.delete(id);
       this.#replyThrown(st, lane, id, name, error);

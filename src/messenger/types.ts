@@ -32,9 +32,16 @@ export type MessageHandler = (from: PeerId, lane: number, payload: Uint8Array) =
 
 /** Options of {@link Messenger.handle}. */
 export interface HandleOptions {
-  /** Give the handler an AbortSignal that aborts when the caller cancels or goes away. Default true. */
+  /**
+   * Give the handler an AbortSignal that aborts when the caller cancels or goes away. Default true.
+   * With `false` the handler is called with `(from, body)` only and no `AbortController` is made
+   * per request (a cancelled or orphaned request still sends no reply).
+   */
   readonly signal?: boolean;
 }
+
+/** A unary request handler registered with `{ signal: false }`: called without a signal. */
+export type UnsignalledRequestHandler = (from: PeerId, body: unknown) => unknown | Promise<unknown>;
 
 /** A unary request handler: its result (or thrown LanemuxError) is sent back to the caller. */
 export type RequestHandler = (from: PeerId, body: unknown, signal: AbortSignal) => unknown | Promise<unknown>;
@@ -91,10 +98,11 @@ export interface Messenger {
   registerBatchHandler(lane: number, handler: MessageHandler): void;
   /**
    * Register a unary request handler; `body` is MessagePack-decoded, validate it with zod. With
-   * `{ signal: false }` the handler's `signal` never aborts and no `AbortController` is made per
-   * request (a cancelled or orphaned request still sends no reply).
+   * `{ signal: false }` the handler gets no signal and no `AbortController` is made per request
+   * (a cancelled or orphaned request still sends no reply).
    */
-  handle(name: string, handler: RequestHandler, options?: HandleOptions): void;
+  handle(name: string, handler: RequestHandler, options?: { readonly signal?: true }): void;
+  handle(name: string, handler: UnsignalledRequestHandler, options: { readonly signal: false }): void;
 
   /** Send a fire-and-forget message on a lane. Never throws: refusals reject the returned promise. */
   send(peer: PeerId, lane: number, name: string, payload: Uint8Array): Admission;

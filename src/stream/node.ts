@@ -220,7 +220,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     if (this.#perStream !== null) keys.push(TCP_STREAM_KEY);
     this.#offeredKeys = Object.freeze(keys.sort());
     // The attach handlers answer from state, never wait on the caller: no AbortSignal per request.
-    const noSignal = { signal: false };
+    const noSignal = { signal: false } as const;
     this.#messenger.handle(ATTACH_HANDLER, (from, body) => this.#onAttach(from, body), noSignal);
     this.#messenger.handle(MPSC_ATTACH_HANDLER, (from, body) => this.#onMpscAttach(from, body), noSignal);
     this.#messenger.handle(MPSC_DETACH_HANDLER, (from, body) => this.#onMpscDetach(from, body), noSignal);
