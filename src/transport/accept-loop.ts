@@ -26,27 +26,51 @@ export interface AcceptLoopOptions<C> {
   sleep?(ms: number): Promise<void>;
 }
 
-const timerSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+/** A running accept loop. */
+export interface AcceptLoop {
+  /** Settles when the loop ended (never rejects). */
+  readonly done: Promise<void>;
+  /** Cut a back-off pause short, so a loop stopped meanwhile ends now rather than after up to 1 s. */
+  wake(): void;
+}
 
-/** Accept until stopped; never rejects. */
-export async function acceptLoop<C>(o: AcceptLoopOptions<C>): Promise<void> {
+/** Accept until stopped. */
+export function acceptLoop<C>(o: AcceptLoopOptions<C>): AcceptLoop {
+  let pending: { timer: ReturnType<typeof setTimeout>; resolve: () => void } | null = null;
+  const timerSleep = (ms: number): Promise<void> =>
+    new Promise((resolve) => {
+      pending = { timer: setTimeout(resolve, ms), resolve };
+    });
   const sleep = o.sleep ?? timerSleep;
-  let backoff = 0;
-  while (!o.stopped()) {
-    let conn: C;
-    try {
-      conn = await o.accept();
-    } catch (e) {
-      if (o.stopped() || (e instanceof Error && LISTENER_GONE.has(e.name))) return;
-      backoff = backoff === 0 ? ACCEPT_BACKOFF_MIN_MS : Math.min(backoff * 2, ACCEPT_BACKOFF_MAX_MS);
-      await sleep(backoff);
-      continue;
+  const done = (async () => {
+    let backoff = 0;
+    while (!o.stopped()) {
+      let conn: C;
+      try {
+        conn = await o.accept();
+      } catch (e) {
+        if (o.stopped() || (e instanceof Error && LISTENER_GONE.has(e.name))) return;
+        backoff = backoff === 0 ? ACCEPT_BACKOFF_MIN_MS : Math.min(backoff * 2, ACCEPT_BACKOFF_MAX_MS);
+        await sleep(backoff);
+        pending = null;
+        continue;
+      }
+      backoff = 0;
+      try {
+        o.onAccepted(conn);
+      } catch {
+        // The owner drops that connection itself; the loop goes on for the others.
+      }
     }
-    backoff = 0;
-    try {
-      o.onAccepted(conn);
-    } catch {
-      // The owner drops that connection itself; the loop goes on for the others.
-    }
-  }
+  })();
+  return {
+    done,
+    wake: () => {
+      const p = pending as { timer: ReturnType<typeof setTimeout>; resolve: () => void } | null;
+      if (p === null) return;
+      pending = null;
+      clearTimeout(p.timer);
+      p.resolve();
+    },
+  };
 }

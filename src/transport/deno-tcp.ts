@@ -18,7 +18,7 @@
  *
  * @packageDocumentation
  */
-import { acceptLoop } from './accept-loop.ts';
+import { acceptLoop, type AcceptLoop } from './accept-loop.ts';
 import type { AdmissionLimits } from './admission.ts';
 import { ByteStreamConnection, dialByteStream, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
 import { asTransportError } from './errors.ts';
@@ -70,7 +70,7 @@ class DenoTcpAdapter implements TransportAdapter {
   readonly #limits: AdmissionLimits;
   readonly #sockets = new Set<DenoSocket>();
   #listener: DenoListener | undefined;
-  #accepting: Promise<void> | undefined;
+  #accepting: AcceptLoop | undefined;
   #closed = false;
 
   constructor(deno: DenoNet, o: TcpOptions) {
@@ -143,7 +143,9 @@ class DenoTcpAdapter implements TransportAdapter {
       // Already closed.
     }
     const closing = [...this.#sockets].map((s) => s.endAndWait(this.#o.closeGraceMs));
-    await Promise.all([...closing, this.#accepting]);
+    // A loop pausing after a failed accept ends now, not after its back-off.
+    this.#accepting?.wake();
+    await Promise.all([...closing, this.#accepting?.done]);
   }
 }
 

@@ -175,6 +175,11 @@ interface BoundEndpoint {
   linger: TimerHandle | undefined;
   /** The endpoint was closed (`unbind`): its accept loop ends. */
   closed: boolean;
+  /**
+   * Listeners replaced by `relisten`, kept reachable until `unbind`: Deno's ListenerResource clears
+   * the endpoint's server config when garbage-collected, which would stop the current listener too.
+   */
+  readonly replaced: DenoQuicListener[];
 }
 
 const lingering = new Map<string, BoundEndpoint>();
@@ -223,7 +228,7 @@ function bind(api: DenoWebTransportApi, o: Resolved): BoundEndpoint {
     endpoint.close();
     throw e;
   }
-  const bound: BoundEndpoint = { endpoint, listener, cert: o.cert, key: o.key, poolKey: `${o.hostname}|${endpoint.addr.port}`, owner: undefined, linger: undefined, closed: false };
+  const bound: BoundEndpoint = { endpoint, listener, cert: o.cert, key: o.key, poolKey: `${o.hostname}|${endpoint.addr.port}`, owner: undefined, linger: undefined, closed: false, replaced: [] };
   dispatch(bound, listener);
   return bound;
 }
@@ -235,6 +240,7 @@ function bind(api: DenoWebTransportApi, o: Resolved): BoundEndpoint {
 function relisten(bound: BoundEndpoint, o: Resolved, cert: string, key: string): void {
   // Stop first: Deno 2.9.6 keeps one listener per endpoint, and stopping the old one after the new
   // one is created stops accepting altogether.
+  bound.replaced.push(bound.listener);
   try {
     bound.listener.stop();
   } catch {
@@ -268,6 +274,7 @@ function unbind(bound: BoundEndpoint): void {
   } catch {
     // Already closed.
   }
+  bound.replaced.length = 0;
 }
 
 class DenoWtServerAdapter implements WebTransportServerAdapter {

@@ -1,7 +1,7 @@
 // The Deno TCP and WebTransport servers accept through acceptLoop: a failed accept (EMFILE …) must
 // pause and retry instead of ending the loop (iterating a Deno listener ends at its first error), and
 // the loop must end when its owner stops it or the listener is gone.
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ACCEPT_BACKOFF_MAX_MS, ACCEPT_BACKOFF_MIN_MS, acceptLoop } from '../../src/transport/accept-loop.ts';
 
 const named = (name: string, message = name): Error => Object.assign(new Error(message), { name });
@@ -12,7 +12,7 @@ function scripted(steps: Array<number | Error>, opts: { stopAfter?: number } = {
   const sleeps: number[] = [];
   let i = 0;
   let stopped = false;
-  const loop = acceptLoop<number>({
+  const { done: loop } = acceptLoop<number>({
     accept: async () => {
       const s = steps[i++];
       if (s === undefined) {
@@ -33,6 +33,10 @@ function scripted(steps: Array<number | Error>, opts: { stopAfter?: number } = {
   });
   return { loop, accepted, sleeps };
 }
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 describe('acceptLoop', () => {
   it('keeps accepting after failed accepts, backing off 5 ms doubling, reset by a success', async () => {
@@ -82,7 +86,29 @@ describe('acceptLoop', () => {
         if (c === 2) throw new Error('handover failed');
       },
       stopped: () => false,
-    });
+    }).done;
     expect(seen).toEqual([1, 2, 3]);
+  });
+
+  it('wake() cuts a back-off pause short: a loop stopped while pausing ends without waiting for its timer', async () => {
+    vi.useFakeTimers();
+    let stopped = false;
+    let calls = 0;
+    const loop = acceptLoop<number>({
+      accept: async () => {
+        calls++;
+        throw named('Error', 'Too many open files (os error 24)');
+      },
+      onAccepted: () => {},
+      stopped: () => stopped,
+    });
+    // Let the first accept fail and the loop start its 5 ms pause (fake timers: it never fires by itself).
+    for (let k = 0; k < 5; k++) await Promise.resolve();
+    expect(calls).toBe(1);
+    stopped = true;
+    loop.wake();
+    await loop.done;
+    expect(calls).toBe(1);
+    expect(vi.getTimerCount()).toBe(0);
   });
 });
