@@ -116,9 +116,9 @@ function plainObject(v: unknown): Record<string, unknown> | undefined {
   return proto === Object.prototype || proto === null ? (v as Record<string, unknown>) : undefined;
 }
 
-/** `u64`: null when `v` does not pass. */
-function u64Fast(v: unknown): bigint | null {
-  return typeof v === 'string' && U64_RE.test(v) ? BigInt(v) : null;
+/** `u64`: undefined when `v` does not pass. */
+function u64Fast(v: unknown): bigint | undefined {
+  return typeof v === 'string' && U64_RE.test(v) ? BigInt(v) : undefined;
 }
 
 /** `int(min, max)`: NaN when `v` does not pass. */
@@ -132,16 +132,22 @@ function u128Fast(v: unknown): { hi: bigint; lo: bigint } | undefined {
   if (o === undefined) return undefined;
   const hi = u64Fast(o['hi']);
   const lo = u64Fast(o['lo']);
-  return hi === null || lo === null ? undefined : { hi, lo };
+  return hi === undefined || lo === undefined ? undefined : { hi, lo };
 }
 
+/** A fast reader's verdict that the message is not the plain shape: zod parses it instead. */
+const GIVE_UP: unique symbol = Symbol('give up');
+
 /**
- * An optional field's state: absent (`undefined` and not an own or inherited key) or present. A key
- * present with the value `undefined` is left to zod (the MessagePack decoder never makes one).
+ * An optional field: `undefined` when absent (not an own or inherited key), its value when `read`
+ * accepts it, else {@link GIVE_UP}. A key present with the value `undefined` is left to zod (the
+ * MessagePack decoder never makes one).
  */
-function absent(o: Record<string, unknown>, key: string): boolean | undefined {
-  if (o[key] !== undefined) return false;
-  return key in o ? undefined : true;
+function optionalField<V>(o: Record<string, unknown>, key: string, read: (v: unknown) => V | undefined): V | undefined | typeof GIVE_UP {
+  const v = o[key];
+  if (v === undefined) return key in o ? GIVE_UP : undefined;
+  const r = read(v);
+  return r === undefined ? GIVE_UP : r;
 }
 
 /** @internal `attachRequest` for the plain message, else undefined. */
@@ -150,21 +156,14 @@ export function readAttachRequestFast(input: unknown): AttachRequest | undefined
   if (o === undefined) return undefined;
   const handle = u128Fast(o['handle']);
   if (handle === undefined) return undefined;
+  const session = optionalField(o, 'session_id', u64Fast);
+  const cancel = optionalField(o, 'stream_cancel_handle', u128Fast);
+  const laneKey = optionalField(o, 'lane_key', u64Fast);
+  if (session === GIVE_UP || cancel === GIVE_UP || laneKey === GIVE_UP) return undefined;
   const out: AttachRequest = { handle, supported_transport_keys: [] };
-  const session = absent(o, 'session_id');
-  if (session === undefined) return undefined;
-  if (!session) {
-    const v = u64Fast(o['session_id']);
-    if (v === null) return undefined;
-    out.session_id = v;
-  }
-  const cancel = absent(o, 'stream_cancel_handle');
-  if (cancel === undefined) return undefined;
-  if (!cancel) {
-    const v = u128Fast(o['stream_cancel_handle']);
-    if (v === undefined) return undefined;
-    out.stream_cancel_handle = v;
-  }
+  if (session !== undefined) out.session_id = session;
+  if (cancel !== undefined) out.stream_cancel_handle = cancel;
+  if (laneKey !== undefined) out.lane_key = laneKey;
   const keys = o['supported_transport_keys'];
   if (keys !== undefined) {
     if (!Array.isArray(keys) || keys.length > KEYS_MAX) return undefined;
@@ -173,13 +172,6 @@ export function readAttachRequestFast(input: unknown): AttachRequest | undefined
       if (typeof k !== 'string' || k.length > KEY_MAX) return undefined;
     }
     out.supported_transport_keys = (keys as string[]).slice();
-  }
-  const lane = absent(o, 'lane_key');
-  if (lane === undefined) return undefined;
-  if (!lane) {
-    const v = u64Fast(o['lane_key']);
-    if (v === null) return undefined;
-    out.lane_key = v;
   }
   return out;
 }
@@ -206,13 +198,9 @@ function readOkFast(input: unknown): AttachOk | undefined {
   if (Number.isNaN(out.heartbeat_interval_ms) || out.routing_session_id < 0n || Number.isNaN(out.initial_credit) || Number.isNaN(out.slot_byte_budget) || Number.isNaN(out.lane)) {
     return undefined;
   }
-  const endpoint = absent(o, 'endpoint');
-  if (endpoint === undefined) return undefined;
-  if (!endpoint) {
-    const v = o['endpoint'];
-    if (typeof v !== 'string' || v.length > ENDPOINT_MAX) return undefined;
-    out.endpoint = v;
-  }
+  const endpoint = optionalField(o, 'endpoint', (v) => (typeof v === 'string' && v.length <= ENDPOINT_MAX ? v : undefined));
+  if (endpoint === GIVE_UP) return undefined;
+  if (endpoint !== undefined) out.endpoint = endpoint;
   return out;
 }
 

@@ -34,9 +34,15 @@ export interface AcceptLoop {
   wake(): void;
 }
 
+/** A back-off pause of the default sleep, so `wake` can end it early. */
+interface Pause {
+  readonly timer: ReturnType<typeof setTimeout>;
+  readonly resolve: () => void;
+}
+
 /** Accept until stopped. */
 export function acceptLoop<C>(o: AcceptLoopOptions<C>): AcceptLoop {
-  let pending: { timer: ReturnType<typeof setTimeout>; resolve: () => void } | null = null;
+  let pending: Pause | null = null;
   const timerSleep = (ms: number): Promise<void> =>
     new Promise((resolve) => {
       pending = { timer: setTimeout(resolve, ms), resolve };
@@ -66,7 +72,7 @@ export function acceptLoop<C>(o: AcceptLoopOptions<C>): AcceptLoop {
   return {
     done,
     wake: () => {
-      const p = pending as { timer: ReturnType<typeof setTimeout>; resolve: () => void } | null;
+      const p: Pause | null = pending;
       if (p === null) return;
       pending = null;
       clearTimeout(p.timer);
