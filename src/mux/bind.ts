@@ -60,14 +60,4 @@ export class Bind {
     this.deadline = deadline;
     this.buffer = new SlotBuffer(limit + 1);
   }
-
-  /** The (anchor, session) map key, made when asked (the mux keys its binds by session alone). */
-  get key(): string {
-    return bindKey(this.anchorId, this.sessionId);
-  }
-}
-
-/** Map key of an (anchor, session) pair. */
-export function bindKey(anchorId: bigint, sessionId: bigint): string {
-  return `${anchorId.toString(16)}:${sessionId.toString(16)}`;
 }

@@ -18,7 +18,7 @@ import { MuxMetrics, WakeSource } from '../../src/metrics/mux-metrics.ts';
 import type { Admission, PeerId } from '../../src/messenger/types.ts';
 import { Batcher } from '../../src/mux/batcher.ts';
 import type { BatchSink, BatcherHost } from '../../src/mux/batcher.ts';
-import { Bind, bindKey } from '../../src/mux/bind.ts';
+import { Bind } from '../../src/mux/bind.ts';
 import type { BindEnd, BindOwner } from '../../src/mux/bind.ts';
 import { resolveMuxConfig } from '../../src/mux/config.ts';
 import type { MuxConfig, ResolvedMuxConfig } from '../../src/mux/config.ts';
@@ -37,6 +37,9 @@ import { slotId } from '../../src/wire/slot-id.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
 import type { LoopOptions } from '../support/loop-messenger.ts';
 import { ManualRuntime } from '../support/manual-runtime.ts';
+
+/** The harness's map key of an (anchor, session) pair (the mux itself keys binds by session). */
+const bindKey = (anchorId: bigint, sessionId: bigint): string => `${anchorId.toString(16)}:${sessionId.toString(16)}`;
 
 export { EgressKind, Offer, slotId, FRAME_FINALIZED, FrameKind, RecordType, WakeSource };
 
@@ -375,7 +378,7 @@ export class FakeIngressHost implements IngressHost {
   bindEnded(bind: Bind, end: BindEnd): void {
     if (bind.ended) return;
     bind.ended = true;
-    this.binds.delete(bind.key);
+    this.binds.delete(bindKey(bind.anchorId, bind.sessionId));
     this.ended.push({ bind, end });
     bind.owner.onEnded(bind, end);
   }
@@ -502,7 +505,7 @@ export class IngressHarness {
     const anchor = options.anchor ?? this.#anchor;
     const session = options.session ?? this.#anchor + 0x9000n;
     const b = new Bind(anchor, session, options.C ?? this.C, options.slotBudget ?? this.slotBudget, 0, PEER, new RecordingBindOwner(), 1e12);
-    this.host.binds.set(b.key, b);
+    this.host.binds.set(bindKey(b.anchorId, b.sessionId), b);
     return b;
   }
 
