@@ -388,17 +388,18 @@ export class Mux implements BatcherHost, IngressHost {
   // ───────────────────────── egress: opening slots ─────────────────────────
 
   /** Open a slot toward `peer` on `lane mod lanes(peer)`, retrying a retiring batcher (≤ 3 attempts). */
-  openSlot(peer: PeerId, lane: number, anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner, slotByteBudget?: number): Promise<EgressSlot> {
-    // The batcher's own promise when it opens: an async wrapper here cost a promise and ticks per stream.
+  async openSlot(peer: PeerId, lane: number, anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner, slotByteBudget?: number): Promise<EgressSlot> {
     const l = lane % this.lanes(peer);
-    const attempt = (left: number): Promise<EgressSlot> =>
-      this.batcherFor(peer, l)
-        .openSlot(anchorId, sessionId, credit, owner, slotByteBudget)
-        .catch((e: unknown) => {
-          if (left > 1 && e instanceof MuxError && e.code === 'ERR_CLOSED') return attempt(left - 1);
-          throw e;
-        });
-    return attempt(CONNECT_ATTEMPTS);
+    let last: unknown;
+    for (let attempt = 0; attempt < CONNECT_ATTEMPTS; attempt++) {
+      try {
+        return await this.batcherFor(peer, l).openSlot(anchorId, sessionId, credit, owner, slotByteBudget);
+      } catch (e) {
+        last = e;
+        if (!(e instanceof MuxError && e.code === 'ERR_CLOSED')) throw e;
+      }
+    }
+    throw last;
   }
 
   /** Register a producer for heartbeats at the consumer-advertised interval. */
