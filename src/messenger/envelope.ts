@@ -116,9 +116,7 @@ export function writeU32(out: Uint8Array, off: number, v: number): void {
   out[off + 3] = v & 0xff;
 }
 
-export function readU32(b: Uint8Array, off: number): number {
-  return ((b[off] as number) * 0x1000000) + (((b[off + 1] as number) << 16) | ((b[off + 2] as number) << 8) | (b[off + 3] as number));
-}
+export { readU32 } from '../transport/msgpack.ts';
 
 /** Body of an error reply and of a notice. */
 export const errorBodySchema = z.object({

@@ -5,7 +5,7 @@
  * strings; field names and zero semantics are the reference's.
  */
 import { Decoder, Encoder } from '@msgpack/msgpack';
-import { checkShape } from '../transport/msgpack.ts';
+import { checkShape, readU32 } from '../transport/msgpack.ts';
 import { z } from 'zod/mini';
 import { int, parse, parser, str } from '../validate.ts';
 import { StreamError } from './errors.ts';
@@ -389,11 +389,11 @@ export function readTicketFast(b: Uint8Array): StreamOpenTicket | undefined {
       v = (b[pos + 1]! << 8) | b[pos + 2]!;
       pos += 3;
     } else if (h === 0xce && pos + 5 <= n) {
-      v = u32(b, pos + 1);
+      v = readU32(b, pos + 1);
       pos += 5;
     } else if (h === 0xcf && pos + 9 <= n) {
       // The decoder reads a uint 64 as hi * 2^32 + lo; every bound here is far below 2^53.
-      v = u32(b, pos + 1) * 0x1_0000_0000 + u32(b, pos + 5);
+      v = readU32(b, pos + 1) * 0x1_0000_0000 + readU32(b, pos + 5);
       pos += 9;
     } else return undefined;
     if (v > TICKET_MAX[f]!) return undefined;
@@ -413,9 +413,6 @@ export function readTicketFast(b: Uint8Array): StreamOpenTicket | undefined {
   };
 }
 
-function u32(b: Uint8Array, p: number): number {
-  return ((b[p]! << 24) | (b[p + 1]! << 16) | (b[p + 2]! << 8) | b[p + 3]!) >>> 0;
-}
 
 /** `b[pos, pos+len)` (ASCII) as a string, reusing the last one when the bytes match. */
 function asciiKey(b: Uint8Array, pos: number, len: number): string {

@@ -106,12 +106,12 @@ export function checkShape(bytes: Uint8Array): void {
       case 0xc5:
       case 0xda:
         need(2);
-        need(u16(bytes, pos - 2));
+        need(readU16(bytes, pos - 2));
         break;
       case 0xc6:
       case 0xdb:
         need(4);
-        need(u32(bytes, pos - 4));
+        need(readU32(bytes, pos - 4));
         break;
       case 0xc7:
         need(1);
@@ -119,11 +119,11 @@ export function checkShape(bytes: Uint8Array): void {
         break;
       case 0xc8:
         need(2);
-        need(1 + u16(bytes, pos - 2));
+        need(1 + readU16(bytes, pos - 2));
         break;
       case 0xc9:
         need(4);
-        need(1 + u32(bytes, pos - 4));
+        need(1 + readU32(bytes, pos - 4));
         break;
       case 0xcc:
       case 0xd0:
@@ -158,19 +158,19 @@ export function checkShape(bytes: Uint8Array): void {
         break;
       case 0xdc:
         need(2);
-        open(u16(bytes, pos - 2));
+        open(readU16(bytes, pos - 2));
         break;
       case 0xdd:
         need(4);
-        open(u32(bytes, pos - 4));
+        open(readU32(bytes, pos - 4));
         break;
       case 0xde:
         need(2);
-        open(2 * u16(bytes, pos - 2));
+        open(2 * readU16(bytes, pos - 2));
         break;
       case 0xdf:
         need(4);
-        open(2 * u32(bytes, pos - 4));
+        open(2 * readU32(bytes, pos - 4));
         break;
       default:
         throw new RangeError(`invalid MessagePack byte 0x${h.toString(16)} at ${pos - 1}`);
@@ -201,11 +201,13 @@ function open(items: number): void {
   owedAt[++depth] = items;
 }
 
-function u16(b: Uint8Array, p: number): number {
+/** Big-endian u16 at `p` (MessagePack lengths). */
+export function readU16(b: Uint8Array, p: number): number {
   return (b[p]! << 8) | b[p + 1]!;
 }
 
-function u32(b: Uint8Array, p: number): number {
+/** Big-endian u32 at `p` (MessagePack lengths, envelope ids). */
+export function readU32(b: Uint8Array, p: number): number {
   return ((b[p]! << 24) | (b[p + 1]! << 16) | (b[p + 2]! << 8) | b[p + 3]!) >>> 0;
 }
 
