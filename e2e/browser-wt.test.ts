@@ -4,8 +4,7 @@
 // certificate through `serverCertificateHashes`.
 import { spawn, execFileSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -14,6 +13,7 @@ import type { Page } from 'playwright-core';
 import { drive, startE2e } from './support/harness.ts';
 import type { E2eEnv } from './support/harness.ts';
 import { tailText, tokenText } from './support/protocol.ts';
+import { scratchDir } from '../test/support/scratch.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DENO = join(ROOT, 'node_modules/.bin/deno');
@@ -55,7 +55,7 @@ function startDeno(): Promise<string> {
 }
 
 beforeAll(async () => {
-  certDir = mkdtempSync(join(tmpdir(), 'lanemux-e2e-cert-'));
+  certDir = scratchDir('lanemux-e2e-cert-');
   certHashHex = makeCert(certDir);
   [env, serverUrl] = await Promise.all([startE2e(), startDeno()]);
   p = await env.openPage();

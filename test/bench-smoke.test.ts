@@ -2,14 +2,14 @@
 // one must produce rows with sane figures (finite, > 0). The bench imports the built output, so
 // dist/ is rebuilt first when any file under src/ is newer than it. Numbers are not judged here.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { scratchDir } from './support/scratch.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const work = mkdtempSync(join(tmpdir(), 'lanemux-bench-smoke-'));
+const work = scratchDir('lanemux-bench-smoke-');
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 function newestMtime(dir: string): number {

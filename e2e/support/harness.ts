@@ -3,17 +3,17 @@
  * `http://127.0.0.1:PORT/` (a secure context, which WebTransport needs), and launch Debian's Chromium
  * through playwright-core with a fresh profile.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { extname, join, normalize, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import type { BrowserContext, Page } from 'playwright-core';
 import { build } from 'vite';
 import type { E2ePage } from '../page/api.ts';
+import { scratchDir } from '../../test/support/scratch.ts';
 
 const PAGE_ROOT = fileURLToPath(new URL('../page/', import.meta.url));
 
@@ -49,7 +49,7 @@ export interface E2eEnv {
 
 /** Build the page into a temp dir (vite, no config file) and start everything. */
 export async function startE2e(): Promise<E2eEnv> {
-  const outDir = mkdtempSync(join(tmpdir(), 'lanemux-e2e-page-'));
+  const outDir = scratchDir('lanemux-e2e-page-');
   const t0 = performance.now();
   await build({
     configFile: false,
@@ -77,7 +77,7 @@ export async function startE2e(): Promise<E2eEnv> {
   });
   await new Promise<void>((r) => http.listen(0, '127.0.0.1', () => r()));
   const pageUrl = `http://127.0.0.1:${(http.address() as AddressInfo).port}/`;
-  const profile = mkdtempSync(join(tmpdir(), 'lanemux-e2e-chromium-'));
+  const profile = scratchDir('lanemux-e2e-chromium-');
   const t1 = performance.now();
   const context = await chromium.launchPersistentContext(profile, { executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
   const launchMs = performance.now() - t1;

@@ -3,11 +3,11 @@
  * application's bundler would: vite in library mode, minified, `browser` conditions, every
  * dependency (zod, @msgpack/msgpack, partysocket) inlined. Used by the size budget.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { brotliCompressSync, constants } from 'node:zlib';
 import { build } from 'vite';
+import { scratchDir } from '../support/scratch.ts';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
 
@@ -35,7 +35,7 @@ function packageOf(id: string): string {
 
 /** Bundle `entrySource` (an ES module importing the sources) and measure it. */
 export async function bundleForBrowser(entrySource: string, options: { external?: readonly string[] } = {}): Promise<BundleReport> {
-  const dir = mkdtempSync(join(tmpdir(), 'lanemux-size-'));
+  const dir = scratchDir('lanemux-size-');
   try {
     const entry = join(dir, 'entry.ts');
     writeFileSync(entry, entrySource);

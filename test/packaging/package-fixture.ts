@@ -5,9 +5,9 @@
  * which other suites and scripts may be reading or rebuilding at the same time.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { scratchDir } from '../support/scratch.ts';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
 
@@ -19,7 +19,7 @@ export interface PackageFixture {
 
 /** Compile the sources into `<tmp>/dist` and lay out the package around it; `extra` files are copied too. */
 export function buildPackage(extra: readonly string[] = []): PackageFixture {
-  const dir = mkdtempSync(join(tmpdir(), 'lanemux-pkg-'));
+  const dir = scratchDir('lanemux-pkg-');
   const tsc = join(ROOT, 'node_modules', '.bin', 'tsc');
   const r = spawnSync(tsc, ['-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(dir, 'dist')], { encoding: 'utf8' });
   // Type errors are the typecheck step's to report; here only a missing entry point is fatal.

@@ -6,14 +6,14 @@
  * `docs/playground.png` (the README's screenshot).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { build } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPackage, ROOT, type PackageFixture } from '../packaging/package-fixture.ts';
+import { scratchDir } from '../support/scratch.ts';
 
 const CHROME_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
@@ -39,12 +39,12 @@ beforeAll(async () => {
   pkg = buildPackage(['playground/engine.mjs', 'playground/server-node.mjs', 'playground/server-deno.ts']);
   // The Deno server imports the WebTransport adapter and certificate helper from the sources.
   symlinkSync(join(ROOT, 'src'), join(pkg.dir, 'src'), 'dir');
-  pageDir = mkdtempSync(join(tmpdir(), 'lanemux-page-'));
+  pageDir = scratchDir('lanemux-page-');
   await build({ configFile: join(ROOT, 'playground', 'vite.config.ts'), logLevel: 'silent', build: { outDir: pageDir, emptyOutDir: true } });
   const node = await startServer(process.execPath, [join(pkg.dir, 'playground', 'server-node.mjs'), '--port', '0', '--static', pageDir, '--quiet']);
   server = node.child;
   url = node.ready.url!;
-  profile = mkdtempSync(join(tmpdir(), 'lanemux-chromium-'));
+  profile = scratchDir('lanemux-chromium-');
   ctx = await chromium.launchPersistentContext(profile, {
     executablePath: '/usr/bin/chromium',
     headless: true,
@@ -124,7 +124,7 @@ describe('playground', () => {
     );
     expect(errors).toEqual([]);
     // The README's screenshot is refreshed on request only, so a test run leaves the tree clean.
-    const shot = process.env['LANEMUX_UPDATE_SCREENSHOT'] === '1' ? join(ROOT, 'docs', 'playground.png') : join(tmpdir(), `lanemux-playground-${process.pid}.png`);
+    const shot = process.env['LANEMUX_UPDATE_SCREENSHOT'] === '1' ? join(ROOT, 'docs', 'playground.png') : join(scratchDir('lanemux-shot-'), 'playground.png');
     await page.screenshot({ path: shot, fullPage: true });
   }, 120_000);
 

@@ -2,11 +2,11 @@
 // and 4 lanes, and the server adapter's limits) and reports each Deno test case as one vitest test,
 // so `npm test` (vitest) covers them without a separate deno step. Deno runs once, at collection.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DENO, DENO_ENV, ROOT, removeDir } from './support.ts';
+import { scratchDir } from '../support/scratch.ts';
 
 const FILES = ['test/webtransport/conformance.deno.ts', 'test/webtransport/adapter.deno.ts', 'test/webtransport/handshake-stall.deno.ts'];
 
@@ -16,7 +16,7 @@ interface Case {
 }
 
 function runDeno(): { status: number | null; cases: Case[]; output: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'lanemux-deno-'));
+  const dir = scratchDir('lanemux-deno-');
   try {
     const junit = join(dir, 'junit.xml');
     const r = spawnSync(DENO, ['test', '--no-check', '--unstable-net', '--allow-net', '--allow-read', '--allow-env', '--reporter=dot', `--junit-path=${junit}`, ...FILES], {

@@ -4,8 +4,7 @@
 // chromium.test.ts.
 import { X509Certificate, createHash, createPrivateKey, createPublicKey } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
@@ -14,6 +13,7 @@ import {
   createCertificateRotation,
   createDevCertificate,
 } from '../../src/transport/dev-cert.ts';
+import { scratchDir } from '../support/scratch.ts';
 
 const DAY = 24 * 3600 * 1000;
 
@@ -80,7 +80,7 @@ describe('dev certificate (WebCrypto, hand-written DER)', () => {
 
   it('openssl reads it: version 3, ecdsa-with-SHA256, serverAuth, critical key usage', async () => {
     const c = await createDevCertificate({ dnsNames: ['example.test', 'localhost'], ipAddresses: ['10.1.2.3', 'fe80::1:2'], validityMs: 2 * DAY });
-    const dir = mkdtempSync(join(tmpdir(), 'lanemux-cert-'));
+    const dir = scratchDir('lanemux-cert-');
     try {
       writeFileSync(join(dir, 'c.pem'), c.certPem);
       const text = execFileSync('openssl', ['x509', '-in', join(dir, 'c.pem'), '-noout', '-text'], { encoding: 'utf8' });

@@ -1,13 +1,13 @@
 // Node-side fixtures for the WebTransport tests: a dev certificate on disk, Deno processes, a vite
 // dev server that bundles the browser entries, and Chromium through playwright-core.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { createServer, type ViteDevServer } from 'vite';
 import { createDevCertificate, type DevCertificate } from '../../src/transport/dev-cert.ts';
+import { scratchDir } from '../support/scratch.ts';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const DENO = join(ROOT, 'node_modules/.bin/deno');
@@ -21,7 +21,7 @@ export interface CertFiles extends DevCertificate {
 
 export async function certOnDisk(): Promise<CertFiles> {
   const cert = await createDevCertificate();
-  const dir = mkdtempSync(join(tmpdir(), 'lanemux-wt-'));
+  const dir = scratchDir('lanemux-wt-');
   const certFile = join(dir, 'cert.pem');
   const keyFile = join(dir, 'key.pem');
   writeFileSync(certFile, cert.certPem);
@@ -57,7 +57,7 @@ export function stop(child: ChildProcess | undefined): void {
 
 /** vite's dev server over the repo root (bundles TS for the page), `vitest` aliased to the portable shim. */
 export async function viteServer(): Promise<{ server: ViteDevServer; origin: string; cacheDir: string }> {
-  const cacheDir = mkdtempSync(join(tmpdir(), 'lanemux-vite-'));
+  const cacheDir = scratchDir('lanemux-vite-');
   const server = await createServer({
     configFile: false,
     root: ROOT,
@@ -79,7 +79,7 @@ const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-firs
 
 /** Headless Debian Chromium with a fresh profile (the flags runtimes.md lists). */
 export async function launchChromium(): Promise<{ ctx: BrowserContext; profile: string }> {
-  const profile = mkdtempSync(join(tmpdir(), 'lanemux-chromium-'));
+  const profile = scratchDir('lanemux-chromium-');
   const ctx = await chromium.launchPersistentContext(profile, { executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
   return { ctx, profile };
 }
