@@ -11,7 +11,7 @@
  */
 import { z } from 'zod/mini';
 import { MAX_LANES } from '../transport/port.ts';
-import { encodeShared } from '../transport/msgpack.ts';
+import { encodeShared } from '../wire/msgpack.ts';
 import { str } from '../validate.ts';
 
 /** Message kinds (first byte). 0x00 and 0x0A–0xEF are invalid; 0xF0–0xFF belong to the transport. */
@@ -116,7 +116,7 @@ export function writeU32(out: Uint8Array, off: number, v: number): void {
   out[off + 3] = v & 0xff;
 }
 
-export { readU32 } from '../transport/msgpack.ts';
+export { readU32 } from '../wire/msgpack.ts';
 
 /** Body of an error reply and of a notice. */
 export const errorBodySchema = z.object({

@@ -22,7 +22,7 @@
 import { z } from 'zod/mini';
 import { LanemuxError } from '../errors.ts';
 import { TransportError, describeThrown, toError } from '../transport/errors.ts';
-import { decodeBounded, encodeShared, minEncodedSize } from '../transport/msgpack.ts';
+import { decodeBounded, encodeShared, minEncodedSize } from '../wire/msgpack.ts';
 import { parseOptions } from '../transport/options.ts';
 import { int, parse, str } from '../validate.ts';
 import {

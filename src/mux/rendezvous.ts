@@ -19,7 +19,7 @@
 import { z } from 'zod/mini';
 import { LanemuxError } from '../errors.ts';
 import type { Admission, PeerId } from '../messenger/types.ts';
-import { decodeBounded, encodeOwned } from '../transport/msgpack.ts';
+import { decodeBounded, encodeOwned } from '../wire/msgpack.ts';
 import { int, parse, str } from '../validate.ts';
 
 /** Fire-and-forget descriptor of a staged singleton, sent on the slot's lane. */

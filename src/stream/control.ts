@@ -5,7 +5,7 @@
  * strings; field names and zero semantics are the reference's.
  */
 import { Decoder, Encoder } from '@msgpack/msgpack';
-import { checkShape, readU32 } from '../transport/msgpack.ts';
+import { checkShape, readU32 } from '../wire/msgpack.ts';
 import { z } from 'zod/mini';
 import { int, parse, parser, str } from '../validate.ts';
 import { StreamError } from './errors.ts';

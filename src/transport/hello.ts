@@ -10,7 +10,7 @@ import type { LanemuxError } from '../errors.ts';
 import { LanemuxError as LanemuxErrorClass } from '../errors.ts';
 import { MAX_LANES, MAX_MAX_MESSAGE_SIZE, MIN_MAX_MESSAGE_SIZE } from './port.ts';
 import { TransportError } from './errors.ts';
-import { decodeBounded, encodeShared } from './msgpack.ts';
+import { decodeBounded, encodeShared } from '../wire/msgpack.ts';
 import { int, parse, str } from '../validate.ts';
 
 /** First byte of a HELLO message. */

@@ -3,10 +3,12 @@
  * as the variant-name string, newtype variants as a one-entry map `{ "<Variant>": value }`.
  *
  * The shapes a token stream sends all the time (`Item` carrying a string or bytes, and the unit
- * sentinels) are written and read by hand; everything else goes through `@msgpack/msgpack`.
+ * sentinels) are written and read by hand; everything else goes through `@msgpack/msgpack`, read
+ * under the bounds of `msgpack.ts` (a peer's body never makes us reserve more than it sent).
  */
-import { decode as msgpackDecode, encode as msgpackEncode } from '@msgpack/msgpack';
+import { encode as msgpackEncode } from '@msgpack/msgpack';
 import { WireError } from './errors.ts';
+import { decodeBoundedItem } from './msgpack.ts';
 import { utf8Decode, utf8Length, utf8Write } from './utf8.ts';
 
 /** A frame on a stream: the user's items plus the sender's lifecycle signals. */
@@ -367,7 +369,9 @@ function parseFrame<T>(body: Uint8Array): StreamFrame<T> {
       }
       let value: unknown;
       try {
-        value = msgpackDecode(body.subarray(v));
+        // Bounded: a peer's containers may not declare more items than the bytes it sent (nested
+        // array16 headers of 3 bytes each made the plain decoder reserve gigabytes).
+        value = decodeBoundedItem(body.subarray(v));
       } catch (cause) {
         throw new WireError('ERR_DESERIALIZATION', 'Item value is not valid MessagePack', { cause });
       }

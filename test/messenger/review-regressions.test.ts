@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { MessengerErrorEvent } from '../../src/messenger/types.ts';
-import { decodeBounded } from '../../src/transport/msgpack.ts';
+import { decodeBounded } from '../../src/wire/msgpack.ts';
 import { createMemoryNetwork, memoryTransport } from '../../src/transport/memory.ts';
 import { waitFor, within } from '../transport/helpers.ts';
 import { messengerFixture, rawPeer } from '../transport/raw-peer.ts';

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_QUEUED_TRANSFERS, PULL_CHUNK_MAX, StageIn } from '../../src/mux/rendezvous.ts';
 import type { StageInHost } from '../../src/mux/rendezvous.ts';
-import { encodeOwned } from '../../src/transport/msgpack.ts';
+import { encodeOwned } from '../../src/wire/msgpack.ts';
 
 const MiB = 1024 * 1024;
 const flush = async (): Promise<void> => {

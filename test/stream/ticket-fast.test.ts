@@ -9,7 +9,7 @@ import { Decoder, Encoder } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
 import { encodeTicket, parseTicket, readTicketFast, ticketSchema } from '../../src/stream/control.ts';
 import type { StreamOpenTicket } from '../../src/stream/control.ts';
-import { checkShape } from '../../src/transport/msgpack.ts';
+import { checkShape } from '../../src/wire/msgpack.ts';
 import { parse } from '../../src/validate.ts';
 import { mulberry32Unit } from '../wire/helpers.ts';
 

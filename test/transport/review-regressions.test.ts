@@ -8,7 +8,7 @@ import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger, PeerGoneEvent } from '../../src/messenger/types.ts';
 import { TransportError } from '../../src/transport/errors.ts';
 import { decodeGoaway, decodeHello, encodeGoaway, encodeHello } from '../../src/transport/hello.ts';
-import { CACHED_DECODE_LIMIT, MAX_DEPTH, SHARED_ENCODER_KEEP, checkShape, decodeBounded, encodeShared } from '../../src/transport/msgpack.ts';
+import { CACHED_DECODE_LIMIT, MAX_DEPTH, SHARED_ENCODER_KEEP, checkShape, decodeBounded, encodeShared } from '../../src/wire/msgpack.ts';
 import { createMemoryNetwork, memoryTransport } from '../../src/transport/memory.ts';
 import { tcpTransport } from '../../src/transport/node-tcp.ts';
 import { PROTOCOL_VERSION } from '../../src/transport/port.ts';

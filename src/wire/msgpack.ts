@@ -1,5 +1,6 @@
 /**
- * MessagePack for control payloads (hello, GOAWAY, unary bodies, error notices), with explicit limits.
+ * MessagePack for every peer payload (hello, GOAWAY, unary bodies, error notices, tickets, and the
+ * values of data records), with explicit limits.
  *
  * `@msgpack/msgpack` pre-allocates every array and map at the length its header declares, and its
  * `max*Length` limits apply to each container on its own. So the limits alone do not bound what a
@@ -8,15 +9,20 @@
  * structure without allocating ({@link checkShape}): every declared item must still fit in the bytes
  * that remain (an item takes at least one byte), nesting is at most {@link MAX_DEPTH} deep, and the
  * value fills the input exactly. Only then does the decoder run, so it reserves at most one slot per
- * byte the peer actually sent. 64-bit integers decode as `bigint` (`useBigInt64`), so u64 ids
- * (worker, anchor, session) survive a round trip; smaller integers stay numbers.
+ * byte the peer actually sent: whatever the structure, the decoded value costs at most a few dozen
+ * bytes of heap per input byte (the worst case is nested empty containers, one array object per
+ * byte). Control payloads ({@link decodeBounded}) decode 64-bit integers as `bigint`
+ * (`useBigInt64`), so u64 ids (worker, anchor, session) survive a round trip; smaller integers stay
+ * numbers. Data-record values ({@link decodeBoundedItem}) decode the way `@msgpack/msgpack`'s
+ * defaults do.
  *
  * Memory: decoders are cached only for inputs up to {@link CACHED_DECODE_LIMIT} bytes (a decoder
  * keeps a reference to the last input it decoded); larger inputs get a fresh decoder. The shared
  * encoder is dropped after producing a result over {@link SHARED_ENCODER_KEEP} bytes, so one large
  * body does not pin a large buffer for the life of the process.
  *
- * Never used per batch: the `_stream_batch` path has a fixed binary envelope.
+ * Never used for the `_stream_batch` envelope (a fixed binary layout); used per data record only
+ * for values that are not a string or bytes (those have a hand-written path in `frame.ts`).
  *
  * @packageDocumentation
  */
@@ -31,6 +37,7 @@ export const SHARED_ENCODER_KEEP = 1024 * 1024;
 
 let encoder: Encoder | undefined;
 const decoders = new Map<number, Decoder>();
+const itemDecoders = new Map<number, Decoder>();
 /** Items still to read per open container during {@link checkShape} (reused; never reallocated). */
 const owedAt = new Float64Array(MAX_DEPTH + 1);
 
@@ -214,25 +221,37 @@ export function readU32(b: Uint8Array, p: number): number {
 /**
  * Decode one MessagePack value that fills `bytes` exactly. Throws on malformed, truncated, trailing,
  * too deeply nested input, or input whose containers declare more items than it holds — all before
- * the decoder allocates anything.
+ * the decoder allocates anything. 64-bit integers decode as `bigint`.
  */
 export function decodeBounded(bytes: Uint8Array): unknown {
+  return boundedDecode(bytes, decoders, true);
+}
+
+/**
+ * {@link decodeBounded} for the value of a data record (`Item`): the same checks before anything is
+ * allocated, integers decoded as `@msgpack/msgpack` does by default (numbers).
+ */
+export function decodeBoundedItem(bytes: Uint8Array): unknown {
+  return boundedDecode(bytes, itemDecoders, false);
+}
+
+function boundedDecode(bytes: Uint8Array, cache: Map<number, Decoder>, bigInt: boolean): unknown {
   checkShape(bytes);
   let limit = 16;
   while (limit < bytes.byteLength) limit *= 2;
-  if (limit > CACHED_DECODE_LIMIT) return makeDecoder(limit).decode(bytes);
-  let decoder = decoders.get(limit);
+  if (limit > CACHED_DECODE_LIMIT) return makeDecoder(limit, bigInt).decode(bytes);
+  let decoder = cache.get(limit);
   if (decoder === undefined) {
-    decoder = makeDecoder(limit);
-    decoders.set(limit, decoder);
+    decoder = makeDecoder(limit, bigInt);
+    cache.set(limit, decoder);
   }
   return decoder.decode(bytes);
 }
 
 /** A decoder whose per-container limits are `limit` (redundant after {@link checkShape}; kept as a second guard). */
-function makeDecoder(limit: number): Decoder {
+function makeDecoder(limit: number, bigInt: boolean): Decoder {
   return new Decoder({
-    useBigInt64: true,
+    useBigInt64: bigInt,
     maxStrLength: limit,
     maxBinLength: limit,
     maxArrayLength: limit,
@@ -240,4 +259,3 @@ function makeDecoder(limit: number): Decoder {
     maxExtLength: limit,
   });
 }
-
