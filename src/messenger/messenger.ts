@@ -134,6 +134,12 @@ export interface MessengerOptions {
   readonly reconnect?: boolean;
   /** Messenger protocol version to speak. Defaults to the build's version; other values exist for tests. */
   readonly protocolVersion?: number;
+  /**
+   * Receive window advertised to every peer in the HELLO: the most bytes of mux data this node
+   * holds for one peer before it releases some (the node sets it to `mux.peerByteBudget`). Defaults
+   * to none advertised.
+   */
+  readonly receiveWindow?: number;
 }
 
 const healthSchema = z.object({
@@ -159,6 +165,7 @@ const optionsSchema = z.object({
   maxInflightRequests: z._default(int(1, 1 << 30), 4_096),
   reconnect: z._default(z.boolean(), true),
   protocolVersion: z._default(int(0, 0xffff), PROTOCOL_VERSION),
+  receiveWindow: z.optional(int(1, 2 ** 42)),
 });
 
 type Resolved = z.output<typeof optionsSchema>;
@@ -267,6 +274,7 @@ class MessengerImpl implements Messenger {
       maxMessageSize: o.maxMessageSize,
       transportKeys: [...o.transportKeys].sort(),
       protocolVersion: o.protocolVersion,
+      window: o.receiveWindow === undefined ? undefined : Math.min(o.receiveWindow, 0xffffffff),
     };
     this.#transport = createTransport({
       identity,

@@ -940,6 +940,8 @@ export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
       ...(options.lanes !== undefined ? { lanes: options.lanes } : {}),
       ...(options.maxMessageSize !== undefined ? { maxMessageSize: options.maxMessageSize } : {}),
       ...(options.workerId !== undefined ? { workerId: options.workerId } : {}),
+      // The sender toward us keeps at most this many bytes of mux data unreleased (docs/protocol.md §3.3).
+      ...(config.enabled ? { receiveWindow: config.peerByteBudget } : {}),
     });
   }
   const node = new LanemuxNode({ ...options, messenger, runtime, ownsMessenger: options.messenger === undefined }, config);

@@ -45,7 +45,20 @@ export type TransportErrorCode =
    * Two nodes dialled each other at once: of the two links, the one dialled by the lower worker id is
    * kept and the other is closed with this code (protocol.md §3.5). The dial that made it does not retry.
    */
-  | 'ERR_DUPLICATE_LINK';
+  | 'ERR_DUPLICATE_LINK'
+  /** The acceptor's `authenticate` refused this peer (not retryable: the same credential is refused again). */
+  | 'ERR_UNAUTHENTICATED'
+  /**
+   * A HELLO claimed the worker id of a live link without proving it is that peer (another identity, or
+   * no claim token of the live link). Retryable: once the live link is found dead, a retry succeeds.
+   */
+  | 'ERR_WORKER_ID_IN_USE'
+  /** A frame did not complete within its deadline, or the node's memory for incomplete frames is full. */
+  | 'ERR_FRAME_DEADLINE'
+  /** The connection was closed to make room: the oldest connection still in its hello, or an idle link. */
+  | 'ERR_EVICTED'
+  /** The link carried nothing but health checks for longer than the idle bound. */
+  | 'ERR_IDLE';
 
 /** An error raised or reported by the transport layer. */
 export class TransportError extends LanemuxError<TransportErrorCode> {
@@ -76,6 +89,11 @@ const TRANSPORT_CODES: ReadonlySet<string> = new Set<TransportErrorCode>([
   'ERR_CONFIG',
   'ERR_PROTOCOL',
   'ERR_DUPLICATE_LINK',
+  'ERR_UNAUTHENTICATED',
+  'ERR_WORKER_ID_IN_USE',
+  'ERR_FRAME_DEADLINE',
+  'ERR_EVICTED',
+  'ERR_IDLE',
 ]);
 
 /** Wrap anything thrown by a socket library into a TransportError with `code` (keeps LanemuxErrors). */

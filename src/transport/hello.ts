@@ -11,6 +11,7 @@ import { LanemuxError as LanemuxErrorClass } from '../errors.ts';
 import { MAX_LANES, MAX_MAX_MESSAGE_SIZE, MIN_MAX_MESSAGE_SIZE } from './port.ts';
 import { TransportError } from './errors.ts';
 import { decodeBounded, encodeShared } from '../wire/msgpack.ts';
+import { MAX_CREDENTIAL_LENGTH } from './auth.ts';
 import { int, parse, str } from '../validate.ts';
 
 /** First byte of a HELLO message. */
@@ -26,6 +27,8 @@ const MAGIC = [0x4c, 0x4d, 0x58] as const;
 export const HELLO_PREFIX_BYTES = 6;
 
 const hex16 = /^[0-9a-f]{16}$/;
+/** A claim token: 32 lower-case hex digits (128 random bits), or empty (none yet). */
+const claimRe = /^(?:[0-9a-f]{32})?$/;
 
 /** The MessagePack map after the HELLO prefix. Unknown keys are ignored (forward compatible). */
 const helloSchema = z.object({
@@ -55,6 +58,15 @@ const helloSchema = z.object({
   keys: z.array(str(128)).check(z.maxLength(64)),
   /** Address the sender listens on, if any. */
   address: z.optional(str(512)),
+  /** The sender's receive window for mux data, in bytes (docs/protocol.md §3.3). */
+  window: z.optional(int(1, 0xffffffff)),
+  /** Dialler, lane 0: the credential for the acceptor's `authenticate`. */
+  credential: z.optional(str(MAX_CREDENTIAL_LENGTH)),
+  /**
+   * Acceptor, lane-0 answer: the claim token it issued to this dialler (32 hex digits). Dialler:
+   * empty on a first lane 0, the token on lanes 1.. and on a reconnect that supersedes its old link.
+   */
+  claim: z.optional(z.string().check(z.regex(claimRe))),
 });
 
 /** A decoded HELLO. */
@@ -68,6 +80,9 @@ export interface Hello {
   readonly maxMessageSize: number;
   readonly keys: readonly string[];
   readonly address?: string | undefined;
+  readonly window?: number | undefined;
+  readonly credential?: string | undefined;
+  readonly claim?: string | undefined;
 }
 
 /** Encode a HELLO (a fresh buffer). */
@@ -82,6 +97,9 @@ export function encodeHello(hello: Hello): Uint8Array {
     maxMessageSize: Math.min(hello.maxMessageSize, MAX_MAX_MESSAGE_SIZE),
     keys: hello.keys,
     address: hello.address,
+    window: hello.window === undefined ? undefined : Math.min(hello.window, 0xffffffff),
+    credential: hello.credential,
+    claim: hello.claim,
   });
   const out = new Uint8Array(HELLO_PREFIX_BYTES + body.byteLength);
   out[0] = KIND_HELLO;
@@ -124,6 +142,9 @@ export function decodeHello(bytes: Uint8Array, ourVersion: number): Hello | Lane
     maxMessageSize: h.maxMessageSize,
     keys: h.keys,
     address: h.address,
+    window: h.window,
+    credential: h.credential,
+    claim: h.claim,
   };
 }
 
@@ -162,7 +183,7 @@ export function parseGoaway(bytes: Uint8Array): LanemuxError | undefined {
 
 /** Whether a peer-reported reason leaves room for a reconnect to succeed. */
 function isRetryableRemote(code: string): boolean {
-  return code !== 'ERR_VERSION_MISMATCH' && code !== 'ERR_MALFORMED_ENVELOPE' && code !== 'ERR_HANDSHAKE';
+  return code !== 'ERR_VERSION_MISMATCH' && code !== 'ERR_MALFORMED_ENVELOPE' && code !== 'ERR_HANDSHAKE' && code !== 'ERR_UNAUTHENTICATED';
 }
 
 /** A short printable description of bytes for error messages (never the whole payload). */

@@ -17,6 +17,8 @@
  * @packageDocumentation
  */
 import type { LanemuxError } from '../errors.ts';
+import type { Authenticate, CredentialSource, UpgradeRequest } from './auth.ts';
+import type { FramePolicy } from './frame-pool.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Constants (docs/protocol.md §"Constants")
@@ -38,10 +40,11 @@ export const MIN_MAX_MESSAGE_SIZE = 256;
 export const MAX_MAX_MESSAGE_SIZE = 256 * 1024 * 1024;
 
 /**
- * Largest frame accepted before the hello exchange completes. A hello is well under 1 KiB, so random
- * garbage or an HTTP request on a TCP port is refused at once instead of waiting for a huge frame.
+ * Largest frame accepted before the hello exchange completes. A hello is well under 1 KiB plus its
+ * credential (at most 8 KiB), so random garbage or an HTTP request on a TCP port is refused at once
+ * instead of waiting for a huge frame.
  */
-export const HELLO_FRAME_LIMIT = 4096;
+export const HELLO_FRAME_LIMIT = 16 * 1024;
 
 /** Default socket high-water mark: admission is synchronous while fewer bytes than this are buffered. */
 export const DEFAULT_HIGH_WATER_MARK = 1024 * 1024;
@@ -82,6 +85,8 @@ export type CloseMode = 'graceful' | 'abort';
 export interface Connection {
   /** The remote endpoint, for errors and logs (e.g. `tcp://127.0.0.1:4000`). */
   readonly remote: string;
+  /** For an inbound WebSocket or WebTransport session: the request that opened it (for `authenticate`). */
+  readonly request?: UpgradeRequest | undefined;
   /**
    * Attach the receiver and start reading. Called once, synchronously after the connection is handed
    * over; the adapter buffers nothing before it (reading starts here).
@@ -115,6 +120,8 @@ export interface ListenHost {
   readonly maxMessageSize: number;
   /** Hand over an inbound lane connection; call `start` is the core's job. */
   accept(conn: Connection): void;
+  /** Bounds on incomplete frames, for adapters that frame a byte stream. */
+  readonly framePolicy?: FramePolicy;
 }
 
 /** One dial of one lane. */
@@ -129,6 +136,8 @@ export interface DialRequest {
    * back-off) and report it through `open` again. Adapters that cannot reconnect treat it as false.
    */
   readonly reconnect: boolean;
+  /** Bounds on incomplete frames, for adapters that frame a byte stream. */
+  readonly framePolicy?: FramePolicy;
 }
 
 /** What a dial reports. */
@@ -156,6 +165,13 @@ export interface TransportAdapter {
   readonly dialSchemes: readonly string[];
   /** True if a dial with `reconnect: true` survives connection loss (partysocket). Defaults to false. */
   readonly reconnects?: boolean;
+  /**
+   * Authenticates the peers of connections this adapter accepts (see {@link Authenticate}). Without
+   * it, the messenger's `authenticate` applies; without either, peers are not authenticated.
+   */
+  readonly authenticate?: Authenticate | undefined;
+  /** Credential the dials of this adapter present in their HELLO; else the messenger's `credential`. */
+  readonly credential?: CredentialSource | undefined;
   /** Start listening if this adapter listens; resolves with the address peers dial, else undefined. */
   listen(host: ListenHost): Promise<string | undefined>;
   /**
@@ -185,6 +201,12 @@ export interface LocalIdentity {
   readonly transportKeys: readonly string[];
   /** Messenger protocol version. */
   readonly protocolVersion: number;
+  /**
+   * Bytes of mux data this node holds at most for one peer (its receive window, advertised in the
+   * HELLO so the peer's sender never sends more than this before the node releases some). Undefined:
+   * advertise none.
+   */
+  readonly window?: number | undefined;
 }
 
 /** A remote peer as learned in the hello exchange (the messenger's `PeerInfo`). */
@@ -210,6 +232,10 @@ export interface PeerIdentity {
    * A reconnect (same worker or not) always gets a new epoch.
    */
   readonly epoch: number;
+  /** The peer's receive window for mux data in bytes, from its HELLO; undefined if it advertised none. */
+  readonly window?: number | undefined;
+  /** The identity `authenticate` returned for this peer; undefined when the link was not authenticated. */
+  readonly identity?: string | undefined;
 }
 
 /** One established peer: 1..16 lane connections that share an epoch and die together. */

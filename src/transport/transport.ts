@@ -41,6 +41,7 @@ import {
 } from './port.ts';
 import { KIND_GOAWAY, KIND_HELLO, TRANSPORT_KIND_MIN, decodeGoaway, decodeHello, encodeGoaway, encodeHello, parseGoaway, type Hello } from './hello.ts';
 import { deferred, setUnrefTimeout, type Deferred, type TimerHandle } from './runtime.ts';
+import { DEFAULT_FRAME_DEADLINE_MS, DEFAULT_INCOMPLETE_FRAME_BYTES, DEFAULT_LARGE_FRAME_BYTES, IncompleteFramePool, type FramePolicy } from './frame-pool.ts';
 
 /** Options of {@link createTransport} (already validated by the messenger). */
 export interface TransportOptions {
@@ -59,6 +60,8 @@ export interface TransportOptions {
   readonly maxEarlyBytes: number;
   /** Let reconnecting adapters keep a dial alive after its link dies. */
   readonly reconnect: boolean;
+  /** Bounds on incomplete frames, handed to every adapter. */
+  readonly framePolicy?: FramePolicy;
 }
 
 /**
@@ -361,6 +364,7 @@ class Acceptor implements HandshakeOwner {
       maxMessageSize: id.maxMessageSize,
       keys: id.transportKeys,
       address: this.#t.addresses[0],
+      window: id.window,
     });
     // The answer goes out first so that it precedes anything the new link sends on this lane; the
     // link is established in the same task, before the dialler can possibly react to the answer.
@@ -488,7 +492,14 @@ class Dial implements HandshakeOwner {
   #dialLane(lane: number): DialHandle {
     const id = this.#t.options.identity;
     const handle: DialHandle = this.#adapter.dial(
-      { address: this.address, lane, frameLimit: HELLO_FRAME_LIMIT, maxMessageSize: id.maxMessageSize, reconnect: lane === 0 && this.#reconnect },
+      {
+        address: this.address,
+        lane,
+        frameLimit: HELLO_FRAME_LIMIT,
+        maxMessageSize: id.maxMessageSize,
+        reconnect: lane === 0 && this.#reconnect,
+        framePolicy: this.#t.framePolicy,
+      },
       {
         open: (conn) => this.#onOpen(lane, conn, handle),
         fail: (error) => this.#onDialFail(lane, error, handle),
@@ -545,6 +556,7 @@ class Dial implements HandshakeOwner {
           maxMessageSize: id.maxMessageSize,
           keys: id.transportKeys,
           address: this.#t.addresses[0],
+          window: id.window,
         }),
       ),
     );
@@ -723,6 +735,7 @@ class TransportImpl implements Transport {
   readonly options: TransportOptions;
   readonly identity: LocalIdentity;
   readonly selfId: string;
+  readonly framePolicy: FramePolicy;
   readonly #links = new Map<string, Link>();
   readonly #dials = new Map<string, Dial>();
   /** Dials waiting for a link to a worker (crossed dials, see {@link TransportImpl.whenLinked}). */
@@ -737,6 +750,11 @@ class TransportImpl implements Transport {
     this.options = options;
     this.identity = options.identity;
     this.selfId = options.identity.workerId.toString(16).padStart(16, '0');
+    this.framePolicy = options.framePolicy ?? {
+      pool: new IncompleteFramePool(DEFAULT_INCOMPLETE_FRAME_BYTES),
+      largeFrameBytes: DEFAULT_LARGE_FRAME_BYTES,
+      deadlineMs: DEFAULT_FRAME_DEADLINE_MS,
+    };
     this.#acceptor = new Acceptor(this);
   }
 
@@ -766,6 +784,7 @@ class TransportImpl implements Transport {
       frameLimit: HELLO_FRAME_LIMIT,
       maxMessageSize: id.maxMessageSize,
       accept: (conn: Connection) => this.#acceptor.accept(conn),
+      framePolicy: this.framePolicy,
     };
     const addresses = await Promise.all(this.options.adapters.map((a) => a.listen(host)));
     this.#addresses = addresses.filter((a): a is string => a !== undefined);
@@ -863,6 +882,7 @@ class TransportImpl implements Transport {
       protocolVersion: hello.protocolVersion,
       address: hello.address,
       epoch: ++this.#epoch,
+      window: hello.window,
     };
     const link = new Link(info, dialledBy, ports, this, this.identity.maxMessageSize, onGone);
     this.#links.set(hello.worker, link);

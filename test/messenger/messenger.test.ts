@@ -87,7 +87,7 @@ describe('hostile bytes on a raw TCP socket', () => {
     expect(goaway).toBeDefined();
     const reason = decodeGoaway(goaway as Uint8Array);
     expect(reason.code).toBe('ERR_FRAME_TOO_LARGE');
-    expect(reason.message).toMatch(/frame of \d+ bytes .* exceeds the limit of 4096/);
+    expect(reason.message).toMatch(/frame of \d+ bytes .* exceeds the limit of 16384/);
     await expect(client.request(peer.id, 'echo', 42)).resolves.toBe(42);
   });
 
