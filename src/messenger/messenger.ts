@@ -37,7 +37,8 @@ import {
   type TransportAdapter,
 } from '../transport/port.ts';
 import { randomBytes, randomU64, setUnrefTimeout, toHex, unrefTimer, nowMs, type TimerHandle } from '../transport/runtime.ts';
-import { createTransport } from '../transport/transport.ts';
+import { createTransport, type RefusalReason } from '../transport/transport.ts';
+import { MAX_CREDENTIAL_LENGTH, type Authenticate, type CredentialSource } from '../transport/auth.ts';
 import {
   BATCH_ENVELOPE_BYTES,
   BATCH_HANDLER_NAMES,
@@ -135,6 +136,19 @@ export interface MessengerOptions {
   /** Messenger protocol version to speak. Defaults to the build's version; other values exist for tests. */
   readonly protocolVersion?: number;
   /**
+   * Authenticates inbound links of transports that have no `authenticate` of their own (see
+   * `Authenticate`). Defaults to none: peers are not authenticated (docs/security.md).
+   */
+  readonly authenticate?: Authenticate;
+  /** Credential presented in the HELLO by dials of transports that have no `credential` of their own. */
+  readonly credential?: CredentialSource;
+  /**
+   * A link that carried nothing but health checks for this long is closed (`ERR_IDLE`, retryable);
+   * at `maxPeers`, the link idle longest (at least one whole health-check interval) is closed to
+   * admit a new peer (`ERR_EVICTED`). 0 disables the idle bound (eviction stays). Defaults to 600,000 ms.
+   */
+  readonly idleTimeoutMs?: number;
+  /**
    * Receive window advertised to every peer in the HELLO: the most bytes of mux data this node
    * holds for one peer before it releases some (the node sets it to `mux.peerByteBudget`). Defaults
    * to none advertised.
@@ -166,6 +180,9 @@ const optionsSchema = z.object({
   reconnect: z._default(z.boolean(), true),
   protocolVersion: z._default(int(0, 0xffff), PROTOCOL_VERSION),
   receiveWindow: z.optional(int(1, 2 ** 42)),
+  authenticate: z.optional(z.custom<Authenticate>((v) => typeof v === 'function', 'not a function')),
+  credential: z.optional(z.custom<CredentialSource>((v) => typeof v === 'function' || (typeof v === 'string' && v.length <= MAX_CREDENTIAL_LENGTH), `not a function or a string of at most ${MAX_CREDENTIAL_LENGTH} characters`)),
+  idleTimeoutMs: z._default(int(0, 86_400_000), 600_000),
 });
 
 type Resolved = z.output<typeof optionsSchema>;
@@ -216,7 +233,13 @@ class PeerState implements LinkReceiver {
   readonly noticed = new Set<string>();
   nextId = 1;
   healthPending = false;
+  contestPending = false;
   dead = false;
+  /** Messages in either direction other than health checks (a counter: no clock per message). */
+  activity = 0;
+  activityAtTick = 0;
+  /** Consecutive idle ticks with no activity. */
+  idleTicks = 0;
 
   constructor(m: MessengerImpl, link: PeerLink) {
     this.#m = m;
@@ -235,6 +258,8 @@ class PeerState implements LinkReceiver {
   }
 
   message(lane: number, bytes: Uint8Array): void {
+    const k = bytes[0];
+    if (k !== Kind.Ping && k !== Kind.Pong) this.activity++;
     this.#m.dispatch(this, lane, bytes);
   }
 
@@ -262,10 +287,14 @@ class MessengerImpl implements Messenger {
   #closed = false;
   #closing: Promise<void> | undefined;
   #warned = false;
-  readonly #stats = { handlerErrors: 0, unknownHandler: 0, remoteNotices: 0, lateReplies: 0, malformed: 0 };
+  readonly #stats = { handlerErrors: 0, unknownHandler: 0, remoteNotices: 0, lateReplies: 0, malformed: 0, idleClosed: 0 };
+  readonly #refused: Record<RefusalReason, number> = { unauthenticated: 0, worker_id_in_use: 0, handshake_evicted: 0, link_evicted: 0, frame_deadline: 0 };
+  /** Health-check interval (also the idle tick), ms. */
+  readonly #tickMs: number;
 
   constructor(o: Resolved) {
     this.#o = o;
+    this.#tickMs = o.healthCheck === false ? 5_000 : o.healthCheck.intervalMs;
     const workerId = o.workerId ?? randomU64();
     const identity = {
       workerId,
@@ -282,6 +311,8 @@ class MessengerImpl implements Messenger {
       handler: {
         established: (link) => this.#established(link),
         ready: (link) => this.#ready(link),
+        contested: (link) => this.#contested(link),
+        evictable: () => this.#evictable(),
       },
       helloTimeoutMs: o.helloTimeoutMs,
       connectTimeoutMs: o.connectTimeoutMs,
@@ -289,6 +320,11 @@ class MessengerImpl implements Messenger {
       maxHandshakes: o.maxHandshakes,
       maxEarlyBytes: o.maxMessageSize * 4,
       reconnect: o.reconnect,
+      authenticate: o.authenticate,
+      credential: o.credential,
+      onRefusal: (reason) => {
+        this.#refused[reason]++;
+      },
     });
     const id = workerId.toString(16).padStart(16, '0');
     this.self = {
@@ -301,6 +337,7 @@ class MessengerImpl implements Messenger {
       protocolVersion: o.protocolVersion,
       address: undefined,
       epoch: 0,
+      window: identity.window,
     };
   }
 
@@ -308,9 +345,61 @@ class MessengerImpl implements Messenger {
     await this.#transport.listen();
     (this.self as { address: string | undefined }).address = this.#transport.addresses[0];
     const h = this.#o.healthCheck;
-    if (h !== false) {
-      this.#health = unrefTimer(setInterval(() => this.#healthTick(h.timeoutMs, h.filter), h.intervalMs));
+    this.#health = unrefTimer(
+      setInterval(() => {
+        this.#idleTick();
+        if (h !== false) this.#healthTick(h.timeoutMs, h.filter);
+      }, this.#tickMs),
+    );
+  }
+
+  /** Count ticks without traffic per link; close links idle past `idleTimeoutMs`. */
+  #idleTick(): void {
+    const limit = this.#o.idleTimeoutMs;
+    for (const st of this.#peers.values()) {
+      if (st.dead) continue;
+      if (st.activity !== st.activityAtTick) {
+        st.activityAtTick = st.activity;
+        st.idleTicks = 0;
+        continue;
+      }
+      st.idleTicks++;
+      if (limit > 0 && st.idleTicks * this.#tickMs >= limit) {
+        this.#stats.idleClosed++;
+        st.link.close(new TransportError('ERR_IDLE', `link to ${st.id} carried nothing for ${limit} ms`, { retryable: true }));
+      }
     }
+  }
+
+  /**
+   * The link idle longest (at least one whole health-check interval without traffic), for an
+   * eviction at `maxPeers`; among equals the oldest (peers iterate in link order).
+   */
+  #evictable(): PeerLink | undefined {
+    let best: PeerState | undefined;
+    for (const st of this.#peers.values()) {
+      if (st.dead || st.idleTicks < 1) continue;
+      if (best === undefined || st.idleTicks > best.idleTicks) best = st;
+    }
+    return best?.link;
+  }
+
+  /** Another connection claimed this link's worker id: ping it now, close it if it does not answer. */
+  #contested(link: PeerLink): void {
+    const st = this.#peers.get(link.info.id);
+    if (st === undefined || st.link !== link || st.dead || st.contestPending) return;
+    st.contestPending = true;
+    const timeoutMs = Math.min(CONTEST_TIMEOUT_MS, this.#o.healthCheck === false ? CONTEST_TIMEOUT_MS : this.#o.healthCheck.timeoutMs);
+    this.#ping(st, timeoutMs).then(
+      () => {
+        st.contestPending = false;
+      },
+      (error: LanemuxError) => {
+        st.contestPending = false;
+        if (st.dead) return;
+        st.link.close(new MessengerError('ERR_HEALTH_CHECK_FAILED', `link to ${st.id} did not answer a check after another connection claimed its worker id: ${error.message}`, { retryable: true, cause: error }));
+      },
+    );
   }
 
   get addresses(): readonly string[] {
@@ -382,6 +471,7 @@ class MessengerImpl implements Messenger {
     }
     const size = head.byteLength + payload.byteLength;
     if (size > st.link.maxMessageSize) return Promise.reject(tooLarge(size, st));
+    st.activity++;
     return st.link.send(lane, head, payload);
   }
 
@@ -393,6 +483,7 @@ class MessengerImpl implements Messenger {
     }
     const size = BATCH_ENVELOPE_BYTES + payload.byteLength;
     if (size > st.link.maxMessageSize) return Promise.reject(tooLarge(size, st));
+    st.activity++;
     return st.link.send(lane, BATCH_HEAD, payload);
   }
 
@@ -423,6 +514,7 @@ class MessengerImpl implements Messenger {
     const size = head.byteLength + encoded.byteLength;
     if (size > st.link.maxMessageSize) return Promise.reject(tooLarge(size, st));
     // Copies `encoded` (a view of the shared encoder buffer) before anything else is encoded.
+    st.activity++;
     const admission = st.link.send(0, head, encoded);
 
     return new Promise<unknown>((resolve, reject) => {
@@ -848,7 +940,7 @@ class MessengerImpl implements Messenger {
   }
 
   stats(): MessengerStats {
-    return { ...this.#stats };
+    return { ...this.#stats, refused: { ...this.#refused } };
   }
 
   #reportError(source: 'handler', error: unknown, peer: PeerId | undefined, handler: string): void {
@@ -888,6 +980,8 @@ class MessengerImpl implements Messenger {
 
 /** Largest delay a timer takes: above it Node fires after 1 ms (and browsers at once). */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+/** Deadline of the check a contested link gets (a HELLO claimed its worker id without proof). */
+const CONTEST_TIMEOUT_MS = 2_000;
 
 /** A per-call `timeoutMs` must be a number in 1..2^31-1 ms; the error to reject with, if not. */
 function checkTimeout(what: string, timeoutMs: unknown): LanemuxError | undefined {

@@ -83,6 +83,14 @@ export interface MessengerStats {
   readonly lateReplies: number;
   /** Links closed because the peer broke the envelope. */
   readonly malformed: number;
+  /** Links closed for carrying nothing past `idleTimeoutMs`. */
+  readonly idleClosed: number;
+  /**
+   * Connections refused or evicted, by reason: `unauthenticated`, `worker_id_in_use` (a HELLO
+   * claimed a live link's worker id without proof), `handshake_evicted`, `link_evicted`,
+   * `frame_deadline`.
+   */
+  readonly refused: Readonly<Record<'unauthenticated' | 'worker_id_in_use' | 'handshake_evicted' | 'link_evicted' | 'frame_deadline', number>>;
 }
 
 /** The messenger as the mux and stream layers see it. */

@@ -13,6 +13,7 @@
  * for await (const token of anchor) console.log(token);
  * ```
  */
+import type { Authenticate, CredentialSource } from '../transport/auth.ts';
 import { defineAsyncDispose } from '../runtime/dispose.ts';
 import type { LanemuxError } from '../errors.ts';
 import { resolveLimits } from '../credit/negotiate.ts';
@@ -77,6 +78,13 @@ export interface NodeOptions {
   readonly maxMessageSize?: number;
   /** Worker id when the node builds its messenger. Defaults to a random one. */
   readonly workerId?: bigint;
+  /**
+   * When the node builds its messenger: authenticates inbound links of transports without an
+   * `authenticate` of their own (see `Authenticate`, docs/security.md). Defaults to none.
+   */
+  readonly authenticate?: Authenticate;
+  /** When the node builds its messenger: the credential its dials present (a string, or a function called per connect). */
+  readonly credential?: CredentialSource;
   /**
    * An anchor no sender attached to within this many ms ends with `ERR_SENDER_DROPPED` and is
    * forgotten (the timer restarts after a detach). An MPSC anchor with no sender for this long
@@ -263,7 +271,13 @@ export class LanemuxNode implements AnchorHost, MpscHost {
 
   /** A snapshot of every metric under the reference's names. */
   metrics(): Record<string, number> {
-    return this.#metrics.snapshot();
+    const out = this.#metrics.snapshot();
+    // Connections refused or evicted by the transport (bounded label: the reason).
+    const refused = this.#messenger.stats().refused ?? {};
+    for (const reason of Object.keys(refused) as Array<keyof typeof refused>) {
+      out[`${this.#metrics.prefix}messenger_connections_refused_total{reason="${reason}"}`] = refused[reason];
+    }
+    return out;
   }
 
   /** The live metrics object (fields are updated in place). */
@@ -935,11 +949,13 @@ export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
     messenger = await createMessenger({
       transports: options.transports,
       transportKeys: keys,
-      // The mux runs its own health check on peers with live slots (epoch death on failure).
-      healthCheck: false,
+      // Every link is health-checked (a dead one closes, so idle sockets cannot pin a peer place); the
+      // mux adds its own check for peers with live slots (epoch death on failure).
       ...(options.lanes !== undefined ? { lanes: options.lanes } : {}),
       ...(options.maxMessageSize !== undefined ? { maxMessageSize: options.maxMessageSize } : {}),
       ...(options.workerId !== undefined ? { workerId: options.workerId } : {}),
+      ...(options.authenticate !== undefined ? { authenticate: options.authenticate } : {}),
+      ...(options.credential !== undefined ? { credential: options.credential } : {}),
       // The sender toward us keeps at most this many bytes of mux data unreleased (docs/protocol.md §3.3).
       ...(config.enabled ? { receiveWindow: config.peerByteBudget } : {}),
     });

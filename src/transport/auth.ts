@@ -6,6 +6,7 @@
  *
  * @packageDocumentation
  */
+import { z } from 'zod/mini';
 
 /** What the transport knows of an inbound peer when its lane-0 HELLO arrives. */
 export interface AuthRequest {
@@ -45,3 +46,31 @@ export type CredentialSource = string | (() => string | Promise<string>);
 
 /** Longest credential a HELLO carries. */
 export const MAX_CREDENTIAL_LENGTH = 8192;
+
+/** Option schema of an adapter's `authenticate` (zod/mini shape fragment). */
+export const authenticateOption = {
+  authenticate: z.optional(z.custom<Authenticate>((v) => typeof v === 'function', 'authenticate must be a function')),
+};
+
+/** Option schema of an adapter's `credential` (zod/mini shape fragment). */
+export const credentialOption = {
+  credential: z.optional(
+    z.custom<CredentialSource>(
+      (v) => typeof v === 'function' || (typeof v === 'string' && v.length <= MAX_CREDENTIAL_LENGTH),
+      `credential must be a function or a string of at most ${MAX_CREDENTIAL_LENGTH} characters`,
+    ),
+  ),
+};
+
+/** Copy of a header list with lower-case names (bounded by the HTTP server's own header limits). */
+export function headerRecord(headers: Iterable<readonly [string, string]> | Readonly<Record<string, string | string[] | undefined>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (Symbol.iterator in headers) {
+    for (const [k, v] of headers as Iterable<readonly [string, string]>) out[k.toLowerCase()] = v;
+    return out;
+  }
+  for (const [k, v] of Object.entries(headers)) {
+    if (v !== undefined) out[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}

@@ -29,6 +29,7 @@ import { TransportError, asTransportError } from './errors.ts';
 import { MessageSocketConnection, type MessageSocketDriver } from './message-socket-conn.ts';
 import { parseOptions } from './options.ts';
 import { failDial } from './fail-dial.ts';
+import { headerRecord, type Authenticate, type UpgradeRequest } from './auth.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from './port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from './runtime-guard.ts';
 import { formatWsAddress, wsServerOptionsSchema, type SocketWebSocketServerOptions, type WsServerOptions } from './socket-options.ts';
@@ -40,6 +41,7 @@ export type BunWebSocketServerTransportOptions = SocketWebSocketServerOptions;
 interface SocketData {
   readonly remote: string;
   conn: MessageSocketConnection | undefined;
+  readonly upgrade: UpgradeRequest;
 }
 interface BunServerWebSocket {
   readonly data: SocketData;
@@ -93,6 +95,7 @@ export function bunWebSocketServerTransport(options: BunWebSocketServerTransport
 class BunWsServerAdapter implements TransportAdapter {
   readonly name = 'bun-ws-server';
   readonly dialSchemes = [] as const;
+  readonly authenticate: Authenticate | undefined;
   readonly #bun: BunServe;
   readonly #o: WsServerOptions;
   readonly #limits: AdmissionLimits;
@@ -104,6 +107,7 @@ class BunWsServerAdapter implements TransportAdapter {
     this.#bun = bun;
     this.#o = o;
     this.#limits = { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes };
+    this.authenticate = o.authenticate;
   }
 
   async listen(host: ListenHost): Promise<string | undefined> {
@@ -118,7 +122,8 @@ class BunWsServerAdapter implements TransportAdapter {
           if (this.#closed) return new Response('closing', { status: 503 });
           const ip = server.requestIP(request);
           const remote = formatWsAddress(ip?.address ?? '?', ip?.port ?? 0, '');
-          return server.upgrade(request, { data: { remote, conn: undefined } }) ? undefined : new Response('upgrade failed', { status: 400 });
+          const upgrade: UpgradeRequest = { url: request.url, headers: headerRecord(request.headers) };
+          return server.upgrade(request, { data: { remote, conn: undefined, upgrade } }) ? undefined : new Response('upgrade failed', { status: 400 });
         },
         websocket: {
           maxPayloadLength: host.maxMessageSize,
@@ -132,6 +137,7 @@ class BunWsServerAdapter implements TransportAdapter {
               return;
             }
             const conn = new MessageSocketConnection(driverFor(ws), ws.data.remote, host.frameLimit, this.#limits, o.closeGraceMs, o.drainPollMs);
+            conn.request = ws.data.upgrade;
             ws.data.conn = conn;
             this.#conns.add(conn);
             host.accept(conn);

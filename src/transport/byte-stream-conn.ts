@@ -1,8 +1,10 @@
 /**
- * One lane connection over a byte stream (TCP), shared by the Deno and Bun TCP adapters: the wire
- * is exactly Node's (`node-tcp.ts`): `[u32 length BE][message]` frames decoded by {@link FrameDecoder}
- * (limit checked before any allocation), a GOAWAY before the FIN when the peer breaks framing, and
- * admission through {@link AdmissionGate} against what the socket has not yet written.
+ * One lane connection over a byte stream (TCP, TLS), shared by the Deno and Bun TCP adapters: the
+ * wire is exactly Node's (`node-tcp.ts`): `[u32 length BE][message]` frames decoded by
+ * {@link FrameDecoder} (limit checked before any allocation; a split frame held within the node's
+ * incomplete-frame pool, a large one with a deadline), a GOAWAY before the FIN when the peer breaks
+ * framing or misses a deadline, and admission through {@link AdmissionGate} against what the socket
+ * has not yet written.
  *
  * A runtime plugs in a small {@link ByteSocketDriver}: how to write, how much is still buffered, how
  * to pause reading and how to close. Frames sent in one task are coalesced into one write (the
@@ -14,6 +16,7 @@ import type { LanemuxError } from '../errors.ts';
 import { AdmissionGate, type AdmissionLimits } from './admission.ts';
 import { TransportError, asTransportError } from './errors.ts';
 import { FRAME_PREFIX_BYTES, FrameDecoder, writeFrame } from './frame.ts';
+import type { FramePolicy } from './frame-pool.ts';
 import { encodeGoaway } from './hello.ts';
 import type { Admission, CloseMode, Connection, ConnectionReceiver, DialEvents, DialHandle, DialRequest } from './port.ts';
 import { setUnrefTimeout, type TimerHandle } from './runtime.ts';
@@ -62,13 +65,14 @@ export class ByteStreamConnection implements Connection {
   /**
    * @param name - adapter name for errors (`deno-tcp`, `bun-tcp`).
    * @param remote - the peer, e.g. `tcp://127.0.0.1:4000`.
+   * @param policy - bounds on incomplete frames (the node's pool and deadline).
    */
-  constructor(driver: ByteSocketDriver, name: string, remote: string, frameLimit: number, limits: AdmissionLimits, closeGraceMs: number) {
+  constructor(driver: ByteSocketDriver, name: string, remote: string, frameLimit: number, limits: AdmissionLimits, closeGraceMs: number, policy: FramePolicy) {
     this.#driver = driver;
     this.#name = name;
     this.remote = remote;
     this.#closeGraceMs = closeGraceMs;
-    this.#decoder = new FrameDecoder(frameLimit, remote);
+    this.#decoder = new FrameDecoder(frameLimit, remote, { policy, onDeadline: (e) => this.#refuse(e) });
     this.#gate = new AdmissionGate({ buffered: () => driver.buffered() + this.#batchBytes, write: (f) => this.#write(f) }, limits, remote);
   }
 
@@ -131,10 +135,14 @@ export class ByteStreamConnection implements Connection {
   }
 
   pause(): boolean {
-    return this.#driver.pause();
+    const paused = this.#driver.pause();
+    // We stopped reading: the peer's large frame must not run out of time meanwhile.
+    if (paused) this.#decoder.suspendDeadline();
+    return paused;
   }
 
   resume(): void {
+    this.#decoder.resumeDeadline();
     this.#driver.resume();
   }
 
@@ -186,6 +194,8 @@ export function dialByteStream<S>(options: {
   readonly wrap: (raw: S) => ByteStreamConnection;
   readonly discard: (raw: S) => void;
   readonly unwanted: () => boolean;
+  /** The error a failed `connect` is reported as. Defaults to a retryable `ERR_CONNECT`. */
+  readonly failure?: (cause: unknown) => LanemuxError;
 }): DialHandle {
   const { request, events } = options;
   let settled = false;
@@ -193,7 +203,7 @@ export function dialByteStream<S>(options: {
   const timer: TimerHandle = setUnrefTimeout(() => {
     if (settled) return;
     settled = true;
-    events.fail(new TransportError('ERR_CONNECT', `tcp connect to ${request.address} timed out after ${options.timeoutMs} ms`, { retryable: true }));
+    events.fail(new TransportError('ERR_CONNECT', `connect to ${request.address} timed out after ${options.timeoutMs} ms`, { retryable: true }));
   }, options.timeoutMs);
   let connecting: Promise<S>;
   try {
@@ -217,7 +227,7 @@ export function dialByteStream<S>(options: {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      events.fail(asTransportError('ERR_CONNECT', `tcp connect to ${request.address}`, e));
+      events.fail(options.failure !== undefined ? options.failure(e) : asTransportError('ERR_CONNECT', `tcp connect to ${request.address}`, e));
     },
   );
   return {

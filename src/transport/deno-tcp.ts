@@ -1,7 +1,8 @@
 /**
- * Deno TCP transport adapter (`Deno.listen` / `Deno.connect`): one TCP connection per lane, the same
- * length-prefixed frames as the Node adapter (`node-tcp.ts`), so Node, Deno and Bun peers dial each
- * other freely. The connection logic is shared (`byte-stream-conn.ts`); this file is the Deno socket.
+ * Deno TCP transport adapter (`Deno.listen` / `Deno.connect`, or `Deno.listenTls` / `Deno.connectTls`
+ * with the `tls` option): one TCP connection per lane, the same length-prefixed frames as the Node
+ * adapter (`node-tcp.ts`), so Node, Deno and Bun peers dial each other freely. The connection logic
+ * is shared (`byte-stream-conn.ts`); this file is the Deno socket.
  *
  * - Reads pull from `conn.readable`; `pause()` stops pulling, so the peer sees TCP back-pressure.
  * - Writes go through `conn.writable`'s writer; bytes whose write promise has not settled count as
@@ -9,6 +10,16 @@
  * - `setNoDelay(true)`: tokens must not wait for Nagle.
  *
  * Needs Deno (`--allow-net`). Elsewhere {@link denoTcpTransport} throws `ERR_UNSUPPORTED_RUNTIME`.
+ *
+ * TLS (`tls://host:port`) has the option shape of Node's, within what Deno offers: no client
+ * certificates asked for when listening (`requestCert`), no `servername` other than the address's
+ * host and no `rejectUnauthorized: false`; each is refused with `ERR_CONFIG`. `ca` adds to Deno's
+ * root store rather than replacing it. A connection is handed over once its handshake is done.
+ * Deno cannot disable Nagle on a connection `Deno.listenTls` accepts (a `TlsConn` has no
+ * `setNoDelay`): what a Deno TLS listener sends may wait for a delayed ACK (~40 ms on Linux) when it
+ * sends little; dials avoid it, see `#connectTls`. Nor can it close an accepted connection that never
+ * sends its ClientHello (`TlsConn.close()` waits for the handshake, denoland/deno#14547): past
+ * `tls.handshakeTimeoutMs` it is never handed over, but its socket stays until the peer goes.
  *
  * @example
  * ```ts
@@ -20,17 +31,28 @@
  */
 import { acceptLoop, type AcceptLoop } from './accept-loop.ts';
 import type { AdmissionLimits } from './admission.ts';
+import type { Authenticate, CredentialSource } from './auth.ts';
 import { ByteStreamConnection, dialByteStream, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
-import { asTransportError } from './errors.ts';
-import { parseOptions } from './options.ts';
+import { TransportError, asTransportError } from './errors.ts';
+import { defaultFramePolicy, type FramePolicy } from './frame-pool.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from './port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from './runtime-guard.ts';
 import { setUnrefTimeout, type TimerHandle } from './runtime.ts';
 import { failDial } from './fail-dial.ts';
-import { formatTcpAddress, parseTcpAddress, tcpDialRefusal, tcpOptionsSchema, type SocketTcpTransportOptions, type TcpOptions } from './socket-options.ts';
+import {
+  formatTcpAddress,
+  parseTcpAddress,
+  parseTcpOptions,
+  tcpDialRefusal,
+  tlsDialError,
+  type SocketTcpTransportOptions,
+  type TcpOptions,
+  type TlsSettings,
+} from './socket-options.ts';
 
-/** Options of {@link denoTcpTransport} (the same as Node's `tcpTransport`). */
+/** Options of {@link denoTcpTransport} (the same as Node's `tcpTransport`; see there for TLS limits). */
 export type DenoTcpTransportOptions = SocketTcpTransportOptions;
+export type { PemInput, SocketTlsOptions as DenoTcpTlsOptions } from './socket-options.ts';
 
 // The few Deno APIs used, declared here because the TypeScript libs of this package have no Deno.
 interface DenoNetAddr {
@@ -44,6 +66,8 @@ interface DenoConn {
   setNoDelay(noDelay?: boolean): void;
   closeWrite(): Promise<void>;
   close(): void;
+  /** TLS connections only: run the handshake now (else it runs on the first read or write). */
+  handshake?(): Promise<unknown>;
 }
 interface DenoListener {
   readonly addr: DenoNetAddr;
@@ -53,60 +77,121 @@ interface DenoListener {
 interface DenoNet {
   listen(options: { hostname: string; port: number; transport: 'tcp' }): DenoListener;
   connect(options: { hostname: string; port: number; transport: 'tcp' }): Promise<DenoConn>;
+  listenTls?(options: { hostname: string; port: number; transport: 'tcp'; cert: string; key: string }): DenoListener;
+  connectTls?(options: { hostname: string; port: number; caCerts?: string[]; cert?: string; key?: string }): Promise<DenoConn>;
+  startTls?(conn: DenoConn, options: { hostname: string; caCerts?: string[] }): Promise<DenoConn>;
 }
 
-/** Create a Deno TCP transport adapter. Throws `ERR_UNSUPPORTED_RUNTIME` outside Deno. */
+/**
+ * Create a Deno TCP transport adapter (name `deno-tcp`, or `deno-tls` with the `tls` option).
+ * Throws `ERR_UNSUPPORTED_RUNTIME` outside Deno, `ERR_CONFIG` for a bad option (the defaults are
+ * Node's `tcpTransport`'s).
+ */
 export function denoTcpTransport(options: DenoTcpTransportOptions = {}): TransportAdapter {
   const deno = runtimeGlobal<DenoNet>('Deno', ['listen', 'connect']);
   if (deno === undefined) throw unsupportedRuntimeError('denoTcpTransport', 'deno-tcp', 'Deno.listen and Deno.connect', 'tcp');
-  return new DenoTcpAdapter(deno, parseOptions(tcpOptionsSchema, options, 'denoTcpTransport'));
+  const o = parseTcpOptions(options, 'denoTcpTransport');
+  if (o.tls !== undefined) checkDenoTls(o.tls);
+  return new DenoTcpAdapter(deno, o);
+}
+
+/** Refuse the TLS options Deno's API cannot honour, rather than silently ignore them. */
+function checkDenoTls(t: TlsSettings): void {
+  const refuse = (what: string): never => {
+    throw new TransportError('ERR_CONFIG', `invalid options for denoTcpTransport: ${what}`);
+  };
+  if (t.requestCert) refuse('tls.requestCert is not available on Deno (Deno.listenTls cannot ask for client certificates)');
+  if (!t.rejectUnauthorized) refuse('tls.rejectUnauthorized: false is not available on Deno (Deno.connectTls always verifies; trust the server with tls.ca)');
+  if (t.servername !== undefined) refuse("tls.servername is not available on Deno (Deno.connectTls checks the address's host; dial the name the certificate carries)");
 }
 
 class DenoTcpAdapter implements TransportAdapter {
-  readonly name = 'deno-tcp';
-  readonly dialSchemes = ['tcp'] as const;
+  readonly name: string;
+  readonly dialSchemes: readonly string[];
+  readonly credential: CredentialSource | undefined;
+  readonly authenticate: Authenticate | undefined;
   readonly #deno: DenoNet;
   readonly #o: TcpOptions;
   readonly #limits: AdmissionLimits;
   readonly #sockets = new Set<DenoSocket>();
+  /** Accepted TLS connections still in their handshake (not yet sockets of ours). */
+  readonly #handshaking = new Set<DenoConn>();
   #listener: DenoListener | undefined;
   #accepting: AcceptLoop | undefined;
+  /** For a host or request without a node's policy (the adapter used on its own). */
+  #ownPolicy: FramePolicy | undefined;
   #closed = false;
 
   constructor(deno: DenoNet, o: TcpOptions) {
     this.#deno = deno;
     this.#o = o;
+    this.name = o.tls === undefined ? 'deno-tcp' : 'deno-tls';
+    this.dialSchemes = [o.scheme];
+    this.credential = o.credential;
+    this.authenticate = o.authenticate;
     this.#limits = { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes };
   }
 
+  #policy(given: FramePolicy | undefined): FramePolicy {
+    return given ?? (this.#ownPolicy ??= defaultFramePolicy());
+  }
+
   async listen(host: ListenHost): Promise<string | undefined> {
-    if (!this.#o.listen) return undefined;
+    const o = this.#o;
+    if (!o.listen) return undefined;
+    const t = o.tls;
     let listener: DenoListener;
     try {
-      listener = this.#deno.listen({ hostname: this.#o.host, port: this.#o.port, transport: 'tcp' });
+      if (t === undefined) {
+        listener = this.#deno.listen({ hostname: o.host, port: o.port, transport: 'tcp' });
+      } else {
+        if (this.#deno.listenTls === undefined) throw new Error('this Deno has no Deno.listenTls');
+        listener = this.#deno.listenTls({ hostname: o.host, port: o.port, transport: 'tcp', cert: t.cert as string, key: t.key as string });
+      }
     } catch (e) {
-      throw asTransportError('ERR_CONFIG', `denoTcpTransport cannot listen on ${this.#o.host}:${this.#o.port}`, e);
+      throw asTransportError('ERR_CONFIG', `denoTcpTransport cannot listen on ${o.host}:${o.port}`, e);
     }
     this.#listener = listener;
+    const policy = this.#policy(host.framePolicy);
+    const handOver = (conn: DenoConn): void => {
+      if (this.#closed) {
+        closeQuietly(conn);
+        return;
+      }
+      // One connection that fails while it is set up must not end the accept loop for everyone.
+      try {
+        const socket = this.#track(conn);
+        const remote = formatTcpAddress(conn.remoteAddr.hostname, conn.remoteAddr.port, o.scheme);
+        host.accept(new ByteStreamConnection(socket, this.name, remote, host.frameLimit, this.#limits, o.closeGraceMs, policy));
+      } catch {
+        closeQuietly(conn);
+      }
+    };
     this.#accepting = acceptLoop({
       accept: () => listener.accept(),
       stopped: () => this.#closed,
       onAccepted: (conn) => {
-        if (this.#closed) {
-          closeQuietly(conn);
-          return;
-        }
-        // One connection that fails while it is set up must not end the accept loop for everyone.
-        try {
-          const socket = this.#track(conn);
-          const remote = formatTcpAddress(conn.remoteAddr.hostname, conn.remoteAddr.port);
-          host.accept(new ByteStreamConnection(socket, this.name, remote, host.frameLimit, this.#limits, this.#o.closeGraceMs));
-        } catch {
-          closeQuietly(conn);
-        }
+        if (t === undefined || conn.handshake === undefined) handOver(conn);
+        else this.#handshake(conn, t.handshakeTimeoutMs, handOver);
       },
     });
-    return formatTcpAddress(this.#o.host, listener.addr.port);
+    return formatTcpAddress(o.host, listener.addr.port, o.scheme);
+  }
+
+  /**
+   * Finish an accepted TLS connection's handshake within `ms`, then hand it over; a failed or slow
+   * handshake (wrong CA, plain TCP, a scanner) is dropped before it becomes a connection.
+   */
+  #handshake(conn: DenoConn, ms: number, handOver: (conn: DenoConn) => void): void {
+    this.#handshaking.add(conn);
+    const timer = setUnrefTimeout(() => closeQuietly(conn), ms);
+    const done = (ok: boolean): void => {
+      clearTimeout(timer);
+      if (!this.#handshaking.delete(conn)) return; // closed meanwhile by close()
+      if (ok) handOver(conn);
+      else closeQuietly(conn);
+    };
+    (conn.handshake as () => Promise<unknown>).call(conn).then(() => done(true), () => done(false));
   }
 
   #track(conn: DenoConn): DenoSocket {
@@ -121,17 +206,60 @@ class DenoTcpAdapter implements TransportAdapter {
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
-    const target = parseTcpAddress(request.address);
-    if (target === undefined || this.#closed) return failDial(events, tcpDialRefusal(request.address, this.#closed, 'deno tcp transport'));
+    const o = this.#o;
+    const target = parseTcpAddress(request.address, o.scheme);
+    if (target === undefined || this.#closed) return failDial(events, tcpDialRefusal(request.address, this.#closed, `deno ${o.scheme} transport`, o.scheme));
+    const t = o.tls;
+    const policy = this.#policy(request.framePolicy);
     return dialByteStream({
       request,
       events,
-      timeoutMs: this.#o.connectTimeoutMs,
-      connect: () => this.#deno.connect({ hostname: target.host, port: target.port, transport: 'tcp' }),
-      wrap: (raw) => new ByteStreamConnection(this.#track(raw), this.name, request.address, request.frameLimit, this.#limits, this.#o.closeGraceMs),
+      timeoutMs: o.connectTimeoutMs,
+      connect: () => (t === undefined ? this.#deno.connect({ hostname: target.host, port: target.port, transport: 'tcp' }) : this.#connectTls(target, t)),
+      wrap: (raw) => new ByteStreamConnection(this.#track(raw), this.name, request.address, request.frameLimit, this.#limits, o.closeGraceMs, policy),
       discard: closeQuietly,
       unwanted: () => this.#closed,
+      ...(t !== undefined ? { failure: (e: unknown) => tlsDialError(request.address, e) } : {}),
     });
+  }
+
+  /**
+   * Connect and finish the handshake before the dial counts as open, so an untrusted certificate is
+   * a dial failure saying so, not a connection that dies at its first read. The handshake gets the
+   * connect timeout; a connection still in it then is closed (the dial has failed by then).
+   *
+   * A Deno `TlsConn` has no `setNoDelay`, and Nagle with delayed ACKs stalls a token stream ~40 ms
+   * per credit window (measured: 300 tokens in 450 ms instead of 90). So without a client certificate
+   * the dial is a plain `Deno.connect` with `TCP_NODELAY`, upgraded by `Deno.startTls`; with one,
+   * `Deno.connectTls` (the only API that presents it), Nagle included.
+   */
+  async #connectTls(target: { host: string; port: number }, t: TlsSettings): Promise<DenoConn> {
+    const deno = this.#deno;
+    const caCerts = t.ca !== undefined ? { caCerts: [...t.ca] } : {};
+    let conn: DenoConn;
+    if (t.key === undefined && deno.startTls !== undefined) {
+      const tcp = await deno.connect({ hostname: target.host, port: target.port, transport: 'tcp' });
+      try {
+        tcp.setNoDelay(true);
+        conn = await deno.startTls.call(deno, tcp, { hostname: target.host, ...caCerts });
+      } catch (e) {
+        closeQuietly(tcp);
+        throw e;
+      }
+    } else {
+      if (deno.connectTls === undefined) throw new Error('this Deno has no Deno.connectTls');
+      conn = await deno.connectTls.call(deno, { hostname: target.host, port: target.port, ...caCerts, ...(t.key !== undefined ? { key: t.key, cert: t.cert as string } : {}) });
+    }
+    const timer = setUnrefTimeout(() => closeQuietly(conn), this.#o.connectTimeoutMs);
+    try {
+      await conn.handshake?.();
+    } catch (e) {
+      closeQuietly(conn);
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
+    return conn;
   }
 
   async close(): Promise<void> {
@@ -142,6 +270,8 @@ class DenoTcpAdapter implements TransportAdapter {
     } catch {
       // Already closed.
     }
+    for (const conn of this.#handshaking) closeQuietly(conn);
+    this.#handshaking.clear();
     const closing = [...this.#sockets].map((s) => s.endAndWait(this.#o.closeGraceMs));
     // A loop pausing after a failed accept ends now, not after its back-off.
     this.#accepting?.wake();
@@ -162,7 +292,10 @@ class DenoSocket implements ByteSocketDriver {
   /** Settles when every write so far has. */
   #lastWrite: Promise<unknown> = Promise.resolve();
   #paused = false;
-  /** A chunk read while paused, delivered on resume. */
+  /**
+   * A chunk read while paused, delivered on resume: at most one read (the loop reads no further until
+   * resumed), so it is bounded by the read size and not counted in the incomplete-frame pool.
+   */
   #held: Uint8Array | undefined;
   #wake: (() => void) | undefined;
   #ended = false;

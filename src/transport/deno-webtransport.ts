@@ -38,6 +38,7 @@ import { failDial } from './fail-dial.ts';
 import { MAX_LANES, type DialEvents, type DialHandle, type DialRequest, type ListenHost, type TransportAdapter } from './port.ts';
 import { setUnrefTimeout, type TimerHandle } from './runtime.ts';
 import { WtSessionLanes, WtStreamConn, type WtBidiStream, type WtSessionLike } from './webtransport-stream.ts';
+import { authenticateOption, type Authenticate, type UpgradeRequest } from './auth.ts';
 
 /** Options of {@link webTransportServerTransport}. */
 export interface WebTransportServerTransportOptions {
@@ -71,6 +72,11 @@ export interface WebTransportServerTransportOptions {
    * Defaults to 0 (close the endpoint at once).
    */
   readonly reuseEndpointWithinMs?: number;
+  /**
+   * Authenticate each peer from its session URL (query included; Deno exposes no request headers)
+   * and HELLO credential; see `Authenticate`. Defaults to the messenger's `authenticate`, else none.
+   */
+  readonly authenticate?: Authenticate;
 }
 
 const certificateSchema = z.object({
@@ -88,6 +94,7 @@ const optionsSchema = z.extend(certificateSchema, {
   maxStreamsPerSession: z._default(int(1, 10_000), 2 * MAX_LANES),
   sessionIdleTimeoutMs: z._default(int(1, 600_000), 10_000),
   reuseEndpointWithinMs: z._default(int(0, 3_600_000), 0),
+  ...authenticateOption,
 });
 
 /** The WebTransport server adapter: a {@link TransportAdapter} that can change its certificate. */
@@ -279,6 +286,7 @@ function unbind(bound: BoundEndpoint): void {
 
 class DenoWtServerAdapter implements WebTransportServerAdapter {
   readonly name = 'webtransport-server';
+  readonly authenticate: Authenticate | undefined;
   readonly dialSchemes = [] as const;
   readonly #o: Resolved;
   readonly #api: DenoWebTransportApi;
@@ -291,6 +299,7 @@ class DenoWtServerAdapter implements WebTransportServerAdapter {
 
   constructor(o: Resolved, api: DenoWebTransportApi) {
     this.#o = o;
+    this.authenticate = o.authenticate;
     this.#api = api;
     this.#limits = { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes };
   }
@@ -367,6 +376,7 @@ class DenoWtServerAdapter implements WebTransportServerAdapter {
       if (lanes.size === 0) lanes.close({ closeCode: 0, reason: 'no stream opened' });
     }, o.sessionIdleTimeoutMs);
     void lanes.closedPromise.then(() => clearTimeout(idle));
+    const upgrade: UpgradeRequest = { url: session.url, headers: {} };
     const reader = session.incomingBidirectionalStreams.getReader();
     try {
       for (;;) {
@@ -376,7 +386,9 @@ class DenoWtServerAdapter implements WebTransportServerAdapter {
           refuseStream(stream, new TransportError('ERR_TOO_MANY_PEERS', `more than ${o.maxStreamsPerSession} streams on one WebTransport session; open a new session per link`));
           continue;
         }
-        host.accept(new WtStreamConn(stream, remote, host.frameLimit, this.#limits, lanes));
+        const conn = new WtStreamConn(stream, remote, host.frameLimit, this.#limits, lanes, host.framePolicy);
+        conn.request = upgrade;
+        host.accept(conn);
       }
     } catch {
       // The session closed.

@@ -34,6 +34,7 @@ import { TransportError, asTransportError } from './errors.ts';
 import { MessageSocketConnection, type MessageSocketDriver } from './message-socket-conn.ts';
 import { parseOptions } from './options.ts';
 import { failDial } from './fail-dial.ts';
+import { headerRecord, type Authenticate, type UpgradeRequest } from './auth.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from './port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from './runtime-guard.ts';
 import { formatWsAddress, wsServerOptionsSchema, type SocketWebSocketServerOptions, type WsServerOptions } from './socket-options.ts';
@@ -68,6 +69,7 @@ export function denoWebSocketServerTransport(options: DenoWebSocketServerTranspo
 class DenoWsServerAdapter implements TransportAdapter {
   readonly name = 'deno-ws-server';
   readonly dialSchemes = [] as const;
+  readonly authenticate: Authenticate | undefined;
   readonly #deno: DenoServe;
   readonly #o: WsServerOptions;
   readonly #limits: AdmissionLimits;
@@ -80,6 +82,7 @@ class DenoWsServerAdapter implements TransportAdapter {
     this.#deno = deno;
     this.#o = o;
     this.#limits = { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes };
+    this.authenticate = o.authenticate;
   }
 
   async listen(host: ListenHost): Promise<string | undefined> {
@@ -90,8 +93,9 @@ class DenoWsServerAdapter implements TransportAdapter {
       if (this.#closed) return new Response('closing', { status: 503 });
       // Read the peer address before upgrading: Deno drops it from the request afterwards.
       const remote = formatWsAddress(info.remoteAddr.hostname, info.remoteAddr.port, '');
+      const upgrade: UpgradeRequest = { url: request.url, headers: headerRecord(request.headers) };
       const { socket, response } = this.#deno.upgradeWebSocket(request);
-      this.#adopt(socket, remote, host);
+      this.#adopt(socket, remote, host, upgrade);
       return response;
     };
     try {
@@ -106,7 +110,7 @@ class DenoWsServerAdapter implements TransportAdapter {
   }
 
   /** Wire a freshly upgraded socket: the connection is handed over once the socket is open. */
-  #adopt(socket: WebSocket, remote: string, host: ListenHost): void {
+  #adopt(socket: WebSocket, remote: string, host: ListenHost, upgrade: UpgradeRequest): void {
     socket.binaryType = 'arraybuffer';
     const driver: MessageSocketDriver = {
       send: (frame) => {
@@ -128,6 +132,7 @@ class DenoWsServerAdapter implements TransportAdapter {
         return;
       }
       conn = new MessageSocketConnection(driver, remote, host.frameLimit, this.#limits, this.#o.closeGraceMs, this.#o.drainPollMs);
+      conn.request = upgrade;
       this.#conns.add(conn);
       host.accept(conn);
     };

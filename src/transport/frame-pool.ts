@@ -15,10 +15,17 @@
 export class IncompleteFramePool {
   /** Most bytes all incomplete frames of the node may hold together. */
   readonly limit: number;
+  /**
+   * Most bytes frames over {@link FramePolicy.largeFrameBytes} may hold together: three quarters of
+   * {@link limit}. The last quarter is kept for ordinary frames, so that links sending large frames
+   * (the ones an attacker announces) are refused while links sending batches keep working.
+   */
+  readonly largeLimit: number;
   #held = 0;
 
   constructor(limit: number) {
     this.limit = limit;
+    this.largeLimit = Math.floor(limit * 0.75);
   }
 
   /** Bytes held now. */
@@ -26,9 +33,12 @@ export class IncompleteFramePool {
     return this.#held;
   }
 
-  /** Reserve `n` more bytes; false (and nothing reserved) when the pool would exceed its limit. */
-  tryReserve(n: number): boolean {
-    if (this.#held + n > this.limit) return false;
+  /**
+   * Reserve `n` more bytes; false (and nothing reserved) when the pool would exceed its limit, or,
+   * for a `large` frame, {@link largeLimit}.
+   */
+  tryReserve(n: number, large = false): boolean {
+    if (this.#held + n > (large ? this.largeLimit : this.limit)) return false;
     this.#held += n;
     return true;
   }
@@ -55,3 +65,16 @@ export const DEFAULT_INCOMPLETE_FRAME_BYTES = 64 * 1024 * 1024;
 export const DEFAULT_LARGE_FRAME_BYTES = 64 * 1024;
 /** Default deadline of a large frame: 10 s (1 MiB at 100 kB/s). */
 export const DEFAULT_FRAME_DEADLINE_MS = 10_000;
+
+/**
+ * A policy with the defaults and a pool of its own, for an adapter used without a node (no
+ * `framePolicy` in its `ListenHost` or `DialRequest`): its connections are still bounded, only not
+ * together with any other adapter's.
+ */
+export function defaultFramePolicy(): FramePolicy {
+  return {
+    pool: new IncompleteFramePool(DEFAULT_INCOMPLETE_FRAME_BYTES),
+    largeFrameBytes: DEFAULT_LARGE_FRAME_BYTES,
+    deadlineMs: DEFAULT_FRAME_DEADLINE_MS,
+  };
+}

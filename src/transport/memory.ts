@@ -17,6 +17,7 @@
  *
  * @packageDocumentation
  */
+import { authenticateOption, credentialOption, type Authenticate, type CredentialSource } from './auth.ts';
 import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
 import { AdmissionGate } from './admission.ts';
@@ -79,6 +80,13 @@ export interface MemoryTransportOptions {
   readonly admissionLimit?: number;
   /** Bytes that may wait for admission per connection before a send is refused. Defaults to 8 MiB. */
   readonly maxPendingBytes?: number;
+  /** Authenticate each inbound peer from its HELLO credential (see `Authenticate`). Defaults to the messenger's. */
+  readonly authenticate?: Authenticate;
+  /**
+   * Credential presented in the HELLO of every connect and reconnect: a string, or a function called
+   * each time (a browser refreshes a short-lived token). Defaults to the messenger's `credential`.
+   */
+  readonly credential?: CredentialSource;
 }
 
 const optionsSchema = z.object({
@@ -87,18 +95,25 @@ const optionsSchema = z.object({
   listen: z._default(z.boolean(), true),
   admissionLimit: z._default(int(1, 2 ** 40), DEFAULT_HIGH_WATER_MARK),
   maxPendingBytes: z._default(int(1024, 2 ** 40), DEFAULT_MAX_PENDING_BYTES),
+  ...authenticateOption,
+  ...credentialOption,
 });
 
 /** Create an in-process transport adapter. */
 export function memoryTransport(options: MemoryTransportOptions = {}): TransportAdapter {
   const o = parseOptions(optionsSchema, options, 'memoryTransport');
   const network = (o.network as Network | undefined) ?? (defaultNetwork ??= new Network());
-  return new MemoryAdapter(network, o.name, o.listen, { highWaterMark: o.admissionLimit, maxPendingBytes: o.maxPendingBytes });
+  const adapter = new MemoryAdapter(network, o.name, o.listen, { highWaterMark: o.admissionLimit, maxPendingBytes: o.maxPendingBytes });
+  adapter.authenticate = o.authenticate;
+  adapter.credential = o.credential;
+  return adapter;
 }
 
 class MemoryAdapter implements TransportAdapter {
   readonly name = 'memory';
   readonly dialSchemes = ['memory'] as const;
+  authenticate: Authenticate | undefined;
+  credential: CredentialSource | undefined;
   readonly #network: Network;
   readonly #limits: { highWaterMark: number; maxPendingBytes: number };
   readonly #conns = new Set<MemoryConn>();

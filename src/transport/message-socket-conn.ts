@@ -18,6 +18,7 @@ import { describeBytes, encodeGoaway } from './hello.ts';
 import type { Admission, CloseMode, Connection, ConnectionReceiver } from './port.ts';
 import { setUnrefTimeout, type TimerHandle } from './runtime.ts';
 import { closeFrameFor, errorForClose } from './ws-codes.ts';
+import type { UpgradeRequest } from './auth.ts';
 
 /** A runtime's server-side WebSocket, as the shared connection needs it. */
 export interface MessageSocketDriver {
@@ -39,6 +40,8 @@ export interface MessageSocketDriver {
 /** A {@link Connection} over a {@link MessageSocketDriver}. */
 export class MessageSocketConnection implements Connection {
   readonly remote: string;
+  /** Server side: the upgrade request that opened the socket (for `authenticate`). */
+  request: UpgradeRequest | undefined;
   readonly #driver: MessageSocketDriver;
   readonly #gate: AdmissionGate;
   readonly #closeGraceMs: number;

@@ -31,10 +31,15 @@ import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
 import type { PerStreamConnection, PerStreamSink, PerStreamTransport } from '../stream/per-stream.ts';
 import { FrameDecoder } from './frame.ts';
+import { defaultFramePolicy, type FramePolicy } from './frame-pool.ts';
 import { parseOptions } from './options.ts';
 import { int } from '../validate.ts';
 import { MAX_MAX_MESSAGE_SIZE } from './port.ts';
 import { TcpStreamError } from './tcp-stream-errors.ts';
+
+/** For the `framePolicy` option (sharing one pool across transports). */
+export { DEFAULT_FRAME_DEADLINE_MS, DEFAULT_INCOMPLETE_FRAME_BYTES, DEFAULT_LARGE_FRAME_BYTES, IncompleteFramePool, defaultFramePolicy } from './frame-pool.ts';
+export type { FramePolicy } from './frame-pool.ts';
 
 /** The transport key of this path (the same string as `TCP_STREAM_KEY` of the stream layer). */
 export const TCP_STREAM_TRANSPORT_KEY = 'tcp-stream';
@@ -71,6 +76,13 @@ export interface TcpStreamTransportOptions {
   readonly prefaceTimeoutMs?: number;
   /** Time allowed for one dial. Defaults to 10,000 ms. */
   readonly connectTimeoutMs?: number;
+  /**
+   * Bounds on frames that have not arrived whole (consumer side): the pool their bytes are reserved
+   * in, and the deadline of a large one; a connection over either is reset. Pass the node's policy to
+   * bound them together with its other connections. Defaults to a policy of this transport's own
+   * (64 MiB pool, frames over 64 KiB must complete within 10 s: `defaultFramePolicy`).
+   */
+  readonly framePolicy?: FramePolicy;
 }
 
 /** A {@link PerStreamTransport} over Node TCP, with a few read-only gauges for operators and tests. */
@@ -93,19 +105,26 @@ const optionsSchema = z.object({
   maxConnections: z._default(int(1, 2 ** 24), 65_536),
   prefaceTimeoutMs: z._default(int(1, 600_000), 10_000),
   connectTimeoutMs: z._default(int(1, 600_000), 10_000),
+  framePolicy: z.optional(
+    z.custom<FramePolicy>(
+      (v) => typeof v === 'object' && v !== null && 'pool' in v && 'largeFrameBytes' in v && 'deadlineMs' in v,
+      'not a FramePolicy ({ pool, largeFrameBytes, deadlineMs })',
+    ),
+  ),
 });
 
-type Resolved = z.output<typeof optionsSchema>;
+type Resolved = Omit<z.output<typeof optionsSchema>, 'framePolicy'> & { readonly framePolicy: FramePolicy };
 
 /**
  * Create the Node TCP per-stream transport (key `tcp-stream`). Options are validated at once; a bad
  * value throws `ERR_CONFIG` naming the field.
  *
  * Defaults: host `127.0.0.1`, port 0, `maxFrameBytes` 1 MiB, `highWaterMark` 64 KiB,
- * `maxConnections` 65,536, `prefaceTimeoutMs` 10 s, `connectTimeoutMs` 10 s.
+ * `maxConnections` 65,536, `prefaceTimeoutMs` 10 s, `connectTimeoutMs` 10 s, a frame policy of its own.
  */
 export function tcpStreamTransport(options: TcpStreamTransportOptions = {}): TcpStreamTransport {
-  return new NodeTcpStreamTransport(parseOptions(optionsSchema, options, 'tcpStreamTransport'));
+  const o = parseOptions(optionsSchema, options, 'tcpStreamTransport');
+  return new NodeTcpStreamTransport({ ...o, framePolicy: o.framePolicy ?? defaultFramePolicy() });
 }
 
 const U64_MAX = (1n << 64n) - 1n;
@@ -381,7 +400,11 @@ class Inbound {
     this.#accept = accept;
     this.#maxFrameBytes = owner.options.maxFrameBytes;
     // Copies, not views: a consumer may hold a small item for long, and a view would pin the whole chunk.
-    this.#decoder = new FrameDecoder(this.#maxFrameBytes, `tcp-stream peer ${peerOf(socket)}`, { copy: true });
+    this.#decoder = new FrameDecoder(this.#maxFrameBytes, `tcp-stream peer ${peerOf(socket)}`, {
+      copy: true,
+      policy: owner.options.framePolicy,
+      onDeadline: (e) => this.#fail(e),
+    });
     const timeoutMs = owner.options.prefaceTimeoutMs;
     this.#prefaceTimer = setTimeout(() => {
       this.#fail(new TcpStreamError('ERR_PREFACE', `no tcp-stream preface from ${peerOf(socket)} within ${timeoutMs} ms`));
@@ -420,9 +443,10 @@ class Inbound {
   }
 
   #check(error: LanemuxError | undefined): void {
-    if (error !== undefined) {
-      this.#fail(new TcpStreamError('ERR_FRAME_TOO_LARGE', `${error.message} (tcp-stream)`, { cause: error }));
-    }
+    if (error === undefined) return;
+    // The decoder's codes keep their meaning on the per-stream path.
+    const code = error.code === 'ERR_FRAME_TOO_LARGE' || error.code === 'ERR_FRAME_DEADLINE' ? error.code : undefined;
+    this.#fail(code === undefined ? error : new TcpStreamError(code, `${error.message} (tcp-stream)`, { cause: error }));
   }
 
   /** The preface is complete: ask the listener. False when refused (the socket is reset). */

@@ -1,31 +1,48 @@
 /**
- * Node TCP transport adapter (`node:net`): one TCP connection per lane, length-prefixed frames.
+ * Node TCP transport adapter (`node:net`, or `node:tls` with the `tls` option): one TCP connection
+ * per lane, length-prefixed frames.
  *
  * - Frames are `[u32 length BE][message]`; the length is checked against the limit before any
- *   allocation (`frame.ts`), and a frame over it closes the connection with a GOAWAY saying so.
+ *   allocation (`frame.ts`), and a frame over it closes the connection with a GOAWAY saying so. A
+ *   split frame grows as its bytes arrive, within the node's {@link IncompleteFramePool}, and a
+ *   large one has a deadline (`frame-pool.ts`).
  * - `setNoDelay(true)`: tokens must not wait for Nagle.
  * - Writes are grouped: the first write of a task corks the socket and a microtask uncorks it, so a
  *   burst of sends (one per lane batch, replies, pings) leaves in one `writev` syscall.
  * - Admission follows `socket.writableLength` against `highWaterMark`, woken by `'drain'`.
+ * - With `tls`, the same frames inside TLS (`tls.createServer` / `tls.connect`), addresses
+ *   `tls://host:port`; a connection is handed over once its handshake is done.
  *
  * @example
  * ```ts
  * const server = await createMessenger({ transports: [tcpTransport({ port: 0 })], lanes: 8 });
  * const client = await createMessenger({ transports: [tcpTransport({ listen: false })], lanes: 8 });
  * const peer = await client.connect(server.addresses[0]!);
+ * // Across machines: tcpTransport({ host: '0.0.0.0', port: 7000, tls: { key, cert } }) listens on tls://…,
+ * // and tcpTransport({ listen: false, tls: { ca } }) dials it.
  * ```
  *
  * @packageDocumentation
  */
 import net from 'node:net';
+import tls from 'node:tls';
 import type { LanemuxError } from '../errors.ts';
+import type { Authenticate, CredentialSource } from './auth.ts';
 import { AdmissionGate, type AdmissionLimits } from './admission.ts';
 import { TransportError, asTransportError } from './errors.ts';
 import { FRAME_PREFIX_BYTES, FrameDecoder, writeFrame } from './frame.ts';
+import { defaultFramePolicy, type FramePolicy } from './frame-pool.ts';
 import { encodeGoaway } from './hello.ts';
-import { parseOptions } from './options.ts';
 import { failDial } from './fail-dial.ts';
-import { formatTcpAddress, parseTcpAddress, tcpDialRefusal, tcpOptionsSchema, type SocketTcpTransportOptions, type TcpOptions } from './socket-options.ts';
+import {
+  formatTcpAddress,
+  parseTcpAddress,
+  parseTcpOptions,
+  tcpDialRefusal,
+  tlsDialError,
+  type SocketTcpTransportOptions,
+  type TcpOptions,
+} from './socket-options.ts';
 import type {
   Admission,
   CloseMode,
@@ -39,28 +56,50 @@ import type {
 } from './port.ts';
 
 /**
- * Options of {@link tcpTransport}: the same type, schema, defaults and `tcp://host:port` addresses as the
- * Deno and Bun TCP adapters (`socket-options.ts`), so the three runtimes accept and print the same.
+ * Options of {@link tcpTransport}: the same type, schema, defaults and addresses (`tcp://host:port`,
+ * `tls://host:port` with `tls`) as the Deno and Bun TCP adapters (`socket-options.ts`), so the three
+ * runtimes accept and print the same.
  */
 export type TcpTransportOptions = SocketTcpTransportOptions;
+export type { PemInput, SocketTlsOptions as TcpTlsOptions } from './socket-options.ts';
 
-/** Create a Node TCP transport adapter. */
+/**
+ * Create a Node TCP transport adapter (name `tcp`, or `tls` with the `tls` option). Options are
+ * validated at once; a bad value throws `ERR_CONFIG` naming the field.
+ *
+ * Defaults: host `127.0.0.1`, port 0, listening, `highWaterMark` 1 MiB, `maxPendingBytes` 8 MiB,
+ * `connectTimeoutMs` 10 s, `closeGraceMs` 2 s, no TLS, no credential or authenticate of its own.
+ */
 export function tcpTransport(options: TcpTransportOptions = {}): TransportAdapter {
-  return new TcpAdapter(parseOptions(tcpOptionsSchema, options, 'tcpTransport'));
+  return new TcpAdapter(parseTcpOptions(options, 'tcpTransport'));
 }
 
 class TcpAdapter implements TransportAdapter {
-  readonly name = 'tcp';
-  readonly dialSchemes = ['tcp'] as const;
+  readonly name: 'tcp' | 'tls';
+  readonly dialSchemes: readonly string[];
+  readonly credential: CredentialSource | undefined;
+  readonly authenticate: Authenticate | undefined;
   readonly #o: TcpOptions;
   readonly #limits: AdmissionLimits;
   readonly #sockets = new Set<net.Socket>();
+  /** TLS: every TCP connection the server accepted, still in its handshake or under a TLS socket. */
+  readonly #raw = new Set<net.Socket>();
   #server: net.Server | undefined;
+  /** For a host or request without a node's policy (the adapter used on its own). */
+  #ownPolicy: FramePolicy | undefined;
   #closed = false;
 
   constructor(o: TcpOptions) {
     this.#o = o;
+    this.name = o.scheme;
+    this.dialSchemes = [o.scheme];
+    this.credential = o.credential;
+    this.authenticate = o.authenticate;
     this.#limits = { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes };
+  }
+
+  #policy(given: FramePolicy | undefined): FramePolicy {
+    return given ?? (this.#ownPolicy ??= defaultFramePolicy());
   }
 
   #track(socket: net.Socket): void {
@@ -69,21 +108,56 @@ class TcpAdapter implements TransportAdapter {
   }
 
   async listen(host: ListenHost): Promise<string | undefined> {
-    if (!this.#o.listen) return undefined;
-    const server = net.createServer({ noDelay: true }, (socket) => {
+    const o = this.#o;
+    if (!o.listen) return undefined;
+    const policy = this.#policy(host.framePolicy);
+    const onSocket = (socket: net.Socket): void => {
       if (this.#closed) {
         socket.destroy();
         return;
       }
       this.#track(socket);
       socket.setNoDelay(true);
-      const remote = formatTcpAddress(socket.remoteAddress ?? '?', socket.remotePort ?? 0);
-      host.accept(new TcpConn(socket, remote, host.frameLimit, this.#limits, this.#o.closeGraceMs));
-    });
+      const remote = formatTcpAddress(socket.remoteAddress ?? '?', socket.remotePort ?? 0, o.scheme);
+      host.accept(new TcpConn(socket, remote, host.frameLimit, this.#limits, o.closeGraceMs, policy));
+    };
+    const t = o.tls;
+    let server: net.Server;
+    if (t === undefined) {
+      server = net.createServer({ noDelay: true }, onSocket);
+    } else {
+      const secure = tls.createServer(
+        {
+          key: t.key,
+          cert: t.cert,
+          ...(t.ca !== undefined ? { ca: [...t.ca] } : {}),
+          requestCert: t.requestCert,
+          rejectUnauthorized: t.rejectUnauthorized,
+          handshakeTimeout: t.handshakeTimeoutMs,
+          noDelay: true,
+        },
+        onSocket,
+      );
+      // A client that fails its handshake (wrong CA, plain TCP, a scanner, handshakeTimeoutMs passed)
+      // never became a connection: drop it, telling no one. node:tls reports it but leaves the TCP
+      // connection open (a silent one would stay forever).
+      secure.on('tlsClientError', (_error, socket) => socket.destroy());
+      // Raw connections too, for close(): server.close() would otherwise wait for one still in its
+      // handshake until handshakeTimeoutMs.
+      secure.on('connection', (raw: net.Socket) => {
+        if (this.#closed) {
+          raw.destroy();
+          return;
+        }
+        this.#raw.add(raw);
+        raw.once('close', () => this.#raw.delete(raw));
+      });
+      server = secure;
+    }
     this.#server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(this.#o.port, this.#o.host, () => {
+      server.listen(o.port, o.host, () => {
         server.off('error', reject);
         resolve();
       });
@@ -91,13 +165,25 @@ class TcpAdapter implements TransportAdapter {
     // Errors after listening (e.g. EMFILE on accept) must not crash the process.
     server.on('error', () => {});
     const addr = server.address() as net.AddressInfo;
-    return formatTcpAddress(this.#o.host, addr.port);
+    return formatTcpAddress(o.host, addr.port, o.scheme);
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
-    const target = parseTcpAddress(request.address);
-    if (target === undefined || this.#closed) return failDial(events, tcpDialRefusal(request.address, this.#closed, 'tcp transport'));
-    const socket = net.connect({ host: target.host, port: target.port, noDelay: true });
+    const o = this.#o;
+    const target = parseTcpAddress(request.address, o.scheme);
+    if (target === undefined || this.#closed) return failDial(events, tcpDialRefusal(request.address, this.#closed, `${o.scheme} transport`, o.scheme));
+    const t = o.tls;
+    const socket: net.Socket =
+      t === undefined
+        ? net.connect({ host: target.host, port: target.port, noDelay: true })
+        : tls.connect({
+            host: target.host,
+            port: target.port,
+            ...(t.servername !== undefined ? { servername: t.servername } : {}),
+            ...(t.ca !== undefined ? { ca: [...t.ca] } : {}),
+            ...(t.key !== undefined ? { key: t.key, cert: t.cert } : {}),
+            rejectUnauthorized: t.rejectUnauthorized,
+          });
     this.#track(socket);
     let settled = false;
     let conn: TcpConn | undefined;
@@ -105,23 +191,25 @@ class TcpAdapter implements TransportAdapter {
       if (settled) return;
       settled = true;
       socket.destroy();
-      events.fail(new TransportError('ERR_CONNECT', `tcp connect to ${request.address} timed out after ${this.#o.connectTimeoutMs} ms`, { retryable: true }));
-    }, this.#o.connectTimeoutMs);
+      events.fail(new TransportError('ERR_CONNECT', `${o.scheme} connect to ${request.address} timed out after ${o.connectTimeoutMs} ms`, { retryable: true }));
+    }, o.connectTimeoutMs);
     timer.unref();
     const onError = (error: Error): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      events.fail(asTransportError('ERR_CONNECT', `tcp connect to ${request.address}`, error));
+      socket.destroy();
+      events.fail(t === undefined ? asTransportError('ERR_CONNECT', `tcp connect to ${request.address}`, error) : tlsDialError(request.address, error));
     };
     socket.once('error', onError);
-    socket.once('connect', () => {
+    // A TLS socket is usable once its handshake is done (and the server's certificate verified).
+    socket.once(t === undefined ? 'connect' : 'secureConnect', () => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       socket.off('error', onError);
       socket.setNoDelay(true);
-      conn = new TcpConn(socket, request.address, request.frameLimit, this.#limits, this.#o.closeGraceMs);
+      conn = new TcpConn(socket, request.address, request.frameLimit, this.#limits, o.closeGraceMs, this.#policy(request.framePolicy));
       events.open(conn);
     });
     return {
@@ -158,7 +246,11 @@ class TcpAdapter implements TransportAdapter {
         }),
     );
     const serverClosed = server === undefined ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()));
-    await Promise.all([...closing, serverClosed]);
+    // Once the TLS connections closed (with their TCP connections), what is left is still in its handshake.
+    const pending = Promise.all(closing).then(() => {
+      for (const raw of this.#raw) raw.destroy();
+    });
+    await Promise.all([...closing, pending, serverClosed]);
   }
 }
 
@@ -173,11 +265,11 @@ class TcpConn implements Connection {
   #closed = false;
   #socketError: Error | undefined;
 
-  constructor(socket: net.Socket, remote: string, frameLimit: number, limits: AdmissionLimits, closeGraceMs: number) {
+  constructor(socket: net.Socket, remote: string, frameLimit: number, limits: AdmissionLimits, closeGraceMs: number, policy: FramePolicy) {
     this.#socket = socket;
     this.remote = remote;
     this.#closeGraceMs = closeGraceMs;
-    this.#decoder = new FrameDecoder(frameLimit, remote);
+    this.#decoder = new FrameDecoder(frameLimit, remote, { policy, onDeadline: (e) => this.#refuse(e) });
     this.#gate = new AdmissionGate({ buffered: () => socket.writableLength, write: (f) => this.#write(f) }, limits, remote);
   }
 
@@ -205,7 +297,7 @@ class TcpConn implements Connection {
   }
 
   send(head: Uint8Array, body?: Uint8Array): Admission {
-    if (this.#closed) return Promise.reject(new TransportError('ERR_PEER_GONE', `tcp connection to ${this.remote} is closed`, { retryable: true }));
+    if (this.#closed) return Promise.reject(new TransportError('ERR_PEER_GONE', `connection to ${this.remote} is closed`, { retryable: true }));
     // Buffer.allocUnsafe draws small frames from Node's slab pool; every byte is overwritten below.
     const frame = Buffer.allocUnsafe(FRAME_PREFIX_BYTES + head.byteLength + (body?.byteLength ?? 0));
     writeFrame(frame, head, body);
@@ -234,10 +326,13 @@ class TcpConn implements Connection {
 
   pause(): boolean {
     this.#socket.pause();
+    // We stopped reading: the peer's large frame must not run out of time meanwhile.
+    this.#decoder.suspendDeadline();
     return true;
   }
 
   resume(): void {
+    this.#decoder.resumeDeadline();
     this.#socket.resume();
   }
 
@@ -273,6 +368,6 @@ class TcpConn implements Connection {
     if (this.#closed) return;
     const cause = this.#socketError;
     const detail = cause === undefined ? 'closed by peer' : `failed: ${cause.message}`;
-    this.close(new TransportError('ERR_PEER_GONE', `tcp connection to ${this.remote} ${detail}`, { retryable: true, cause }), 'abort');
+    this.close(new TransportError('ERR_PEER_GONE', `connection to ${this.remote} ${detail}`, { retryable: true, cause }), 'abort');
   }
 }

@@ -264,6 +264,13 @@ export interface LinkHandler {
   established(link: PeerLink): LinkReceiver;
   /** Called right after `established` once the receiver is attached (announce the peer here). */
   ready?(link: PeerLink): void;
+  /**
+   * Another connection claimed this live link's worker id without proof: check the link now (a
+   * ping with a short deadline) and close it if it is dead, so a restarted peer gets in on its retry.
+   */
+  contested?(link: PeerLink): void;
+  /** At `maxPeers`: the link to close for a new peer (idle longest, no live work), if any. */
+  evictable?(): PeerLink | undefined;
 }
 
 /** Per-link receiver. */

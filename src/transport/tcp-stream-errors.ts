@@ -35,7 +35,9 @@ export type TcpStreamErrorCode =
   /** The caller's AbortSignal fired during the dial. */
   | 'ERR_ABORTED'
   /** The transport was closed, or the connection was destroyed locally. */
-  | 'ERR_CLOSED';
+  | 'ERR_CLOSED'
+  /** A large frame did not complete within its deadline, or the transport's memory for incomplete frames is full. */
+  | 'ERR_FRAME_DEADLINE';
 
 /** An error raised or reported by the `tcp-stream` transport. */
 export class TcpStreamError extends LanemuxError<TcpStreamErrorCode> {

@@ -23,7 +23,7 @@
  * @packageDocumentation
  */
 import { LanemuxError } from '../errors.ts';
-import { TransportError, asTransportError } from './errors.ts';
+import { TransportError, asTransportError, describeThrown } from './errors.ts';
 import {
   HELLO_FRAME_LIMIT,
   type Admission,
@@ -40,6 +40,8 @@ import {
   type TransportAdapter,
 } from './port.ts';
 import { KIND_GOAWAY, KIND_HELLO, TRANSPORT_KIND_MIN, decodeGoaway, decodeHello, encodeGoaway, encodeHello, parseGoaway, type Hello } from './hello.ts';
+import { MAX_CREDENTIAL_LENGTH, type AuthRequest, type Authenticate, type CredentialSource } from './auth.ts';
+import { randomBytes, toHex } from './runtime.ts';
 import { deferred, setUnrefTimeout, type Deferred, type TimerHandle } from './runtime.ts';
 import { DEFAULT_FRAME_DEADLINE_MS, DEFAULT_INCOMPLETE_FRAME_BYTES, DEFAULT_LARGE_FRAME_BYTES, IncompleteFramePool, type FramePolicy } from './frame-pool.ts';
 
@@ -62,7 +64,21 @@ export interface TransportOptions {
   readonly reconnect: boolean;
   /** Bounds on incomplete frames, handed to every adapter. */
   readonly framePolicy?: FramePolicy;
+  /** Authenticates inbound links of adapters that have no `authenticate` of their own. */
+  readonly authenticate?: Authenticate | undefined;
+  /** Credential presented by dials of adapters that have no `credential` of their own. */
+  readonly credential?: CredentialSource | undefined;
+  /** Counts refusals and evictions (bounded labels: the reason). */
+  readonly onRefusal?: ((reason: RefusalReason) => void) | undefined;
 }
+
+/**
+ * Why the transport refused or evicted a connection, as counted in metrics:
+ * `unauthenticated` (the hook refused), `worker_id_in_use` (a HELLO claimed a live link's worker id
+ * without proof), `handshake_evicted` (the oldest connection in its hello made room for a new one),
+ * `link_evicted` (an idle link made room for a new peer), `frame_deadline` (counted by adapters).
+ */
+export type RefusalReason = 'unauthenticated' | 'worker_id_in_use' | 'handshake_evicted' | 'link_evicted' | 'frame_deadline';
 
 /**
  * After a GOAWAY on one lane of an established link, the other lanes get this long to deliver what
@@ -72,7 +88,19 @@ export interface TransportOptions {
 export const GOAWAY_CLOSE_GRACE_MS = 1_000;
 
 /** Codes after which a dial never retries: the peer will refuse us again the same way. */
-const TERMINAL_CODES: ReadonlySet<string> = new Set(['ERR_VERSION_MISMATCH', 'ERR_HANDSHAKE', 'ERR_MALFORMED_ENVELOPE', 'ERR_DUPLICATE_LINK']);
+const TERMINAL_CODES: ReadonlySet<string> = new Set(['ERR_VERSION_MISMATCH', 'ERR_HANDSHAKE', 'ERR_MALFORMED_ENVELOPE', 'ERR_DUPLICATE_LINK', 'ERR_UNAUTHENTICATED']);
+
+/** A fresh claim token: 128 bits from the CSPRNG, as 32 lower-case hex digits. */
+function newClaimToken(): string {
+  return toHex(randomBytes(16));
+}
+
+/** A dialler's link-attempt number: 53 random bits (never a guessable counter), nonzero. */
+function randomSession(): number {
+  const b = randomBytes(7);
+  const n = ((b[0]! & 0x1f) * 2 ** 48) + (b[1]! * 2 ** 40) + (b[2]! * 2 ** 32) + ((b[3]! << 24) >>> 0) + (b[4]! << 16) + (b[5]! << 8) + b[6]!;
+  return n === 0 ? 1 : n;
+}
 
 /** Create the peer-level transport over some adapters. */
 export function createTransport(options: TransportOptions): Transport {
@@ -84,15 +112,23 @@ export function createTransport(options: TransportOptions): Transport {
 /** Routes one connection's events to whoever owns it now: a handshake, then a link. */
 class ConnPort implements ConnectionReceiver {
   readonly conn: Connection;
+  /** The adapter that accepted or dialled the connection (its `authenticate`, its name). */
+  readonly adapter: TransportAdapter | undefined;
   lane = 0;
   link: Link | undefined;
   owner: HandshakeOwner | undefined;
   /** HELLO processed (acceptor) or answered (dialler). */
   helloDone = false;
+  /** Acceptor: the lane-0 HELLO waits for `authenticate`; nothing else may arrive meanwhile. */
+  authPending = false;
 
-  constructor(conn: Connection, owner: HandshakeOwner) {
+  readonly #refused: ((reason: RefusalReason) => void) | undefined;
+
+  constructor(conn: Connection, owner: HandshakeOwner, adapter?: TransportAdapter, refused?: (reason: RefusalReason) => void) {
     this.conn = conn;
     this.owner = owner;
+    this.adapter = adapter;
+    this.#refused = refused;
   }
 
   message(bytes: Uint8Array): void {
@@ -101,6 +137,7 @@ class ConnPort implements ConnectionReceiver {
   }
 
   closed(error: LanemuxError): void {
+    if (error.code === 'ERR_FRAME_DEADLINE') this.#refused?.('frame_deadline');
     if (this.link !== undefined) this.link.connClosed(this.lane, error);
     else this.owner?.onClosed(this, error);
   }
@@ -131,6 +168,13 @@ class Link implements PeerLink {
   readonly dialledBy: string;
   readonly lanes: number;
   readonly maxMessageSize: number;
+  /**
+   * Acceptor side: the token this node issued to the peer in the lane-0 answer. Only a HELLO that
+   * presents it (or, with authentication, the same identity) may supersede this link.
+   */
+  readonly claimToken: string | undefined;
+  /** Dialler side: the address we dialled (crossed dials compare it with the incoming connection's host). */
+  dialAddress: string | undefined;
   readonly #ports: ConnPort[];
   readonly #transport: TransportImpl;
   readonly #onGone: ((error: LanemuxError) => void) | undefined;
@@ -142,9 +186,10 @@ class Link implements PeerLink {
   #endedLanes = 0;
   #goawayTimer: TimerHandle | undefined;
 
-  constructor(info: PeerIdentity, dialledBy: string, ports: ConnPort[], transport: TransportImpl, ourMax: number, onGone?: (error: LanemuxError) => void) {
+  constructor(info: PeerIdentity, dialledBy: string, ports: ConnPort[], transport: TransportImpl, ourMax: number, onGone: ((error: LanemuxError) => void) | undefined, claimToken: string | undefined) {
     this.info = info;
     this.dialledBy = dialledBy;
+    this.claimToken = claimToken;
     this.lanes = info.lanes;
     this.maxMessageSize = Math.min(info.maxMessageSize, ourMax);
     this.#ports = ports;
@@ -276,28 +321,40 @@ interface Group {
   readonly lanes: number;
   readonly ports: (ConnPort | undefined)[];
   filled: number;
+  /** Token issued in the lane-0 answer: the later lanes present it, and so does a reconnect that supersedes the link. */
+  readonly claim: string;
+  /** The lane-0 HELLO carried a `claim` field (a dialler of this version): its later lanes must present the token. */
+  readonly claims: boolean;
+  /** What `authenticate` returned, when the adapter authenticates. */
+  readonly identity: string | undefined;
 }
 
 class Acceptor implements HandshakeOwner {
   readonly #t: TransportImpl;
   readonly #groups = new Map<string, Group>();
+  /** Connections in their hello, oldest first (a Map keeps insertion order). */
   readonly #pending = new Map<ConnPort, TimerHandle>();
+  /** The lane-0 port whose claim is being decided (for {@link remoteOf}). */
+  #deciding: ConnPort | undefined;
 
   constructor(t: TransportImpl) {
     this.#t = t;
   }
 
-  accept(conn: Connection): void {
-    const port = new ConnPort(conn, this);
+  accept(conn: Connection, adapter?: TransportAdapter): void {
+    const port = new ConnPort(conn, this, adapter, (r) => this.#t.refused(r));
     if (this.#t.isClosed) {
       conn.start(port);
       port.reject(new TransportError('ERR_CLOSED', 'this node is closing'), 'abort');
       return;
     }
-    if (this.#pending.size >= this.#t.options.maxHandshakes) {
-      conn.start(port);
-      port.reject(new TransportError('ERR_TOO_MANY_PEERS', `more than ${this.#t.options.maxHandshakes} connections are in their hello; try again`, { retryable: true }));
-      return;
+    const max = this.#t.options.maxHandshakes;
+    if (this.#pending.size >= max) {
+      // Evict the oldest connection still in its hello rather than refuse the new one: sockets that
+      // never finish a hello can then delay a new peer by at most one eviction, never lock it out.
+      const oldest = this.#pending.keys().next().value as ConnPort;
+      this.#t.refused('handshake_evicted');
+      this.#fail(oldest, new TransportError('ERR_EVICTED', `connection from ${oldest.conn.remote} evicted: ${max} connections were in their hello`, { retryable: true }), 'abort');
     }
     this.#pending.set(port, setUnrefTimeout(() => {
       this.#fail(port, new TransportError('ERR_HANDSHAKE', `no complete hello from ${conn.remote} within ${this.#t.options.helloTimeoutMs} ms`));
@@ -306,8 +363,8 @@ class Acceptor implements HandshakeOwner {
   }
 
   onMessage(port: ConnPort, bytes: Uint8Array): void {
-    if (port.helloDone) {
-      // A lane of a group still forming: the dialler sends nothing before our last answer.
+    if (port.helloDone || port.authPending) {
+      // A lane of a group still forming: the dialler sends nothing before our answer.
       this.#fail(port, new TransportError('ERR_PROTOCOL', `message on lane ${port.lane} from ${port.conn.remote} before the link was established`));
       return;
     }
@@ -325,30 +382,104 @@ class Acceptor implements HandshakeOwner {
       this.#fail(port, new TransportError('ERR_HANDSHAKE', `connected to itself (worker ${h.worker}); refusing a self link`));
       return;
     }
-    const key = `${h.worker}/${h.instance}/${h.session}`;
-    let group = this.#groups.get(key);
-    if (h.lane === 0) {
-      if (group !== undefined) {
-        this.#fail(port, new TransportError('ERR_HANDSHAKE', `duplicate lane 0 for session ${h.session} of worker ${h.worker}`));
-        return;
-      }
-      if (!this.#t.hasLink(h.worker) && this.#t.linkCount + this.#groups.size >= this.#t.options.maxPeers) {
-        this.#fail(port, new TransportError('ERR_TOO_MANY_PEERS', `this node already has ${this.#t.options.maxPeers} peers`, { retryable: true }));
-        return;
-      }
-      const lanes = Math.min(h.lanes, id.lanes);
-      group = { key, hello: h, lanes, ports: new Array<ConnPort | undefined>(lanes).fill(undefined), filled: 0 };
-      this.#groups.set(key, group);
-    } else {
-      if (group === undefined) {
-        this.#fail(port, new TransportError('ERR_HANDSHAKE', `lane ${h.lane} of session ${h.session} arrived without its lane 0`));
-        return;
-      }
-      if (h.lanes !== group.lanes || h.lane >= group.lanes || group.ports[h.lane] !== undefined || h.instance !== group.hello.instance) {
-        this.#fail(port, new TransportError('ERR_HANDSHAKE', `lane ${h.lane}/${h.lanes} does not fit session ${h.session} (${group.lanes} lanes)`));
-        return;
-      }
+    if (h.lane !== 0) {
+      this.#laneK(port, h);
+      return;
     }
+    if (this.#groups.has(groupKey(h))) {
+      this.#fail(port, new TransportError('ERR_HANDSHAKE', `duplicate lane 0 for session ${h.session} of worker ${h.worker}`));
+      return;
+    }
+    if (!this.#t.hasLink(h.worker) && this.#t.linkCount + this.#groups.size >= this.#t.options.maxPeers && !this.#t.evictIdleLink()) {
+      this.#fail(port, new TransportError('ERR_TOO_MANY_PEERS', `this node already has ${this.#t.options.maxPeers} peers`, { retryable: true }));
+      return;
+    }
+    const auth = port.adapter?.authenticate ?? this.#t.options.authenticate;
+    if (auth === undefined) {
+      this.#lane0(port, h, undefined);
+      return;
+    }
+    // Authenticate before answering or learning anything more from the peer.
+    port.authPending = true;
+    const settle = (identity: unknown): void => {
+      // Closed, timed out or evicted meanwhile: nothing to do.
+      if (!port.authPending || port.owner !== this) return;
+      port.authPending = false;
+      if (this.#t.isClosed) {
+        this.#fail(port, new TransportError('ERR_CLOSED', 'this node is closing'));
+        return;
+      }
+      if (typeof identity !== 'string' || identity.length === 0) {
+        this.#t.refused('unauthenticated');
+        this.#fail(port, new TransportError('ERR_UNAUTHENTICATED', `authentication refused for worker ${h.worker} from ${port.conn.remote}`));
+        return;
+      }
+      this.#lane0(port, h, identity);
+    };
+    const request: AuthRequest = { transport: port.adapter?.name ?? 'unknown', remote: port.conn.remote, credential: h.credential, worker: h.worker, request: port.conn.request };
+    let verdict: unknown;
+    try {
+      verdict = auth(request);
+    } catch {
+      verdict = null;
+    }
+    if (verdict !== null && typeof verdict === 'object' && typeof (verdict as { then?: unknown }).then === 'function') {
+      (verdict as Promise<unknown>).then(settle, () => settle(null));
+    } else {
+      settle(verdict);
+    }
+  }
+
+  /** Lane 0 of a new link, authenticated (`identity`) or not. */
+  #lane0(port: ConnPort, h: Hello, identity: string | undefined): void {
+    this.#deciding = port;
+    const refusal = this.#t.claimRefusal(h, identity);
+    this.#deciding = undefined;
+    if (refusal !== undefined) {
+      this.#fail(port, refusal);
+      return;
+    }
+    const key = groupKey(h);
+    if (this.#groups.has(key)) {
+      this.#fail(port, new TransportError('ERR_HANDSHAKE', `duplicate lane 0 for session ${h.session} of worker ${h.worker}`));
+      return;
+    }
+    const lanes = Math.min(h.lanes, this.#t.options.identity.lanes);
+    const group: Group = {
+      key,
+      hello: h,
+      lanes,
+      ports: new Array<ConnPort | undefined>(lanes).fill(undefined),
+      filled: 0,
+      claim: newClaimToken(),
+      claims: h.claim !== undefined,
+      identity,
+    };
+    this.#groups.set(key, group);
+    this.#join(port, h, group);
+  }
+
+  /** Lane 1.. of a link being formed: it must fit its lane 0 and present the claim token of its answer. */
+  #laneK(port: ConnPort, h: Hello): void {
+    const group = this.#groups.get(groupKey(h));
+    if (group === undefined) {
+      this.#fail(port, new TransportError('ERR_HANDSHAKE', `lane ${h.lane} of session ${h.session} arrived without its lane 0`));
+      return;
+    }
+    if (h.lanes !== group.lanes || h.lane >= group.lanes || group.ports[h.lane] !== undefined || h.instance !== group.hello.instance) {
+      this.#fail(port, new TransportError('ERR_HANDSHAKE', `lane ${h.lane}/${h.lanes} does not fit session ${h.session} (${group.lanes} lanes)`));
+      return;
+    }
+    if (group.claims && h.claim !== group.claim) {
+      // Only the dialler read the lane-0 answer: anyone else naming its session cannot join the link.
+      this.#fail(port, new TransportError('ERR_HANDSHAKE', `lane ${h.lane} of session ${h.session} does not present the claim token of its lane 0`));
+      return;
+    }
+    this.#join(port, h, group);
+  }
+
+  #join(port: ConnPort, h: Hello, group: Group): void {
+    const id = this.#t.options.identity;
     port.helloDone = true;
     port.lane = h.lane;
     group.ports[h.lane] = port;
@@ -365,20 +496,36 @@ class Acceptor implements HandshakeOwner {
       keys: id.transportKeys,
       address: this.#t.addresses[0],
       window: id.window,
+      claim: h.lane === 0 ? group.claim : undefined,
     });
     // The answer goes out first so that it precedes anything the new link sends on this lane; the
     // link is established in the same task, before the dialler can possibly react to the answer.
     swallow(port.conn.send(answer));
     if (group.filled === group.lanes) {
-      this.#groups.delete(key);
+      this.#groups.delete(group.key);
       const ports = group.ports as ConnPort[];
       for (const p of ports) this.#clearPending(p);
-      this.#t.register(group.hello, group.lanes, ports, undefined);
+      // A link to the same worker may have formed while this one did: the same rule decides again.
+      this.#deciding = ports[0];
+      const refusal = this.#t.claimRefusal(group.hello, group.identity);
+      this.#deciding = undefined;
+      if (refusal !== undefined) {
+        for (const p of ports) p.reject(refusal);
+        return;
+      }
+      this.#t.register(group.hello, group.lanes, ports, undefined, group.claim, group.identity);
     }
   }
 
   onClosed(port: ConnPort, error: LanemuxError): void {
     this.#fail(port, error, 'abort');
+  }
+
+  /** The remote endpoint of lane 0 of the link being formed for `h` (or of the port now deciding). */
+  remoteOf(h: Hello): string | undefined {
+    const g = this.#groups.get(groupKey(h));
+    if (g !== undefined) return g.ports[0]?.conn.remote;
+    return this.#deciding?.conn.remote;
   }
 
   #clearPending(port: ConnPort): void {
@@ -392,6 +539,7 @@ class Acceptor implements HandshakeOwner {
   /** Fail a connection and, if it belongs to a forming group, the whole group. */
   #fail(port: ConnPort, error: LanemuxError, mode: CloseMode = 'graceful'): void {
     this.#clearPending(port);
+    port.authPending = false;
     port.reject(error, mode);
     for (const [key, g] of this.#groups) {
       if (!g.ports.includes(port)) continue;
@@ -408,6 +556,11 @@ class Acceptor implements HandshakeOwner {
     const err = new TransportError('ERR_CLOSED', 'this node is closing');
     for (const port of [...this.#pending.keys()]) this.#fail(port, err);
   }
+}
+
+/** The key of a link being formed: the dialler's worker, instance and session. */
+function groupKey(h: Hello): string {
+  return `${h.worker}/${h.instance}/${h.session}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -517,7 +670,7 @@ class Dial implements HandshakeOwner {
     let attempt = this.#attempt;
     if (lane === 0) {
       if (attempt !== undefined) this.#failAttempt(new TransportError('ERR_HANDSHAKE', 'lane 0 reconnected during a hello'));
-      const session = this.#t.nextSession();
+      const session = randomSession();
       attempt = {
         session,
         ports: [],
@@ -539,13 +692,52 @@ class Dial implements HandshakeOwner {
       conn.close(new TransportError('ERR_CLOSED', 'stale lane dial'), 'abort');
       return;
     }
-    const port = new ConnPort(conn, this);
+    const port = new ConnPort(conn, this, this.#adapter, (r) => this.#t.refused(r));
     port.lane = lane;
     attempt.ports[lane] = port;
     conn.start(port);
+    const current = attempt;
+    if (lane !== 0) {
+      // Later lanes join by the token of this attempt's lane-0 answer (an older acceptor issues none).
+      this.#sendHello(port, current, undefined);
+      return;
+    }
+    const source = this.#adapter.credential ?? this.#t.options.credential;
+    if (source === undefined || typeof source === 'string') {
+      this.#sendHello(port, current, source);
+      return;
+    }
+    // A credential function runs before every connect and reconnect (a browser refreshes its token).
+    let got: string | Promise<string>;
+    try {
+      got = source();
+    } catch (cause) {
+      this.#failAttempt(new TransportError('ERR_CONNECT', `the credential function for ${this.address} threw: ${describeThrown(cause)}`, { cause, retryable: true }));
+      return;
+    }
+    if (typeof got === 'string') {
+      this.#sendHello(port, current, got);
+      return;
+    }
+    Promise.resolve(got).then(
+      (credential) => {
+        if (this.#attempt === current && current.ports[0] === port && !this.#stopped) this.#sendHello(port, current, credential);
+      },
+      (cause: unknown) => {
+        if (this.#attempt === current) this.#failAttempt(new TransportError('ERR_CONNECT', `the credential function for ${this.address} failed: ${describeThrown(cause)}`, { cause, retryable: true }));
+      },
+    );
+  }
+
+  #sendHello(port: ConnPort, attempt: Attempt, credential: unknown): void {
+    if (credential !== undefined && (typeof credential !== 'string' || credential.length > MAX_CREDENTIAL_LENGTH)) {
+      this.#failAttempt(new TransportError('ERR_CONFIG', `the credential for ${this.address} must be a string of at most ${MAX_CREDENTIAL_LENGTH} characters`));
+      return;
+    }
     const id = this.#t.options.identity;
+    const lane = port.lane;
     swallow(
-      conn.send(
+      port.conn.send(
         encodeHello({
           protocolVersion: id.protocolVersion,
           worker: this.#t.selfId,
@@ -557,6 +749,9 @@ class Dial implements HandshakeOwner {
           keys: id.transportKeys,
           address: this.#t.addresses[0],
           window: id.window,
+          credential: lane === 0 ? credential : undefined,
+          // Lane 0: the token of our last link to this address ('' if none: it also says we speak claims).
+          claim: lane === 0 ? (this.#t.claimFor(this.address) ?? '') : attempt.remote?.claim,
         }),
       ),
     );
@@ -605,6 +800,7 @@ class Dial implements HandshakeOwner {
       attempt.remote = h;
       attempt.lanes = h.lanes;
       this.#remoteWorker = h.worker;
+      if (h.claim !== undefined && h.claim !== '') this.#t.rememberClaim(this.address, h.claim);
     } else {
       const r = attempt.remote as Hello;
       if (h.worker !== r.worker || h.instance !== r.instance || h.lanes !== attempt.lanes) {
@@ -644,6 +840,7 @@ class Dial implements HandshakeOwner {
       return;
     }
     this.#link = link;
+    link.dialAddress = this.address;
     for (const [lane, bytes] of attempt.early) {
       if (link.closed) break;
       link.deliver(lane, bytes);
@@ -744,7 +941,8 @@ class TransportImpl implements Transport {
   #addresses: string[] = [];
   #closed = false;
   #epoch = 0;
-  #session = 0;
+  /** Claim tokens our dials were issued, by address (bounded, oldest first). */
+  readonly #claims = new Map<string, string>();
 
   constructor(options: TransportOptions) {
     this.options = options;
@@ -774,19 +972,87 @@ class TransportImpl implements Transport {
     return this.#links.has(id);
   }
 
-  nextSession(): number {
-    return ++this.#session;
+  /** Count a refusal or eviction. */
+  refused(reason: RefusalReason): void {
+    this.options.onRefusal?.(reason);
+  }
+
+  /** The claim token our last link to `address` was issued (a reconnect presents it). */
+  claimFor(address: string): string | undefined {
+    return this.#claims.get(address);
+  }
+
+  rememberClaim(address: string, claim: string): void {
+    this.#claims.delete(address);
+    this.#claims.set(address, claim);
+    // Bounded: the oldest addresses are forgotten first (a forgotten one only waits for a health check).
+    if (this.#claims.size > MAX_REMEMBERED_CLAIMS) this.#claims.delete(this.#claims.keys().next().value as string);
+  }
+
+  /**
+   * Why a lane-0 HELLO from `h.worker` may not form a link, or undefined if it may. A live link to
+   * that worker is displaced only by the same peer: with authentication, the same identity; without,
+   * a HELLO presenting the claim token the live link was issued, or — for two nodes that dialled
+   * each other at once — a connection from the host we dialled. Anything else is refused and the
+   * live link is checked at once (a restarted peer whose old link is dead gets in on its retry).
+   */
+  claimRefusal(h: Hello, identity: string | undefined): LanemuxError | undefined {
+    const live = this.#links.get(h.worker);
+    if (live === undefined || live.closed) return undefined;
+    const otherIdentity = identity !== undefined && live.info.identity !== undefined && live.info.identity !== identity;
+    if (!otherIdentity) {
+      if (identity !== undefined && live.info.identity === identity) return undefined;
+      if (live.info.identity === identity) {
+        if (h.claim !== undefined && h.claim !== '' && h.claim === live.claimToken) return undefined;
+        if (live.info.instanceId === h.instance && live.dialAddress !== undefined && this.#crossedFrom(live.dialAddress, h)) return undefined;
+      }
+    }
+    this.refused('worker_id_in_use');
+    if (otherIdentity) {
+      // Retryable like the other refusal: the live link may go away (the dialler cannot tell the two apart).
+      return new TransportError('ERR_WORKER_ID_IN_USE', `worker id ${h.worker} is linked to another identity; refusing the claim`, { retryable: true });
+    }
+    this.options.handler.contested?.(live);
+    return new TransportError(
+      'ERR_WORKER_ID_IN_USE',
+      `worker id ${h.worker} already has a live link and this HELLO does not prove it comes from that peer; the live link is being checked, retry`,
+      { retryable: true },
+    );
+  }
+
+  /** The connection being formed for `h` comes from the host of `dialled` (crossed dials), or runs in-process. */
+  #crossedFrom(dialled: string, h: Hello): boolean {
+    const remote = this.#acceptor.remoteOf(h);
+    if (remote === undefined) return false;
+    if (schemeOf(dialled) === 'memory' && schemeOf(remote) === 'memory') return true;
+    const a = hostOf(dialled);
+    return a !== '' && a === hostOf(remote);
+  }
+
+  /**
+   * At `maxPeers`: close the link that has been idle longest among those the handler calls idle
+   * (no live streams, no traffic for a while), to make room for a new peer. False if none is.
+   */
+  evictIdleLink(): boolean {
+    const victim = this.options.handler.evictable?.();
+    if (victim === undefined || victim.closed) return false;
+    this.refused('link_evicted');
+    victim.close(new TransportError('ERR_EVICTED', `idle link to ${victim.info.id} closed to make room for a new peer`, { retryable: true }));
+    return true;
   }
 
   async listen(): Promise<void> {
     const id = this.identity;
-    const host = {
-      frameLimit: HELLO_FRAME_LIMIT,
-      maxMessageSize: id.maxMessageSize,
-      accept: (conn: Connection) => this.#acceptor.accept(conn),
-      framePolicy: this.framePolicy,
-    };
-    const addresses = await Promise.all(this.options.adapters.map((a) => a.listen(host)));
+    const addresses = await Promise.all(
+      this.options.adapters.map((adapter) =>
+        adapter.listen({
+          frameLimit: HELLO_FRAME_LIMIT,
+          maxMessageSize: id.maxMessageSize,
+          accept: (conn: Connection) => this.#acceptor.accept(conn, adapter),
+          framePolicy: this.framePolicy,
+        }),
+      ),
+    );
     this.#addresses = addresses.filter((a): a is string => a !== undefined);
   }
 
@@ -851,7 +1117,14 @@ class TransportImpl implements Transport {
    * `ERR_DUPLICATE_LINK`; if the new link is the one to drop, it is closed without ever being
    * announced and the surviving link is returned instead.
    */
-  register(hello: Hello, lanes: number, ports: ConnPort[], onGone: ((error: LanemuxError) => void) | undefined): Link {
+  register(
+    hello: Hello,
+    lanes: number,
+    ports: ConnPort[],
+    onGone: ((error: LanemuxError) => void) | undefined,
+    claimToken?: string,
+    identity?: string,
+  ): Link {
     const dialledBy = onGone !== undefined ? this.selfId : hello.worker;
     const old = this.#links.get(hello.worker);
     if (old !== undefined) {
@@ -883,8 +1156,9 @@ class TransportImpl implements Transport {
       address: hello.address,
       epoch: ++this.#epoch,
       window: hello.window,
+      identity,
     };
-    const link = new Link(info, dialledBy, ports, this, this.identity.maxMessageSize, onGone);
+    const link = new Link(info, dialledBy, ports, this, this.identity.maxMessageSize, onGone, claimToken);
     this.#links.set(hello.worker, link);
     link.setReceiver(this.options.handler.established(link));
     if (!link.closed) {
@@ -939,6 +1213,22 @@ class TransportImpl implements Transport {
     this.#acceptor.close();
     await Promise.all(this.options.adapters.map((a) => a.close()));
   }
+}
+
+/** Most addresses whose claim token a node remembers. */
+const MAX_REMEMBERED_CLAIMS = 4096;
+
+/** `tcp://10.0.0.7:4000` → `10.0.0.7`; `ws://[::1]:80/x` → `::1`; '' when there is none. */
+function hostOf(address: string): string {
+  const i = address.indexOf('://');
+  if (i < 0) return '';
+  const rest = address.slice(i + 3);
+  if (rest.startsWith('[')) {
+    const end = rest.indexOf(']');
+    return end < 0 ? '' : rest.slice(1, end).toLowerCase();
+  }
+  const end = rest.search(/[:/?#]/);
+  return (end < 0 ? rest : rest.slice(0, end)).toLowerCase();
 }
 
 /** `tcp://h:p` → `tcp`. */

@@ -28,6 +28,7 @@
  *
  * @packageDocumentation
  */
+import { credentialOption, type CredentialSource } from './auth.ts';
 import ReconnectingWebSocket from 'partysocket/ws';
 import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
@@ -75,6 +76,11 @@ export interface WebSocketClientTransportOptions {
   readonly maxRetries?: number;
   /** How often `bufferedAmount` is polled while a send waits for admission. Defaults to 2 ms. */
   readonly drainPollMs?: number;
+  /**
+   * Credential presented in the HELLO of every connect and reconnect: a string, or a function called
+   * each time (a browser refreshes a short-lived token). Defaults to the messenger's `credential`.
+   */
+  readonly credential?: CredentialSource;
 }
 
 const optionsSchema = z.object({
@@ -87,6 +93,7 @@ const optionsSchema = z.object({
   connectionTimeout: z._default(int(1, 600_000), 8_000),
   maxRetries: z._default(num(0), Number.POSITIVE_INFINITY),
   drainPollMs: z._default(int(1, 1000), 2),
+  ...credentialOption,
 });
 
 type Resolved = z.output<typeof optionsSchema>;
@@ -105,6 +112,7 @@ class WsClientAdapter implements TransportAdapter {
   readonly name = 'ws-client';
   readonly dialSchemes = ['ws', 'wss'] as const;
   readonly reconnects = true;
+  readonly credential: CredentialSource | undefined;
   readonly #o: Resolved;
   readonly #ctor: WebSocketConstructor;
   readonly #limits: AdmissionLimits;
@@ -112,6 +120,7 @@ class WsClientAdapter implements TransportAdapter {
 
   constructor(o: Resolved, ctor: WebSocketConstructor) {
     this.#o = o;
+    this.credential = o.credential;
     this.#ctor = ctor;
     this.#limits = { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes };
   }

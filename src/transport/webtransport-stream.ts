@@ -24,10 +24,12 @@
  *
  * @packageDocumentation
  */
+import type { UpgradeRequest } from './auth.ts';
 import type { LanemuxError } from '../errors.ts';
 import { AdmissionGate, type AdmissionLimits } from './admission.ts';
 import { TransportError, asTransportError, describeThrown } from './errors.ts';
 import { FRAME_PREFIX_BYTES, FrameDecoder, writeFrame } from './frame.ts';
+import type { FramePolicy } from './frame-pool.ts';
 import { encodeGoaway } from './hello.ts';
 import type { Admission, CloseMode, Connection, ConnectionReceiver } from './port.ts';
 import { setUnrefTimeout, type TimerHandle } from './runtime.ts';
@@ -145,6 +147,8 @@ export class WtSessionLanes<S extends WtSessionLike = WtSessionLike> {
 /** One lane connection on one bidirectional stream. */
 export class WtStreamConn implements Connection {
   readonly remote: string;
+  /** Server side: the session's request (for `authenticate`). */
+  request: UpgradeRequest | undefined;
   readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   readonly #decoder: FrameDecoder;
@@ -166,7 +170,7 @@ export class WtStreamConn implements Connection {
   /** Bytes handed to the writer (or batched) whose write has not resolved. */
   #inflight = 0;
 
-  constructor(stream: WtBidiStream, remote: string, frameLimit: number, limits: AdmissionLimits, lanes: WtSessionLanes) {
+  constructor(stream: WtBidiStream, remote: string, frameLimit: number, limits: AdmissionLimits, lanes: WtSessionLanes, framePolicy?: FramePolicy) {
     this.remote = remote;
     this.#lanes = lanes;
     this.#reader = stream.readable.getReader();
@@ -174,7 +178,8 @@ export class WtStreamConn implements Connection {
     // Unhandled-rejection guards: the session may die with these promises pending.
     this.#writer.closed.catch(() => {});
     this.#reader.closed.catch(() => {});
-    this.#decoder = new FrameDecoder(frameLimit, remote);
+    // Incomplete frames count against the node's pool, and a large one has a deadline (frame-pool.ts).
+    this.#decoder = new FrameDecoder(frameLimit, remote, { policy: framePolicy, onDeadline: (error) => this.#refuse(error) });
     this.#gate = new AdmissionGate({ buffered: () => this.#inflight, write: (f) => this.#enqueue(f) }, limits, remote);
     lanes.add(this);
   }

@@ -28,6 +28,7 @@
  *
  * @packageDocumentation
  */
+import { credentialOption, type CredentialSource } from './auth.ts';
 import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
 import { TransportError, asTransportError } from './errors.ts';
@@ -90,6 +91,11 @@ export interface WebTransportClientTransportOptions {
   readonly reconnectionDelayGrowFactor?: number;
   /** Consecutive failed attempts before a reconnecting dial gives up. Defaults to Infinity. */
   readonly maxRetries?: number;
+  /**
+   * Credential presented in the HELLO of every connect and reconnect: a string, or a function called
+   * each time (a browser refreshes a short-lived token). Defaults to the messenger's `credential`.
+   */
+  readonly credential?: CredentialSource;
 }
 
 const hashSchema = z.object({
@@ -109,6 +115,7 @@ const optionsSchema = z.object({
   maxReconnectionDelay: z._default(num(0, 3_600_000), 30_000),
   reconnectionDelayGrowFactor: z._default(num(1, 10), 1.3),
   maxRetries: z._default(num(0), Number.POSITIVE_INFINITY),
+  ...credentialOption,
 });
 
 type Resolved = z.output<typeof optionsSchema>;
@@ -131,6 +138,7 @@ class WtClientAdapter implements TransportAdapter {
   readonly name = 'webtransport-client';
   readonly dialSchemes = ['https'] as const;
   readonly reconnects = true;
+  readonly credential: CredentialSource | undefined;
   readonly #o: Resolved;
   readonly #ctor: WebTransportConstructor;
   /** The session of the latest lane-0 dial per address: later lanes of that link join it. */
@@ -142,6 +150,7 @@ class WtClientAdapter implements TransportAdapter {
 
   constructor(o: Resolved, ctor: WebTransportConstructor) {
     this.#o = o;
+    this.credential = o.credential;
     this.#ctor = ctor;
   }
 
@@ -236,7 +245,7 @@ class WtClientAdapter implements TransportAdapter {
       lanes.opening(-1);
       throw new TransportError('ERR_PEER_GONE', `webtransport session to ${request.address} closed while lane ${request.lane} opened`, { retryable: true });
     }
-    const conn = new WtStreamConn(stream, request.address, request.frameLimit, { highWaterMark: this.#o.highWaterMark, maxPendingBytes: this.#o.maxPendingBytes }, lanes);
+    const conn = new WtStreamConn(stream, request.address, request.frameLimit, { highWaterMark: this.#o.highWaterMark, maxPendingBytes: this.#o.maxPendingBytes }, lanes, request.framePolicy);
     lanes.opening(-1);
     return conn;
   }

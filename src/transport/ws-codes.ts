@@ -21,6 +21,11 @@ const CODE_TO_CLOSE: Readonly<Record<string, number>> = {
   ERR_TOO_MANY_PEERS: 4006,
   ERR_PROTOCOL: 4007,
   ERR_DUPLICATE_LINK: 4008,
+  ERR_UNAUTHENTICATED: 4009,
+  ERR_WORKER_ID_IN_USE: 4010,
+  ERR_EVICTED: 4011,
+  ERR_IDLE: 4012,
+  ERR_FRAME_DEADLINE: 4013,
 };
 
 const CLOSE_TO_CODE: ReadonlyMap<number, string> = new Map([
@@ -30,7 +35,7 @@ const CLOSE_TO_CODE: ReadonlyMap<number, string> = new Map([
 ]);
 
 /** Close codes after which a client must not reconnect (the server would refuse it again). */
-export const TERMINAL_CLOSE_CODES: ReadonlySet<number> = new Set([4001, 4002, 4004, 4008]);
+export const TERMINAL_CLOSE_CODES: ReadonlySet<number> = new Set([4001, 4002, 4004, 4008, 4009]);
 
 /** WebSocket close code and reason (≤ 123 bytes of UTF-8) for an error. */
 export function closeFrameFor(error: LanemuxError): { code: number; reason: string } {

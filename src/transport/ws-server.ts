@@ -19,6 +19,7 @@
  */
 import type { Server as HttpServer } from 'node:http';
 import type { Socket } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
@@ -39,6 +40,7 @@ import type {
   TransportAdapter,
 } from './port.ts';
 import { closeFrameFor, errorForClose } from './ws-codes.ts';
+import { authenticateOption, headerRecord, type Authenticate, type UpgradeRequest } from './auth.ts';
 
 /** Options of {@link webSocketServerTransport}. */
 export interface WebSocketServerTransportOptions {
@@ -56,6 +58,11 @@ export interface WebSocketServerTransportOptions {
   readonly maxPendingBytes?: number;
   /** After a graceful close, terminate the socket if the close handshake has not finished. Defaults to 2,000 ms. */
   readonly closeGraceMs?: number;
+  /**
+   * Authenticate each peer from its upgrade request (URL, headers, cookies) and HELLO credential;
+   * see `Authenticate`. Defaults to the messenger's `authenticate`, else none.
+   */
+  readonly authenticate?: Authenticate;
 }
 
 const optionsSchema = z.object({
@@ -65,6 +72,7 @@ const optionsSchema = z.object({
   path: z._default(z.string().check(z.startsWith('/')), '/lanemux'),
   ...admissionSchema,
   closeGraceMs: z._default(int(0, 600_000), 2_000),
+  ...authenticateOption,
 });
 
 type Resolved = z.output<typeof optionsSchema>;
@@ -77,6 +85,7 @@ export function webSocketServerTransport(options: WebSocketServerTransportOption
 class WsServerAdapter implements TransportAdapter {
   readonly name = 'ws-server';
   readonly dialSchemes = [] as const;
+  readonly authenticate: Authenticate | undefined;
   readonly #o: Resolved;
   readonly #limits: AdmissionLimits;
   readonly #conns = new Set<WsServerConn>();
@@ -86,6 +95,7 @@ class WsServerAdapter implements TransportAdapter {
   constructor(o: Resolved) {
     this.#o = o;
     this.#limits = { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes };
+    this.authenticate = o.authenticate;
   }
 
   async listen(host: ListenHost): Promise<string | undefined> {
@@ -108,8 +118,11 @@ class WsServerAdapter implements TransportAdapter {
         ws.terminate();
         return;
       }
-      const remote = `ws://${req.socket.remoteAddress ?? '?'}:${req.socket.remotePort ?? 0}`;
+      const secure = (req.socket as { encrypted?: boolean }).encrypted === true;
+      const remote = `${secure ? 'wss' : 'ws'}://${req.socket.remoteAddress ?? '?'}:${req.socket.remotePort ?? 0}`;
       const conn = new WsServerConn(ws, remote, host.frameLimit, this.#limits, o.closeGraceMs, this.#conns);
+      const hostHeader = req.headers.host ?? '127.0.0.1';
+      conn.request = { url: `${secure ? 'wss' : 'ws'}://${hostHeader}${req.url ?? '/'}`, headers: headerRecord(req.headers) };
       host.accept(conn);
     });
     let addr: ReturnType<WebSocketServer['address']> | null;
@@ -120,7 +133,9 @@ class WsServerAdapter implements TransportAdapter {
     }
     if (addr === null || typeof addr !== 'object') throw new TransportError('ERR_CONFIG', 'webSocketServerTransport: the HTTP server is not listening');
     const hostName = o.server !== undefined ? addr.address : o.host;
-    return `ws://${hostName.includes(':') ? `[${hostName}]` : hostName}:${addr.port}${o.path}`;
+    // An https.Server (a tls.Server) behind this adapter serves `wss://`.
+    const scheme = o.server instanceof TlsServer ? 'wss' : 'ws';
+    return `${scheme}://${hostName.includes(':') ? `[${hostName}]` : hostName}:${addr.port}${o.path}`;
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
@@ -141,6 +156,8 @@ class WsServerAdapter implements TransportAdapter {
 
 class WsServerConn implements Connection {
   readonly remote: string;
+  /** The upgrade request, for `authenticate`. */
+  request: UpgradeRequest | undefined;
   readonly #ws: WebSocket;
   readonly #socket: Socket;
   readonly #gate: AdmissionGate;
