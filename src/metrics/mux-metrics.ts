@@ -52,6 +52,15 @@ export class MuxMetrics {
   stagedInBytes = 0;
   /** Rendezvous transfers this receiver refused or could not pull (lanemux's own counter). */
   stagedRefused = 0;
+  /**
+   * Peer window (lanemux's own series). Receive side: Data-record bytes held for peers (slot buffers,
+   * holds, unread records of retired slots), summed over peers; and the most one peer's link ever
+   * held at once (the figure `peerByteBudget` + one batch bounds). Send side: bytes in flight
+   * toward peers, summed.
+   */
+  receiveWindowHeldBytes = 0;
+  receiveWindowPeakBytes = 0;
+  sendWindowInflightBytes = 0;
   // counters
   readerStall = 0;
   /** Inbound batches that failed to decode (lanemux's own series: the reference only logs them). */
@@ -63,6 +72,21 @@ export class MuxMetrics {
   holdOverflow = 0;
   epochDeaths = 0;
   batchSeqGaps = 0;
+  /** Batches whose batch_seq jumped further than any plausible loss: counted once each, not as gaps. */
+  batchSeqJumps = 0;
+  /** Data records of a window-advertising peer that would have held more than its window plus one batch (slot faulted). */
+  peerWindowOverrun = 0;
+  /** Slots that had to wait for the peer's window (one per episode). */
+  sendWindowBlocked = 0;
+  /** Window updates sent and received. */
+  windowUpdatesSent = 0;
+  windowUpdatesReceived = 0;
+  /** Window updates refused: malformed body; releasing more than was in flight; not admitted by the transport. */
+  windowUpdateMalformed = 0;
+  windowOverRelease = 0;
+  windowUpdateSendFailed = 0;
+  /** OpenSlots that named no bind they may claim (unknown session, or an attach answered to another peer). */
+  claimRefused = 0;
   drainVisits = 0;
   creditReposted = 0;
   creditLost = 0;
@@ -127,6 +151,18 @@ export class MuxMetrics {
       [`${mux}hold_overflow_total`]: this.holdOverflow,
       [`${mux}epoch_deaths_total`]: this.epochDeaths,
       [`${mux}batch_seq_gaps_total`]: this.batchSeqGaps,
+      [`${mux}batch_seq_jumps_total`]: this.batchSeqJumps,
+      [`${mux}receive_window_held_bytes`]: this.receiveWindowHeldBytes,
+      [`${mux}receive_window_peak_bytes`]: this.receiveWindowPeakBytes,
+      [`${mux}send_window_inflight_bytes`]: this.sendWindowInflightBytes,
+      [`${mux}send_window_blocked_total`]: this.sendWindowBlocked,
+      [`${mux}peer_window_overrun_total`]: this.peerWindowOverrun,
+      [`${mux}window_updates_total{direction="sent"}`]: this.windowUpdatesSent,
+      [`${mux}window_updates_total{direction="received"}`]: this.windowUpdatesReceived,
+      [`${mux}window_update_errors_total{reason="malformed"}`]: this.windowUpdateMalformed,
+      [`${mux}window_update_errors_total{reason="over_release"}`]: this.windowOverRelease,
+      [`${mux}window_update_errors_total{reason="send_failed"}`]: this.windowUpdateSendFailed,
+      [`${mux}claim_refused_total`]: this.claimRefused,
       [`${mux}drain_visits_total`]: this.drainVisits,
       [`${mux}credit_reposted_total`]: this.creditReposted,
       [`${mux}credit_lost_total`]: this.creditLost,

@@ -25,7 +25,7 @@ import {
   RecordType,
 } from '../wire/constants.ts';
 import { BatchEncoder } from '../wire/encoder.ts';
-import { FRAME_HEARTBEAT, itemBytesLength, itemStringLength, itemStringMaxLength } from '../wire/frame.ts';
+import { FRAME_HEARTBEAT, isHeartbeatFrame, itemBytesLength, itemStringLength, itemStringMaxLength } from '../wire/frame.ts';
 import { formatSlotId } from '../wire/slot-id.ts';
 import { formatMuxSlot } from './rendezvous.ts';
 import { UNBOUNDED_EGRESS, type PeerEgress } from './peer-egress.ts';
@@ -64,8 +64,10 @@ export interface BatcherHost {
   stageRoom(peer: PeerId, size: number): boolean;
   /** Call `cb` once when staged bytes toward `peer` are released. */
   whenStageRoom(peer: PeerId, cb: () => void): void;
-  /** Withheld bytes toward `peer`, shared by its lanes (absent: unbounded). */
+  /** Withheld bytes and the window toward `peer`, shared by its lanes (absent: unbounded). */
   peerEgress?(peer: PeerId): PeerEgress;
+  /** The receive window `peer` advertised for its current link (absent or `Infinity`: no limit). */
+  sendWindow?(peer: PeerId): number;
 }
 
 /** Opens that may wait behind a parked write; more opens wait for room (`OPEN_QUEUE_DEPTH`). */
@@ -134,6 +136,16 @@ export class Batcher implements SlotBatcher {
   #parkToken = 0;
   /** Slots whose singleton waits for staging room toward this peer. */
   #stageBlocked: EgressSlot[] = [];
+  /** The link epoch the peer window counts this batcher's records on (0: the transport has none). */
+  #windowEpoch = 0;
+  /** Window bytes charged by the open batch (given back if it is discarded; a written batch's go with its admission). */
+  #openWindowBytes = 0;
+  /** Slots whose head record waits for the peer's window, in the order they blocked (a FIFO with a head). */
+  #windowBlocked: EgressSlot[] = [];
+  #windowHead = 0;
+  /** Registered with the peer egress for the next release. */
+  #windowWaiting = false;
+  #onWindowRoom = (): void => this.#windowRoom();
   #onStageRoom = (): void => {
     const blocked = this.#stageBlocked;
     this.#stageBlocked = [];
@@ -158,7 +170,78 @@ export class Batcher implements SlotBatcher {
     this.#enc = new BatchEncoder({ maxBytes: this.#cap, initialBytes: Math.min(this.#cap, 16_384) });
     this.#gate = new FlushGate(host.config.flushPolicy, host.config.replyLinger);
     this.#peerEgress = host.peerEgress?.(peer) ?? UNBOUNDED_EGRESS();
+    this.#syncWindow();
     this.inbox.onNotify = () => this.#wake(WakeSource.control);
+  }
+
+  /** Put the peer window on this batcher's link (a newer link resets it; an older one leaves this batcher uncounted). */
+  #syncWindow(): void {
+    this.#windowEpoch = this.#linkEpoch ?? 0;
+    this.#peerEgress.sync(this.#windowEpoch, this.#host.sendWindow?.(this.peer) ?? Number.POSITIVE_INFINITY);
+  }
+
+  /**
+   * Whether a record counts against the peer window: every Data body but the heartbeat, while the
+   * window limits and is this batcher's link's (a stale link's batches are refused anyway).
+   */
+  #windowed(kind: number, value: unknown): boolean {
+    if (!this.#peerEgress.counts(this.#windowEpoch)) return false;
+    return kind !== EgressKind.Body || !isHeartbeatFrame(value as Uint8Array);
+  }
+
+  /** `slot`'s head record does not fit the peer window: it waits in the queue (EMIT_WINDOW). */
+  #windowBlock(slot: EgressSlot): number {
+    if (!slot.windowBlocked) {
+      slot.windowBlocked = true;
+      this.#windowBlocked.push(slot);
+      this.#host.metrics.sendWindowBlocked++;
+    }
+    if (!this.#windowWaiting) {
+      this.#windowWaiting = true;
+      this.#peerEgress.whenRoom(this.#onWindowRoom);
+    }
+    return EMIT_WINDOW;
+  }
+
+  /**
+   * The peer released window: wake the blocked slots, oldest first, as long as their head records
+   * would fit (so a small release wakes a few slots, not all of them); the rest keep waiting.
+   */
+  #windowRoom(): void {
+    this.#windowWaiting = false;
+    if (this.retired) return;
+    const pe = this.#peerEgress;
+    const list = this.#windowBlocked;
+    const size = pe.sendWindow.size;
+    let inflight = pe.sendWindow.inflight;
+    let i = this.#windowHead;
+    let woke = false;
+    for (; i < list.length; i++) {
+      const s = list[i]!;
+      if (!s.windowBlocked || s.closed || s.queued === 0) {
+        s.windowBlocked = false;
+        continue;
+      }
+      const b = windowBytes(s.qKind[s.qHead]!, s.qValue[s.qHead], this.#cap);
+      if (inflight !== 0 && inflight + b > size) break;
+      inflight += b;
+      s.windowBlocked = false;
+      this.#markReady(s);
+      woke = true;
+    }
+    if (i === list.length) {
+      list.length = 0;
+      i = 0;
+    } else if (i > 1024 && i * 2 > list.length) {
+      list.splice(0, i);
+      i = 0;
+    }
+    this.#windowHead = i;
+    if (i < list.length) {
+      this.#windowWaiting = true;
+      pe.whenRoom(this.#onWindowRoom);
+    }
+    if (woke) this.#wake(WakeSource.control);
   }
 
   /** The connection epoch this batcher's batches are pinned to (undefined: the transport has none). */
@@ -289,7 +372,7 @@ export class Batcher implements SlotBatcher {
         return Offer.Ok;
       }
       if (r === EMIT_TOO_LARGE) return Offer.Closed;
-      // EMIT_PARKED: a clamp flush parked us; fall through to queue it.
+      // EMIT_PARKED (a clamp flush parked us) or EMIT_WINDOW (the peer window is full): queue it.
     }
     return this.#withhold(slot, kind, value);
   }
@@ -350,6 +433,9 @@ export class Batcher implements SlotBatcher {
       const total = BATCH_HEADER_LEN + RECORD_HEADER_LEN + exact + (terminal ? CLOSE_RECORD_LEN : 0);
       if (total > this.#cap) return this.#emitSingleton(slot, kind, value, terminal, total);
     }
+    // The peer window: the bound is checked, the exact body is charged once encoded.
+    const windowed = this.#windowed(kind, value);
+    if (windowed && !this.#peerEgress.sendWindow.fits(body)) return this.#windowBlock(slot);
     if (!this.#enc.isOpen) this.#begin();
     if (!this.#fits(needed, terminal)) {
       this.#flush();
@@ -359,7 +445,13 @@ export class Batcher implements SlotBatcher {
     const seq = slot.nextSeq;
     if (terminal) slot.ledger.spendTerminal();
     else if (slot.ledger.spendData() !== 'ok') return EMIT_PARKED; // guarded by #affordable
+    const before = this.#enc.byteLength;
     appendRecord(this.#enc, slot.id, seq, kind, value);
+    if (windowed) {
+      const exact = this.#enc.byteLength - before - RECORD_HEADER_LEN;
+      this.#peerEgress.charge(exact);
+      this.#openWindowBytes += exact;
+    }
     slot.nextSeq = (seq + 1) >>> 0 || 0xffff_ffff;
     this.#typeCounts[RecordType.Data]! += 1;
     if (!slot.stagedInBatch) {
@@ -405,6 +497,10 @@ export class Batcher implements SlotBatcher {
       if (!this.#stageBlocked.includes(slot)) this.#stageBlocked.push(slot);
       return EMIT_PARKED;
     }
+    // A singleton counts against the peer window by its whole batch (what the receiver charges or
+    // releases for it); rendezvous keeps its own budget for the staged bytes themselves.
+    const windowed = this.#windowed(kind, value);
+    if (windowed && !this.#peerEgress.sendWindow.fits(total)) return this.#windowBlock(slot);
     this.#flush();
     if (this.#parked) return EMIT_PARKED;
     if (terminal) slot.ledger.spendTerminal();
@@ -420,6 +516,9 @@ export class Batcher implements SlotBatcher {
     }
     const payload = enc.finish();
     this.batchSeq = (this.batchSeq + 1) >>> 0;
+    const charged = windowed ? payload.byteLength : 0;
+    const windowEpoch = this.#windowEpoch;
+    if (windowed) this.#peerEgress.charge(charged);
     m.recordsSent[RecordType.Data]! += 1;
     if (terminal) m.recordsSent[RecordType.CloseSlot]! += 1;
     m.batchesSent++;
@@ -431,7 +530,7 @@ export class Batcher implements SlotBatcher {
       this.#closeSlotLocally(slot, null, true);
       // The terminal's guard reports when the descriptor is admitted.
       if (admission === true) slot.owner.onRetired('Sent');
-      else admission.then(() => slot.owner.onRetired('Sent'), (e: unknown) => this.#singletonFailed(slot, e, true));
+      else admission.then(() => slot.owner.onRetired('Sent'), (e: unknown) => this.#singletonFailed(slot, e, true, charged, windowEpoch));
       return EMIT_OK;
     }
     // A rendezvous record always fences its slot, even when admitted synchronously: the receiver
@@ -445,12 +544,14 @@ export class Batcher implements SlotBatcher {
       this.inbox.postResolution(slot.id, true, '', id);
     };
     if (admission === true) resolved();
-    else admission.then(resolved, (e: unknown) => this.#singletonFailed(slot, e, false));
+    else admission.then(resolved, (e: unknown) => this.#singletonFailed(slot, e, false, charged, windowEpoch));
     return EMIT_OK;
   }
 
   /** A staged singleton was refused by the transport: epoch death for the live generation (§9.4). */
-  #singletonFailed(slot: EgressSlot, error: unknown, terminal: boolean): void {
+  #singletonFailed(slot: EgressSlot, error: unknown, terminal: boolean, windowBytes: number, windowEpoch: number): void {
+    // Its descriptor never left: the receiver will not release what was charged for it.
+    this.#peerEgress.uncharge(windowBytes, windowEpoch);
     if (terminal) slot.owner.onRetired('Discarded');
     const why = error instanceof Error ? error.message : String(error);
     if (!terminal && !slot.closed && this.slotFor(slot.id) === slot) {
@@ -494,7 +595,7 @@ export class Batcher implements SlotBatcher {
       if (!this.#affordable(slot, kind)) break;
       const value = slot.qValue[slot.qHead];
       const r = this.#emit(slot, kind, value);
-      if (r === EMIT_PARKED) break;
+      if (r === EMIT_PARKED || r === EMIT_WINDOW) break;
       if (r === EMIT_TOO_LARGE) return;
       if (!slot.closed) {
         slot.shift();
@@ -753,6 +854,9 @@ export class Batcher implements SlotBatcher {
     this.#replies = [];
     this.#guards = [];
     this.#opens = [];
+    const windowBytes = this.#openWindowBytes;
+    const windowEpoch = this.#windowEpoch;
+    this.#openWindowBytes = 0;
     let admission: Admission;
     try {
       admission = this.#host.sink.sendBatch(this.peer, this.lane, payload, this.#linkEpoch);
@@ -779,6 +883,8 @@ export class Batcher implements SlotBatcher {
         this.#afterUnpark();
       },
       (error: unknown) => {
+        // Refused, so never sent, whatever happened meanwhile: its window bytes come back.
+        this.#peerEgress.uncharge(windowBytes, windowEpoch);
         if (this.#parkToken !== token || this.retired) return;
         this.#parkToken = 0;
         this.#parked = false;
@@ -789,6 +895,13 @@ export class Batcher implements SlotBatcher {
         if (!this.retired) this.#runWake();
       },
     );
+  }
+
+  /** Drop the open batch unsent: its records' window bytes come back. */
+  #discardOpenBatch(): void {
+    this.#enc.discard();
+    this.#peerEgress.uncharge(this.#openWindowBytes, this.#windowEpoch);
+    this.#openWindowBytes = 0;
   }
 
   #admitted(guards: EgressSlot[], opens: EgressSlot[]): void {
@@ -845,7 +958,7 @@ export class Batcher implements SlotBatcher {
     m.epochDeaths++;
     const lostReplies = [...this.#inflightReplies, ...this.#replies];
     const guards = [...this.#inflightGuards, ...this.#guards];
-    this.#enc.discard();
+    this.#discardOpenBatch();
     m.stagedRecords -= this.#gate.staged;
     this.#gate.reset();
     this.#typeCounts.fill(0);
@@ -865,6 +978,9 @@ export class Batcher implements SlotBatcher {
     this.epoch = this.#host.nextEpoch();
     this.batchSeq = 0;
     this.#linkEpoch = this.#host.sink.linkEpoch?.(this.peer);
+    this.#syncWindow();
+    this.#windowBlocked = [];
+    this.#windowHead = 0;
     const live: EgressSlot[] = [];
     for (const s of this.#slots) if (s !== undefined) live.push(s);
     for (const g of guards) g.owner.onRetired('Discarded');
@@ -931,9 +1047,11 @@ export class Batcher implements SlotBatcher {
     const d = this.inbox.close();
     m.stagedRecords -= this.#gate.staged;
     this.#gate.reset();
-    this.#enc.discard();
+    this.#discardOpenBatch();
     this.#typeCounts.fill(0);
     this.#resetDataSlots();
+    this.#windowBlocked = [];
+    this.#windowHead = 0;
     credit.push(...this.#replies);
     this.#replies = [];
     for (const [slot, e] of d.replies) if (e.credit > 0) credit.push(slot, e.credit);
@@ -958,6 +1076,8 @@ const OPEN_FENCE = -1;
 const EMIT_OK = 0;
 const EMIT_PARKED = 1;
 const EMIT_TOO_LARGE = 2;
+/** The peer window is full: nothing staged, the slot waits for a release. */
+const EMIT_WINDOW = 3;
 
 /** Append one data record of `kind` (an Item string, Item bytes, or a pre-encoded body). */
 function appendRecord(enc: BatchEncoder, slot: number, seq: number, kind: number, value: unknown): void {
@@ -970,6 +1090,13 @@ function bodyUpperBound(kind: number, value: unknown): number {
   if (kind === EgressKind.ItemString) return itemStringMaxLength(value as string);
   if (kind === EgressKind.ItemBytes) return itemBytesLength((value as Uint8Array).byteLength);
   return (value as Uint8Array).byteLength;
+}
+
+/** What a queued record will charge the peer window, at most: its body, or a singleton's whole batch. */
+function windowBytes(kind: number, value: unknown, cap: number): number {
+  const body = bodyUpperBound(kind, value);
+  const batch = BATCH_HEADER_LEN + RECORD_HEADER_LEN + body + (kind === EgressKind.Terminal ? CLOSE_RECORD_LEN : 0);
+  return batch > cap ? batch : body;
 }
 
 function recordBytes(kind: number, value: unknown): number {

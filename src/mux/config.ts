@@ -43,8 +43,12 @@ export interface MuxConfig {
   readonly slotByteBudget?: number;
   /**
    * Byte budget per peer, shared by its lanes. Defaults to 8 MiB. Receive side: the out-of-order
-   * hold of all its slots. Send side: the withheld queues of all its slots (records of slots
-   * without credit); once they reach it, producers of such slots wait (`send()` resolves later).
+   * hold of all its slots, and the receive window this node advertises in its HELLO (capped at
+   * 2^32 − 1): a peer that advertised one too keeps at most this many bytes of Data-record bodies
+   * toward this node unreleased, so what this node holds for the peer's unread records stays within
+   * it plus one batch. Send side: the withheld queues of all its slots (records of slots without
+   * credit or without room in the peer's window); once they reach it, producers of such slots wait
+   * (`send()` resolves later).
    */
   readonly peerByteBudget?: number;
   /** Period of the credit sweep (whole-table walk, bind expiry, batcher eviction), ms. Defaults to 200. Must be non-zero. */

@@ -89,6 +89,8 @@ export class EgressSlot {
   openAsync = false;
   /** In a starvation episode (counted once). */
   starved = false;
+  /** Its head record waits for the peer's window (listed in the batcher's window FIFO). */
+  windowBlocked = false;
   /** The OpenSlot has not been written yet (batcher parked at open). */
   opening = true;
   /** Listed in the batcher's ready set. */

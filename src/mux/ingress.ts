@@ -12,21 +12,58 @@ import { DropReason } from '../metrics/mux-metrics.ts';
 import type { PeerId } from '../messenger/types.ts';
 import { CloseReason, RecordType } from '../wire/constants.ts';
 import type { BatchReader } from '../wire/decoder.ts';
-import { FrameKind, decodeFrameAt } from '../wire/frame.ts';
+import { FRAME_HEARTBEAT, FrameKind, decodeFrameAt } from '../wire/frame.ts';
 import type { DecodedFrame } from '../wire/frame.ts';
 import { seqGap, seqNewer } from '../wire/seq.ts';
 import type { Bind, BindEnd } from './bind.ts';
+import { MAX_QUEUED_TRANSFERS } from './rendezvous.ts';
+import type { WindowSink } from './slot-buffer.ts';
 
 const MPSC_ANCHOR_BIT = 1n << 63n;
 
 /** Receiver bound: indices per (peer, lane) table. */
 export const MAX_INGRESS_SLOTS_PER_PEER = 65_536;
 
+/**
+ * The largest batch_seq gap one batch may add to `batch_seq_gaps_total`. Honest gaps are singleton
+ * batches still being pulled when the lane's next batch lands, and a receiver queues at most this
+ * many transfers per peer; a larger jump is counted once in `batch_seq_jumps_total` instead, so a
+ * peer cannot inflate the gap counter by 2^31 per batch.
+ */
+export const MAX_PLAUSIBLE_SEQ_GAP = MAX_QUEUED_TRANSFERS;
+
+/** Body length of the `Heartbeat` frame: a Data record with exactly this body never counts against the peer window. */
+const HEARTBEAT_BODY = FRAME_HEARTBEAT.byteLength;
+
+/**
+ * The receive window of one peer's link as ingress uses it (the mux's account; see
+ * `ReceiveWindow`). Every Data body but a heartbeat is charged when kept (slot buffer or hold),
+ * released when it leaves, or reported as dropped when it is not kept: the sender counted it.
+ */
+export interface IngressWindow extends WindowSink {
+  /** Holding `bytes` more would exceed the window plus one batch (a sender that ignores the window). */
+  overruns(bytes: number): boolean;
+  charge(bytes: number): void;
+  release(bytes: number): void;
+  dropped(bytes: number): void;
+}
+
+/** A window that counts nothing and limits nothing (tables built without a mux). */
+export const INERT_WINDOW: IngressWindow = Object.freeze({
+  overruns: () => false,
+  charge: () => {},
+  release: () => {},
+  dropped: () => {},
+});
+
 /** What an ingress table needs from its mux. */
 export interface IngressHost {
   readonly metrics: MuxMetrics;
-  /** An unclaimed bind for (anchor, session), if any. */
-  findBind(anchorId: bigint, sessionId: bigint): Bind | undefined;
+  /**
+   * An unclaimed bind for (anchor, session) that `peer` may claim, if any: an attach bind only from
+   * the peer it was answered to, a pre-bind from any peer holding its (secret) session.
+   */
+  findBind(anchorId: bigint, sessionId: bigint, peer: PeerId): Bind | undefined;
   /** The bind was claimed by an OpenSlot (or its slot ended): bookkeeping (lane load, accept queue). */
   bindClaimed(bind: Bind): void;
   bindEnded(bind: Bind, end: BindEnd): void;
@@ -50,6 +87,8 @@ interface Held {
   bytes: number;
   /** Charged to the slot and peer hold budgets (false: held behind an announced rendezvous record). */
   reserved: boolean;
+  /** Charged to the peer window. */
+  charged: boolean;
 }
 
 /** One live ingress slot. */
@@ -59,6 +98,8 @@ export class IngressSlot {
   readonly bind: Bind;
   readonly account: ReceiverAccount;
   readonly holdBudget: ByteBudget;
+  /** The peer window this slot's records are charged to (its link's; outlives the slot in its buffer). */
+  readonly window: IngressWindow;
   nextSeq: number;
   hold: Map<number, Held> | null = null;
   pendingCloseSeq = -1;
@@ -86,6 +127,7 @@ export class IngressSlot {
     this.id = id;
     this.table = table;
     this.bind = bind;
+    this.window = table.window;
     this.nextSeq = nextSeq;
     this.account = new ReceiverAccount(bind.limit, { watermark: bind.slotByteBudget });
     this.holdBudget = new ByteBudget(bind.slotByteBudget);
@@ -124,6 +166,13 @@ export class IngressTable {
   /** Time of the last doorbell visit (for the floor). */
   lastVisit = Number.NEGATIVE_INFINITY;
   #touched: IngressSlot[] = [];
+  /** The peer's receive window on its current link (the mux keeps it current). */
+  window: IngressWindow = INERT_WINDOW;
+  /**
+   * While a staged (rendezvous) batch is applied: the part of its length not yet charged. The
+   * sender charged the whole singleton batch, so what is not kept is released when it is done.
+   */
+  #stagedRest = -1;
 
   constructor(host: IngressHost, peer: PeerId, lane: number, peerBudget: ByteBudget) {
     this.#host = host;
@@ -180,12 +229,14 @@ export class IngressTable {
 
   /**
    * Apply one batch (§10.1). `reader` must already be reset on the payload and have a header.
-   * Never throws and never awaits.
+   * `staged` is the length of a rendezvous singleton batch (its whole length counts against the
+   * peer window), 0 for a batch that came down its lane. Never throws and never awaits.
    */
-  handleBatch(reader: BatchReader): void {
+  handleBatch(reader: BatchReader, staged = 0): void {
     const m = this.#host.metrics;
     if (reader.lane !== this.lane) {
       m.recordsDropped[DropReason.lane_mismatch]! += reader.recordCount;
+      releaseUnkept(reader, this.window, staged);
       return;
     }
     const hi = reader.epochHi;
@@ -196,6 +247,7 @@ export class IngressTable {
       const older = hi < this.#epochHi || (hi === this.#epochHi && lo < this.#epochLo);
       if (older) {
         m.recordsDropped[DropReason.stale_epoch]! += reader.recordCount;
+        releaseUnkept(reader, this.window, staged);
         return;
       }
       this.retireAll();
@@ -203,16 +255,22 @@ export class IngressTable {
     }
     const seq = reader.batchSeq;
     if (!this.#hasMark) {
-      if (seq !== 0) m.batchSeqGaps += seq;
+      if (seq !== 0) this.#countGap(seq);
       this.#hasMark = true;
       this.#seqMark = seq;
     } else if (seqNewer(seq, this.#seqMark)) {
-      m.batchSeqGaps += seqGap(seq, (this.#seqMark + 1) >>> 0);
+      this.#countGap(seqGap(seq, (this.#seqMark + 1) >>> 0));
       this.#seqMark = seq;
     }
     m.batchesReceived++;
     m.recordsPerBatchReceived.observe(reader.recordCount);
-    while (reader.next()) this.#apply(reader);
+    if (staged > 0) {
+      this.#stagedRest = staged;
+      while (reader.next()) this.#apply(reader);
+      // Headers, the CloseSlot, and records not kept: released now (a decode error releases the rest too).
+      if (this.#stagedRest > 0) this.window.dropped(this.#stagedRest);
+      this.#stagedRest = -1;
+    } else while (reader.next()) this.#apply(reader);
     // Reconcile what this batch touched plus the dirty set: tail credit rides this arrival.
     const touched = this.#touched;
     for (let i = 0; i < touched.length; i++) {
@@ -222,6 +280,13 @@ export class IngressTable {
     }
     touched.length = 0;
     if (this.dirty.length > 0) this.visitDirty();
+  }
+
+  /** One batch adds at most {@link MAX_PLAUSIBLE_SEQ_GAP} to the gap counter; a larger jump counts once. */
+  #countGap(gap: number): void {
+    const m = this.#host.metrics;
+    if (gap > MAX_PLAUSIBLE_SEQ_GAP) m.batchSeqJumps++;
+    else m.batchSeqGaps += gap;
   }
 
   #adopt(hi: number, lo: number): void {
@@ -271,10 +336,14 @@ export class IngressTable {
       default: {
         // Data or SlotHeartbeat.
         const s = this.#lookup(id);
-        if (!s) return;
+        if (!s) {
+          this.#unkept(r, this.window);
+          return;
+        }
         const seq = r.frameSeq;
         if (seq !== s.nextSeq && !seqNewer(seq, s.nextSeq)) {
           m.recordsDropped[DropReason.duplicate]! += 1;
+          this.#unkept(r, s.window);
           return;
         }
         let kind: number;
@@ -291,15 +360,27 @@ export class IngressTable {
           value = scratchFrame.value;
           scratchFrame.value = undefined;
         }
+        // Every Data body but the heartbeat counts against the peer window, as the sender counts it.
+        const charged = type === RecordType.Data && !(kind === FrameKind.Heartbeat && bytes === HEARTBEAT_BODY);
+        const w = s.window;
         // A second copy of a record already held is a duplicate, not a second admission.
         if (seq !== s.nextSeq && s.hold !== null && s.hold.has(seq)) {
           m.recordsDropped[DropReason.duplicate]! += 1;
+          if (charged) this.#drop(w, bytes);
+          return;
+        }
+        if (charged && w.overruns(bytes)) {
+          // The peer advertised a window, so it knows ours: past it plus one batch, it ignores it.
+          m.peerWindowOverrun++;
+          this.#drop(w, bytes);
+          this.fault(s, CloseReason.ProtocolError);
           return;
         }
         const cls = terminal ? CreditClass.Terminal : CreditClass.Data;
         if (s.account.admit(cls) !== 'ok') {
           // Ahead of sequence, an overspend is the hold exceeding the credit.
           if (seq !== s.nextSeq) m.holdOverflow++;
+          if (charged) this.#drop(w, bytes);
           this.fault(s, CloseReason.ProtocolError);
           return;
         }
@@ -308,14 +389,17 @@ export class IngressTable {
           const reserved = s.stagedPending === 0;
           if (reserved && reservePair(s.holdBudget, this.peerBudget, bytes) !== 'ok') {
             m.holdOverflow++;
+            if (charged) this.#drop(w, bytes);
             this.fault(s, CloseReason.ProtocolError);
             return;
           }
-          (s.hold ??= new Map()).set(seq, { kind, value, terminal, bytes, reserved });
+          if (charged) this.#charge(w, bytes);
+          (s.hold ??= new Map()).set(seq, { kind, value, terminal, bytes, reserved, charged });
           m.heldRecords++;
           return;
         }
-        if (!this.#deliver(s, kind, value, terminal, bytes)) return;
+        if (charged) this.#charge(w, bytes);
+        if (!this.#deliver(s, kind, value, terminal, bytes, charged)) return;
         this.#drainHold(s);
       }
     }
@@ -340,8 +424,26 @@ export class IngressTable {
     return undefined;
   }
 
-  #deliver(s: IngressSlot, kind: number, value: unknown, terminal: boolean, bytes: number): boolean {
-    if (!s.bind.buffer.push(kind, value, bytes)) {
+  /** A record kept: charged to the peer window (and no longer part of a staged batch's remainder). */
+  #charge(w: IngressWindow, bytes: number): void {
+    w.charge(bytes);
+    if (this.#stagedRest >= 0) this.#stagedRest -= bytes;
+  }
+
+  /** A charged-class record not kept: released now (in a staged batch, with the batch's remainder). */
+  #drop(w: IngressWindow, bytes: number): void {
+    if (this.#stagedRest < 0) w.dropped(bytes);
+  }
+
+  /** A record dropped before it was decoded: release its body unless it is a heartbeat. */
+  #unkept(r: BatchReader, w: IngressWindow): void {
+    if (this.#stagedRest < 0) releaseRecord(r, w);
+  }
+
+  /** Push into the slot buffer; `charged` bytes (already charged) go back to the window if that fails. */
+  #deliver(s: IngressSlot, kind: number, value: unknown, terminal: boolean, bytes: number, charged: boolean): boolean {
+    if (!s.bind.buffer.push(kind, value, bytes, charged)) {
+      if (charged) s.window.release(bytes);
       this.#host.metrics.readerStall++;
       this.fault(s, CloseReason.ProtocolError);
       return false;
@@ -363,7 +465,7 @@ export class IngressTable {
         hold.delete(s.nextSeq);
         m.heldRecords--;
         if (h.reserved) releasePair(s.holdBudget, this.peerBudget, h.bytes);
-        if (!this.#deliver(s, h.kind, h.value, h.terminal, h.bytes)) return;
+        if (!this.#deliver(s, h.kind, h.value, h.terminal, h.bytes, h.charged)) return;
         h = hold.get(s.nextSeq);
       }
     }
@@ -400,8 +502,10 @@ export class IngressTable {
       this.#slots[index] = undefined;
       incumbent = undefined;
     }
-    const bind = this.#host.findBind(anchorId, sessionId);
+    const bind = this.#host.findBind(anchorId, sessionId, this.peer);
     if (bind === undefined) {
+      // A refused claim touches no bind: an honest stream whose own OpenSlot comes later still claims it.
+      m.claimRefused++;
       m.recordsDropped[DropReason.unknown_slot]! += 1;
       this.#host.replyReject(this.peer, this.lane, id, CloseReason.UnknownSlot);
       return;
@@ -414,6 +518,7 @@ export class IngressTable {
     m.liveSlots++;
     bind.claimed = true;
     bind.slot = s;
+    bind.buffer.window = s.window;
     bind.buffer.onDrain = (bytes) => {
       s.drained++;
       s.drainedBytes += bytes;
@@ -523,6 +628,7 @@ export class IngressTable {
     if (s.hold !== null) {
       for (const h of s.hold.values()) {
         if (h.reserved) releasePair(s.holdBudget, this.peerBudget, h.bytes);
+        if (h.charged) s.window.release(h.bytes);
         m.heldRecords--;
       }
       s.hold = null;
@@ -534,4 +640,30 @@ export class IngressTable {
     bind.buffer.close();
     this.#host.bindEnded(bind, end ?? (dropped ? 'dropped' : 'terminal'));
   }
+}
+
+/** True if the record's body is exactly the `Heartbeat` frame (checked without decoding). */
+function isHeartbeatRecord(r: BatchReader): boolean {
+  if (r.bodyLength !== HEARTBEAT_BODY) return false;
+  const buf = r.payload;
+  const off = r.bodyOffset;
+  for (let i = 0; i < HEARTBEAT_BODY; i++) if (buf[off + i] !== FRAME_HEARTBEAT[i]) return false;
+  return true;
+}
+
+/** Release one dropped record's body to the window, as the sender charged it (heartbeats never count). */
+function releaseRecord(r: BatchReader, w: IngressWindow): void {
+  if (r.type === RecordType.Data && !isHeartbeatRecord(r)) w.dropped(r.bodyLength);
+}
+
+/**
+ * A batch dropped whole (stale epoch, wrong lane): release what the sender charged for it, the
+ * whole length of a staged batch or each Data body of a lane batch. `reader` must be at its start.
+ */
+export function releaseUnkept(reader: BatchReader, w: IngressWindow, staged: number): void {
+  if (staged > 0) {
+    w.dropped(staged);
+    return;
+  }
+  while (reader.next()) releaseRecord(reader, w);
 }

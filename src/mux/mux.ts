@@ -5,12 +5,14 @@
  * a timer per stream.
  */
 import { ByteBudget } from '../credit/byte-budget.ts';
+import { ReceiveWindow } from '../credit/peer-window.ts';
 import type { LanemuxError } from '../errors.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import { DropReason } from '../metrics/mux-metrics.ts';
 import { FrameKind } from '../wire/frame.ts';
 import type { Messenger, PeerGoneEvent, PeerId } from '../messenger/types.ts';
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
+import { randomU64 } from '../runtime/runtime.ts';
 import { MAX_LANES } from '../wire/constants.ts';
 import { BatchReader } from '../wire/decoder.ts';
 import { laneForKey } from '../wire/lane-hash.ts';
@@ -23,7 +25,9 @@ import type { BindEnd, BindOwner } from './bind.ts';
 import type { ResolvedMuxConfig } from './config.ts';
 import type { EgressSlot, EgressSlotOwner } from './egress-slot.ts';
 import { MuxError } from './errors.ts';
-import { IngressTable } from './ingress.ts';
+import { IngressTable, releaseUnkept } from './ingress.ts';
+import { PeerWindowIn, WINDOW_HANDLER, WINDOW_UPDATE_BYTES, decodeWindowUpdate, encodeWindowUpdate } from './peer-window.ts';
+import type { PeerWindowHost } from './peer-window.ts';
 import { PULL_HANDLER, STAGE_HANDLER, StageIn, StageOut } from './rendezvous.ts';
 import type { Admission } from '../messenger/types.ts';
 import type { IngressHost, IngressSlot } from './ingress.ts';
@@ -34,12 +38,23 @@ export interface MuxOptions {
   readonly metrics: MuxMetrics;
   readonly runtime: Runtime;
   readonly messenger: Messenger;
+  /**
+   * The receive window this node advertised in its HELLO, in bytes (the node's `peerByteBudget`).
+   * Undefined: none was advertised, so peers do not limit what they send here and this mux neither
+   * enforces nor reports, nor limits its own senders (peers only report to a peer that advertised).
+   * Defaults to `messenger.self.window`.
+   */
+  readonly receiveWindow?: number | undefined;
 }
 
 const CONNECT_ATTEMPTS = 3;
 
+/** Session ids key the bind map by their low 52 bits (a Number); a lookup checks the exact pair. */
+const SESSION_KEY_MASK = (1n << 52n) - 1n;
+const sessionKey = (session: bigint): number => Number(session & SESSION_KEY_MASK);
+
 /** The mux of one node. */
-export class Mux implements BatcherHost, IngressHost {
+export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
   readonly config: ResolvedMuxConfig;
   readonly metrics: MuxMetrics;
   readonly runtime: Runtime;
@@ -53,10 +68,19 @@ export class Mux implements BatcherHost, IngressHost {
   #budgets = new Map<PeerId, ByteBudget>();
   #egress = new Map<PeerId, PeerEgress>();
   /**
-   * Live binds by session id as a number: sessions are this mux's own counter, so unique (and far
-   * below 2^53); a lookup checks the exact pair. Cheaper than a string key built from two bigints.
+   * Live binds by the low 52 bits of their session id (a Number key is cheaper than a string built
+   * from two bigints). Sessions are random u64s, drawn again on a key collision, so a key names at
+   * most one live bind; a lookup checks the exact pair.
    */
   #binds = new Map<number, Bind>();
+  /** The window this node advertised (undefined: none). */
+  readonly #receiveWindow: number | undefined;
+  /** Receive accounts by peer, for the peer's current link. */
+  #windowsIn = new Map<PeerId, PeerWindowIn>();
+  /** The update body, reused (the messenger copies what it is given). */
+  readonly #windowBody = new Uint8Array(WINDOW_UPDATE_BYTES);
+  /** When each peer was last pinged because the window kept its silent slots from counting as dead. */
+  #windowPings = new Map<PeerId, number>();
   /** Accept deadlines: one FIFO per constant window (attach binds, pre-binds). */
   #attachDeadlines = new DeadlineQueue();
   #prebindDeadlines = new DeadlineQueue();
@@ -64,7 +88,6 @@ export class Mux implements BatcherHost, IngressHost {
   #peerLoad = new Map<PeerId, Int32Array>();
   #nodeLoad = new Int32Array(MAX_LANES);
   #epoch = 0n;
-  #nextSession = 1n;
   #reader = new BatchReader();
   #sweepTimer: TimerHandle | null = null;
   #lastWatchdog = 0;
@@ -80,6 +103,7 @@ export class Mux implements BatcherHost, IngressHost {
     this.runtime = options.runtime;
     this.#messenger = options.messenger;
     const messenger = options.messenger;
+    this.#receiveWindow = options.receiveWindow ?? messenger.self.window;
     this.sink = {
       // The link epoch pins a batch to the connection it was encoded for: after a reconnect the
       // messenger refuses it (epoch death) rather than sending it on the new connection.
@@ -105,8 +129,10 @@ export class Mux implements BatcherHost, IngressHost {
       {
         request: (peer, name, body) => messenger.request(peer, name, body),
         maxMessageSize: (peer) => messenger.maxMessageSize(peer),
-        deliver: (peer, lane, payload) => this.#ingress(peer, lane, payload),
+        deliver: (peer, lane, payload) => this.#ingress(peer, lane, payload, true),
         refuse: (peer, lane, epoch, slot, session, message) => this.#refuseStaged(peer, lane, epoch, slot, session, message),
+        // A transfer that will never be applied: the sender charged its window for it.
+        unkept: (peer, size) => this.#windowIn(peer).dropped(size),
         pendingChanged: (peer, lane, epoch, slot, session, delta) => this.#tables.get(peer)?.[lane]?.stagedPendingChanged(epoch, slot, session, delta),
         bytesChanged: (delta) => {
           metrics.stagedInBytes += delta;
@@ -115,6 +141,7 @@ export class Mux implements BatcherHost, IngressHost {
       this.config.stagedPayloadMax,
     );
     messenger.on(STAGE_HANDLER, (from, lane, payload) => this.#stageIn.onDescriptor(from, lane, payload));
+    messenger.on(WINDOW_HANDLER, (from, _lane, payload) => this.#onWindowUpdate(from, payload));
     messenger.handle(PULL_HANDLER, (from, body) => this.#stageOut.onPull(from, body), { signal: false });
     // Every node registers all 16 lane handlers, whatever its own lane count.
     for (let lane = 0; lane < MAX_LANES; lane++) {
@@ -177,6 +204,7 @@ export class Mux implements BatcherHost, IngressHost {
         this.#budgets.set(peer, budget);
       }
       t = new IngressTable(this, peer, lane, budget);
+      t.window = this.#windowIn(peer);
       arr[lane] = t;
       this.#tableList.push(t);
       this.#armSweep();
@@ -184,20 +212,105 @@ export class Mux implements BatcherHost, IngressHost {
     return t;
   }
 
-  #ingress(from: PeerId, lane: number, payload: Uint8Array): void {
+  /** A batch from its lane, or (`staged`) an assembled rendezvous singleton. */
+  #ingress(from: PeerId, lane: number, payload: Uint8Array, staged = false): void {
     if (this.#closed) return;
+    // Per batch, not per record: the account follows the peer's current link.
+    const window = this.#windowIn(from);
     const r = this.#reader;
     if (!r.reset(payload)) {
       this.metrics.decodeErrors++;
+      if (staged) window.dropped(payload.byteLength);
       return;
     }
     if (r.lane !== lane) {
       // Dropped before any table exists: its slot ids belong to another batcher (§5.7).
       this.metrics.recordsDropped[DropReason.lane_mismatch]! += r.recordCount;
+      releaseUnkept(r, window, staged ? payload.byteLength : 0);
       return;
     }
-    this.#table(from, lane).handleBatch(r);
+    this.#table(from, lane).handleBatch(r, staged ? payload.byteLength : 0);
     if (r.error) this.metrics.decodeErrors++;
+  }
+
+  // ───────────────────────── peer window ─────────────────────────
+
+  /** The receive account of `peer`'s current link (a newer link replaces it). */
+  #windowIn(peer: PeerId): PeerWindowIn {
+    const info = this.#messenger.peer(peer);
+    const epoch = info?.epoch ?? 0;
+    let w = this.#windowsIn.get(peer);
+    if (w !== undefined && w.epoch === epoch) return w;
+    if (w !== undefined) w.dead = true;
+    // Active only when both sides advertised a window: the peer then limits what it sends and
+    // expects updates; an older peer (no window) keeps today's behaviour, counted but not limited.
+    const active = this.#receiveWindow !== undefined && info?.window !== undefined;
+    const size = this.#receiveWindow ?? Math.min(this.config.peerByteBudget, 0xffff_ffff);
+    // A batch from the peer is at most its max message size toward us (the transport refuses more).
+    w = new PeerWindowIn(this, peer, epoch, new ReceiveWindow(size, Math.max(0, this.#messenger.maxMessageSize(peer)), active));
+    this.#windowsIn.set(peer, w);
+    for (const t of this.#tables.get(peer) ?? []) if (t !== undefined) t.window = w;
+    return w;
+  }
+
+  /** Data-record bytes this node holds for `peer`'s current link (slot buffers, holds, unread records of retired slots). */
+  receiverHeldBytes(peer: PeerId): number {
+    return this.#windowsIn.get(peer)?.account.held ?? 0;
+  }
+
+  /** Bytes this node has in flight toward `peer` against its window. */
+  senderInflightBytes(peer: PeerId): number {
+    return this.#egress.get(peer)?.sendWindow.inflight ?? 0;
+  }
+
+  /** The window `peer` advertised, if both sides advertised one (else `Infinity`: no limit). */
+  sendWindow(peer: PeerId): number {
+    if (this.#receiveWindow === undefined) return Number.POSITIVE_INFINITY;
+    return this.#messenger.peer(peer)?.window ?? Number.POSITIVE_INFINITY;
+  }
+
+  /** PeerWindowHost: send the update from a macrotask, so a burst of takes makes one update. */
+  reportDue(w: PeerWindowIn): void {
+    this.runtime.macrotask(() => this.#sendWindowUpdate(w));
+  }
+
+  #sendWindowUpdate(w: PeerWindowIn): void {
+    w.pending = false;
+    if (this.#closed || w.dead) return;
+    const n = w.account.takeReport();
+    if (n === 0) return;
+    let admission: Admission;
+    try {
+      admission = this.#messenger.send(w.peer, 0, WINDOW_HANDLER, encodeWindowUpdate(n, this.#windowBody));
+    } catch (e) {
+      admission = Promise.reject(e);
+    }
+    this.metrics.windowUpdatesSent++;
+    if (admission === true) return;
+    admission.then(undefined, () => {
+      this.metrics.windowUpdateSendFailed++;
+      // Not sent: still owed. The sweep sends it again while this link lives.
+      if (!w.dead && !this.#closed) w.account.unreported += n;
+    });
+  }
+
+  /** A peer released bytes of its window: give them back to every lane toward it. */
+  #onWindowUpdate(from: PeerId, payload: Uint8Array): void {
+    if (this.#closed) return;
+    const n = decodeWindowUpdate(payload);
+    if (n < 0) {
+      this.metrics.windowUpdateMalformed++;
+      return;
+    }
+    this.metrics.windowUpdatesReceived++;
+    const e = this.#egress.get(from);
+    if (e === undefined) {
+      this.metrics.windowOverRelease++;
+      return;
+    }
+    e.sync(this.#messenger.peer(from)?.epoch ?? 0, this.sendWindow(from));
+    // Releasing more than is in flight is the peer's error: counted, and clamped at 0.
+    if (e.release(n) > 0) this.metrics.windowOverRelease++;
   }
 
   // ───────────────────────── rendezvous ─────────────────────────
@@ -210,7 +323,7 @@ export class Mux implements BatcherHost, IngressHost {
   peerEgress(peer: PeerId): PeerEgress {
     let e = this.#egress.get(peer);
     if (e === undefined) {
-      e = new PeerEgress(this.config.peerByteBudget);
+      e = new PeerEgress(this.config.peerByteBudget, this.metrics);
       this.#egress.set(peer, e);
     }
     return e;
@@ -235,9 +348,11 @@ export class Mux implements BatcherHost, IngressHost {
 
   // ───────────────────────── IngressHost ─────────────────────────
 
-  findBind(anchorId: bigint, sessionId: bigint): Bind | undefined {
-    const b = this.#binds.get(Number(sessionId));
-    return b !== undefined && b.sessionId === sessionId && b.anchorId === anchorId && !b.claimed && !b.ended ? b : undefined;
+  findBind(anchorId: bigint, sessionId: bigint, peer: PeerId): Bind | undefined {
+    const b = this.#binds.get(sessionKey(sessionId));
+    if (b === undefined || b.sessionId !== sessionId || b.anchorId !== anchorId || b.claimed || b.ended) return undefined;
+    // An attach bind belongs to the peer it was answered to; a pre-bind to whoever holds its ticket.
+    return b.peer === null || b.peer === peer ? b : undefined;
   }
 
   bindClaimed(bind: Bind): void {
@@ -253,7 +368,7 @@ export class Mux implements BatcherHost, IngressHost {
   bindEnded(bind: Bind, end: BindEnd): void {
     if (bind.ended) return;
     bind.ended = true;
-    this.#binds.delete(Number(bind.sessionId));
+    this.#binds.delete(sessionKey(bind.sessionId));
     if (bind.peer === null || bind.claimed) this.#nodeLoad[bind.lane]! -= 1;
     const peer = bind.peer ?? bind.slot?.table.peer ?? null;
     if (peer !== null) {
@@ -350,11 +465,14 @@ export class Mux implements BatcherHost, IngressHost {
    */
   bind(anchorId: bigint, owner: BindOwner, peer: PeerId | null, key?: bigint): Bind {
     const lane = this.chooseLane(peer, key);
-    const session = this.#nextSession;
-    this.#nextSession += 1n;
+    // The session is the claim's secret (a pre-bind's ticket is its only proof): random, nonzero,
+    // and unique among live binds by its map key. A counter let an OpenSlot guess it.
+    let session: bigint;
+    do session = randomU64(this.runtime);
+    while (session === 0n || this.#binds.has(sessionKey(session)));
     const window = peer === null ? this.config.prebindTimeout : this.config.acceptWindow;
     const bind = new Bind(anchorId, session, this.config.initialCredit, this.config.slotByteBudget, lane, peer, owner, this.runtime.now() + window);
-    this.#binds.set(Number(bind.sessionId), bind);
+    this.#binds.set(sessionKey(session), bind);
     (peer === null ? this.#prebindDeadlines : this.#attachDeadlines).push(bind);
     // Node load (the pre-bind choice) is live slots from every peer plus unclaimed pre-binds (§5.6):
     // an answered attach counts there only once its OpenSlot claims it.
@@ -465,6 +583,8 @@ export class Mux implements BatcherHost, IngressHost {
       this.#watchdogWindow();
     }
     if (this.#heartbeatSenders.size > 0) for (const s of this.#heartbeatSenders) s.maybeHeartbeat(now);
+    // Backstop for records larger than a batch: released bytes the immediate conditions kept back.
+    if (this.#windowsIn.size > 0) for (const w of this.#windowsIn.values()) w.flushIfPending();
     this.#stageOut.expire(now);
     this.#checkBatchers(now);
   }
@@ -486,20 +606,39 @@ export class Mux implements BatcherHost, IngressHost {
   #watchdogWindow(): void {
     const limit = this.config.detectionMultiplier;
     const tables = this.#tableList;
+    // A sender blocked by this node's window cannot heartbeat (its heartbeat would overtake its
+    // queue), like one without credit: no window of a peer whose window may block it counts as dead.
+    // Any record up to stagedPayloadMax may be the one blocked, so with the default (64 MiB > the
+    // window) that is any peer this node holds or owes released bytes for.
+    const largest = this.config.stagedPayloadMax;
     for (let i = 0; i < tables.length; i++) {
       {
         const t = tables[i]!;
         if (t.liveSlots === 0) continue;
+        const w = this.#windowsIn.get(t.peer);
+        const windowWait = w !== undefined && w.account.mayBlock(Math.max(largest, w.account.maxBatch));
         const fire: IngressSlot[] = [];
+        let excused = false;
         for (const s of t.slots()) {
-          const live = s.arrivals !== s.lastArrivals || s.senderStarved;
+          const silent = s.arrivals === s.lastArrivals && !s.senderStarved;
+          if (silent && windowWait) excused = true;
           s.lastArrivals = s.arrivals;
-          s.deadWindows = live ? 0 : s.deadWindows + 1;
+          s.deadWindows = silent && !windowWait ? s.deadWindows + 1 : 0;
           if (s.deadWindows >= limit) fire.push(s);
         }
         for (const s of fire) t.watchdogFire(s);
+        // Excused slots prove nothing about their sender: the peer itself must answer a ping.
+        if (excused) this.#windowHealthCheck(t.peer);
       }
     }
+  }
+
+  /** A health check of a peer whose silent slots the window excused, at most once per health-check interval. */
+  #windowHealthCheck(peer: PeerId): void {
+    const now = this.runtime.now();
+    if (now - (this.#windowPings.get(peer) ?? Number.NEGATIVE_INFINITY) < this.config.healthCheckInterval) return;
+    this.#windowPings.set(peer, now);
+    this.#healthCheck(peer);
   }
 
   #checkBatchers(now: number): void {
@@ -599,7 +738,14 @@ export class Mux implements BatcherHost, IngressHost {
       this.#budgets.delete(peer);
       this.#peerLoad.delete(peer);
     }
+    this.#egress.get(peer)?.close();
     this.#egress.delete(peer);
+    const w = this.#windowsIn.get(peer);
+    if (w !== undefined) {
+      w.dead = true;
+      this.#windowsIn.delete(peer);
+    }
+    this.#windowPings.delete(peer);
   }
 
   /** Live slots on both sides (the `live_slots` gauge). */
@@ -623,6 +769,9 @@ export class Mux implements BatcherHost, IngressHost {
       b.buffer.close();
       this.bindEnded(b, 'dropped');
     }
+    for (const w of this.#windowsIn.values()) w.dead = true;
+    this.#windowsIn.clear();
+    for (const e of this.#egress.values()) e.close();
     // Staged transfers die with the node: nothing would expire them once the sweep stops.
     this.#stageOut.close();
     this.#stageIn.close();

@@ -14,7 +14,11 @@
  *
  * Memory: each side bounds what it holds per peer (`max(peerByteBudget, stagedPayloadMax)` staged
  * out; one transfer pulled at a time per peer, at most `stagedPayloadMax`), and staged bytes are
- * dropped when pulled, refused, expired (the accept window) or when the peer goes.
+ * dropped when pulled, refused, expired (the accept window) or when the peer goes. That budget is
+ * rendezvous's own; separately, the peer window (peer-window.ts) counts each singleton by its whole
+ * batch once staged, so delivered singletons sitting unread in slot buffers stay within the window
+ * like any record. A transfer the receiver will never apply is released to the window here
+ * (`unkept`).
  */
 import { z } from 'zod/mini';
 import { LanemuxError } from '../errors.ts';
@@ -236,6 +240,8 @@ export interface StageInHost {
   refuse(peer: PeerId, lane: number, epoch: bigint, slot: number, session: bigint, message: string): void;
   /** Bytes being assembled changed by `delta` (for a gauge). */
   bytesChanged?(delta: number): void;
+  /** A transfer of `size` bytes will never be delivered (refused or failed): the sender's window counted it. */
+  unkept?(peer: PeerId, size: number): void;
   /** A transfer for the named stream was queued (`+1`) or settled: delivered, refused or failed (`-1`). */
   pendingChanged?(peer: PeerId, lane: number, epoch: bigint, slot: number, session: bigint, delta: number): void;
 }
@@ -299,6 +305,7 @@ export class StageIn {
   }
 
   #refuse(from: PeerId, t: Incoming, message: string): void {
+    this.#host.unkept?.(from, t.size);
     this.#host.refuse(from, t.lane, t.epoch, t.slot, t.session, message);
     // Releases are a courtesy (the sender's accept window frees the copy anyway): a few in flight per
     // peer, so a descriptor flood cannot fill the node-wide pending-request budget.
@@ -325,7 +332,10 @@ export class StageIn {
       try {
         buf = await this.#pull(peer, t);
       } catch (e) {
-        if (live()) this.#host.refuse(peer, t.lane, t.epoch, t.slot, t.session, `staged transfer for stream ${t.muxSlot} (${t.size} bytes) failed: ${e instanceof Error ? e.message : String(e)}`);
+        if (live()) {
+          this.#host.unkept?.(peer, t.size);
+          this.#host.refuse(peer, t.lane, t.epoch, t.slot, t.session, `staged transfer for stream ${t.muxSlot} (${t.size} bytes) failed: ${e instanceof Error ? e.message : String(e)}`);
+        }
       }
       if (!live()) return;
       q.shift();

@@ -10,6 +10,15 @@ import { isTerminalKind } from '../wire/frame.ts';
 /** Called when the consumer takes a record: `bytes` is the record's body size. */
 export type DrainListener = (bytes: number, isData: boolean) => void;
 
+/** The peer window a mux slot buffer's records are charged to (ingress's per-peer account). */
+export interface WindowSink {
+  /** `bytes` of a charged record left the buffer (taken or discarded). */
+  release(bytes: number): void;
+}
+
+/** Set on a stored kind when the record is charged to the peer window (kinds are < 0x80). */
+const CHARGED = 0x80;
+
 /** Entries a ring starts with. */
 const INITIAL_ENTRIES = 4;
 
@@ -31,6 +40,14 @@ export class SlotBuffer {
   #more: Array<() => void> | null = null;
   /** Drain signal: set by ingress when the slot is live. */
   onDrain: DrainListener | null = null;
+  /**
+   * The peer window charged records release into (set by ingress at claim; null for local and
+   * per-stream buffers). It outlives the slot: unread records of a retired slot stay charged until
+   * the consumer takes or discards them.
+   */
+  window: WindowSink | null = null;
+  /** Bytes of charged records in the buffer. */
+  windowBytes = 0;
   /** Frames of the current take (valid until the next take). */
   kind = 0;
   value: unknown = undefined;
@@ -52,12 +69,18 @@ export class SlotBuffer {
     return this.#closed;
   }
 
-  /** Push a frame. Returns false when full (a credit invariant break: `reader_stall_total`). */
-  push(kind: number, value: unknown, bytes: number): boolean {
+  /**
+   * Push a frame. Returns false when full (a credit invariant break: `reader_stall_total`). With
+   * `charged`, the record counts against {@link window} until it is taken or discarded.
+   */
+  push(kind: number, value: unknown, bytes: number, charged = false): boolean {
     if (this.#closed || this.#length >= this.capacity) return false;
     if (this.#length === this.#size) this.#grow();
     const i = (this.#head + this.#length) % this.#size;
-    this.#kinds[i] = kind;
+    if (charged) {
+      this.#kinds[i] = kind | CHARGED;
+      this.windowBytes += bytes;
+    } else this.#kinds[i] = kind;
     this.#values[i] = value;
     this.#sizes[i] = bytes;
     this.#length++;
@@ -71,6 +94,8 @@ export class SlotBuffer {
     if (this.#length >= this.capacity) {
       // Drop the newest to make room: only reachable after a protocol fault.
       this.#length--;
+      const j = (this.#head + this.#length) % this.#size;
+      if (this.#kinds[j]! >= CHARGED) this.#uncharge(this.#sizes[j]!);
     } else if (this.#length === this.#size) {
       this.#grow();
     }
@@ -102,11 +127,20 @@ export class SlotBuffer {
     this.#head = 0;
   }
 
-  /** Discard every unread frame (no drain signal: their credit is moot once the slot ends). */
+  /**
+   * Discard every unread frame (no drain signal: their credit is moot once the slot ends). Their
+   * bytes go back to the peer window.
+   */
   clear(): void {
     for (let k = 0; k < this.#length; k++) this.#values[(this.#head + k) % this.#size] = undefined;
     this.#head = 0;
     this.#length = 0;
+    if (this.windowBytes > 0) this.#uncharge(this.windowBytes);
+  }
+
+  #uncharge(bytes: number): void {
+    this.windowBytes -= bytes;
+    this.window?.release(bytes);
   }
 
   /** No more pushes; a waiting reader wakes and sees the end once the buffer is empty. */
@@ -123,12 +157,16 @@ export class SlotBuffer {
   take(): boolean {
     if (this.#length === 0) return false;
     const i = this.#head;
-    this.kind = this.#kinds[i]!;
+    const kind = this.#kinds[i]!;
     this.value = this.#values[i];
     this.#values[i] = undefined;
     const bytes = this.#sizes[i]!;
     this.#head = (i + 1) % this.#size;
     this.#length--;
+    if (kind >= CHARGED) {
+      this.kind = kind & ~CHARGED;
+      this.#uncharge(bytes);
+    } else this.kind = kind;
     this.onDrain?.(bytes, !isTerminalKind(this.kind));
     return true;
   }

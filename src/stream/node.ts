@@ -110,6 +110,13 @@ export interface AttachOptions {
   readonly laneKey?: bigint;
   /** Attach timeout in ms. Defaults to 10,000. */
   readonly timeoutMs?: number;
+  /**
+   * The anchor's ticket, when it was pre-bound (`prebindAnchor`) and this producer prefers an attach
+   * to `openAnchorStream`: the attach names the ticket's session, which is what lets it adopt the
+   * pre-bind. Without it, an attach to a pre-bound anchor is refused and the pre-bind is left alone
+   * (knowing a handle is not enough to take a stream). Defaults to none.
+   */
+  readonly ticket?: string;
 }
 
 /** The mux side of every MPSC sender's bind: the anchor learns ends from the buffer itself. */
@@ -457,7 +464,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
   #onAttach(from: PeerId, body: unknown): unknown {
     const req = attachRequestSchema.safeParse(body);
     if (!req.success) return { Err: { reason: `malformed attach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
-    const { handle, supported_transport_keys: keys, lane_key: laneKey } = req.data;
+    const { handle, supported_transport_keys: keys, lane_key: laneKey, session_id: claimedSession } = req.data;
     if (handle.hi !== this.workerId) return { Err: { reason: 'the handle belongs to another worker' } };
     if ((handle.lo & MPSC_BIT) !== 0n) return this.#refuse('the anchor is MPSC; use _mpsc_anchor_attach');
     const anchor = this.#anchors.get(handle.lo);
@@ -468,6 +475,12 @@ export class LanemuxNode implements AnchorHost, MpscHost {
       const bind = anchor.bind;
       if (bind !== null && bind.peer === null && !bind.ended) {
         if (bind.claimed) return this.#refuse('already streaming through a pre-bound slot');
+        // A pre-bind is the ticket holder's: only an attach naming the ticket's session may adopt or
+        // release it. Anyone else who knows the handle is refused and changes nothing.
+        if (claimedSession !== bind.sessionId) {
+          this.#metrics.anchorOperation('attach', 'error', 'mux');
+          return this.#refuse('the anchor is pre-bound: attach with its ticket (AttachOptions.ticket) or open it with openAnchorStream');
+        }
         if (!offersMux) {
           mux?.releaseBind(bind);
           anchor._unfeed();
@@ -594,6 +607,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
   async #requestAttach(peer: PeerId, handler: string, h: AnchorHandle, options: AttachOptions): Promise<unknown> {
     const body: Record<string, unknown> = { handle: u128(h.workerId, h.localId), supported_transport_keys: this.#offeredKeys };
     if (options.laneKey !== undefined) body['lane_key'] = `0x${BigInt.asUintN(64, options.laneKey).toString(16)}`;
+    if (options.ticket !== undefined) body['session_id'] = `0x${parseTicket(options.ticket).routing_session_id.toString(16)}`;
     try {
       return await this.#messenger.request(peer, handler, body, {
         timeoutMs: options.timeoutMs ?? 10_000,

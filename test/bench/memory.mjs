@@ -1,9 +1,13 @@
 #!/usr/bin/env node
 // Stalled consumer: X streams whose consumer never reads. The producer keeps `await send(item)` on
-// every stream until all of them are parked by credit; then each side reports its RSS and heap
-// growth (after a full GC; both children run with --expose-gc) since the streams were set up,
-// against `peerByteBudget` and against the credit bound X · C · item bytes.
+// every stream until all of them are parked (by credit, or by the receiver's peer window); then each
+// side reports its RSS and heap growth (after a full GC; both children run with --expose-gc) since
+// the streams were set up, against `peerByteBudget` and against the credit bound X · C · item bytes,
+// and the receiver reports the bytes its window counted (held now, and the most held at once).
 // Usage: node test/bench/memory.mjs [--slots 1024] [--item 1024] [--credit 32] [--budget 8388608]
+//        node test/bench/memory.mjs --items 64,4096,61440 [--slots 1024]   one row per item size
+// (--items runs the pairs one after the other and prints one JSON line with a `rows` array; a build
+// without the peer window reports no window figures, only the growth.)
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { ackWriter, connect, dist, emit, emitAndExit, listen, parseArgs, round, runPair, watchdog } from './harness.mjs';
@@ -54,7 +58,15 @@ async function recv() {
         ack(0);
       } else {
         const m1 = mem();
-        await emit({ role: 'recv', recv_heap_growth_bytes: m1.heap - m0.heap, recv_rss_growth_bytes: m1.rss - m0.rss, recv_buffered: anchors.length });
+        const r = node.metricsRegistry;
+        await emit({
+          role: 'recv',
+          recv_heap_growth_bytes: m1.heap - m0.heap,
+          recv_rss_growth_bytes: m1.rss - m0.rss,
+          recv_buffered: anchors.length,
+          recv_records_buffered: anchors.reduce((n, a) => n + (a.bind?.buffer.length ?? 0), 0),
+          ...(r.receiveWindowPeakBytes !== undefined ? { recv_window_held_bytes: r.receiveWindowHeldBytes, recv_window_peak_bytes: r.receiveWindowPeakBytes } : {}),
+        });
         process.exit(0);
       }
     });
@@ -91,20 +103,33 @@ async function send(peer) {
   ctrl.write(Buffer.from([2]));
 }
 
-if (args.role === 'recv') await recv();
-else if (args.role === 'send') await send(JSON.parse(args.peer));
-else {
-  process.env.BENCH_NODE_FLAGS = `${process.env.BENCH_NODE_FLAGS ?? ''} --expose-gc`;
-  const common = ['--slots', String(slots), '--item', String(itemBytes), '--credit', String(credit), '--budget', String(budget), '--timeout', String(timeoutMs)];
+/** Run one sender/receiver pair for `item`-byte records and merge their figures. */
+async function row(item) {
+  const common = ['--slots', String(slots), '--item', String(item), '--credit', String(credit), '--budget', String(budget), '--timeout', String(timeoutMs)];
   const script = fileURLToPath(import.meta.url);
   const r = await runPair(script, [...common, '--role', 'recv'], [...common, '--role', 'send'], timeoutMs + 5000);
-  const out = { bench: 'memory-stalled', slots, item_bytes: itemBytes, credit, peer_byte_budget: budget, credit_bound_bytes: slots * credit * itemBytes, ...r };
+  const out = { bench: 'memory-stalled', slots, item_bytes: item, credit, peer_byte_budget: budget, credit_bound_bytes: slots * credit * item, ...r };
   delete out.role;
   delete out.ready;
   if (!r.error) {
     out.recv_growth_vs_budget = round(r.recv_rss_growth_bytes / budget, 3);
     out.send_growth_vs_budget = round(r.send_rss_growth_bytes / budget, 3);
     out.recv_heap_vs_budget = round(r.recv_heap_growth_bytes / budget, 3);
+    if (r.recv_window_peak_bytes !== undefined) out.recv_window_peak_vs_budget = round(r.recv_window_peak_bytes / budget, 3);
   }
-  await emitAndExit(out, r.error ? 1 : 0);
+  return out;
+}
+
+if (args.role === 'recv') await recv();
+else if (args.role === 'send') await send(JSON.parse(args.peer));
+else {
+  process.env.BENCH_NODE_FLAGS = `${process.env.BENCH_NODE_FLAGS ?? ''} --expose-gc`;
+  if (args.items !== undefined) {
+    const rows = [];
+    for (const item of String(args.items).split(',').map(Number)) rows.push(await row(item));
+    await emitAndExit({ bench: 'memory-stalled-rows', slots, credit, peer_byte_budget: budget, rows }, rows.some((x) => x.error) ? 1 : 0);
+  } else {
+    const out = await row(itemBytes);
+    await emitAndExit(out, out.error ? 1 : 0);
+  }
 }

@@ -100,14 +100,14 @@ describe('zero-RTT tickets over TCP', () => {
     await expect(stray.send('nope')).rejects.toMatchObject({ code: 'ERR_UNKNOWN_SLOT' });
   });
 
-  it('an ordinary attach adopts an unclaimed pre-bind; opening a ticket on its own worker fails fast', async () => {
+  it('an attach presenting the ticket adopts the unclaimed pre-bind; opening a ticket on its own worker fails fast', async () => {
     const consumer = await tcpNode();
     const producer = await tcpNode({ listen: false });
     await producer.connect(consumer.address);
     const anchor = consumer.createAnchor<string>();
     const ticket = consumer.prebindAnchor(anchor)!;
     await expect(consumer.openAnchorStream(anchor.handle, ticket)).rejects.toMatchObject({ code: 'ERR_TRANSPORT_ERROR' });
-    const s = await producer.attachAnchor<string>(anchor.handle);
+    const s = await producer.attachAnchor<string>(anchor.handle, { ticket });
     const read = readAll(anchor);
     await s.send('adopted');
     await s.finalize();

@@ -65,6 +65,8 @@ export class RecordingSink implements BatchSink {
   mode: 'open' | 'stall' | 'refuse' = 'open';
   /** What `maxMessageSize` reports (0: no eager clamp). */
   maxMessage = 0;
+  /** What `linkEpoch` reports (undefined: a transport without link epochs). */
+  link: number | undefined = undefined;
   readonly sent: SentBatch[] = [];
   /** The clock that stamps each write. */
   clock: () => number = () => 0;
@@ -101,6 +103,10 @@ export class RecordingSink implements BatchSink {
 
   maxMessageSize(_peer: PeerId): number {
     return this.maxMessage;
+  }
+
+  linkEpoch(_peer: PeerId): number | undefined {
+    return this.link;
   }
 
   /** Frames parked on admission. */
@@ -162,7 +168,7 @@ export interface EgressHarness {
 }
 
 /** Build a batcher for (PEER, lane) with its own runtime, metrics and sink. */
-export function egress(config: MuxConfig = {}, options: { maxMessageSize?: number; lane?: number; peerEgress?: PeerEgress } = {}): EgressHarness {
+export function egress(config: MuxConfig = {}, options: { maxMessageSize?: number; lane?: number; peerEgress?: PeerEgress; sendWindow?: () => number } = {}): EgressHarness {
   const runtime = new ManualRuntime();
   const metrics = new MuxMetrics();
   const sink = new RecordingSink();
@@ -196,6 +202,7 @@ export function egress(config: MuxConfig = {}, options: { maxMessageSize?: numbe
     },
     stageRoom: () => sink.stageRoom,
     ...(options.peerEgress !== undefined ? { peerEgress: () => options.peerEgress! } : {}),
+    ...(options.sendWindow !== undefined ? { sendWindow: options.sendWindow } : {}),
     whenStageRoom: (_peer, cb) => {
       sink.roomWaiters.push(cb);
     },
@@ -368,9 +375,9 @@ export class FakeIngressHost implements IngressHost {
   readonly ended: Array<{ bind: Bind; end: BindEnd }> = [];
   doorbells = 0;
 
-  findBind(anchorId: bigint, sessionId: bigint): Bind | undefined {
+  findBind(anchorId: bigint, sessionId: bigint, peer: PeerId): Bind | undefined {
     const b = this.binds.get(bindKey(anchorId, sessionId));
-    return b !== undefined && !b.claimed && !b.ended ? b : undefined;
+    return b !== undefined && !b.claimed && !b.ended && (b.peer === null || b.peer === peer) ? b : undefined;
   }
   bindClaimed(bind: Bind): void {
     this.claimed.push(bind);

@@ -60,13 +60,13 @@ async function readAll<T>(a: StreamAnchor<T>): Promise<T[]> {
 }
 
 describe('pre-bind rules', () => {
-  it('an ordinary attach adopts an unclaimed pre-bind: the ticket session and terms, the same bind and deadline', async () => {
+  it('an attach that presents the ticket adopts the unclaimed pre-bind: the ticket session and terms, the same bind and deadline', async () => {
     const { consumer, producer, mp, requests } = await pair({ consumer: { mux: { initialCredit: 6 } } });
     const anchor = consumer.createAnchor<string>();
     const ticket = consumer.prebindAnchor(anchor)!;
     const bind = anchor.bind!;
     const deadline = bind.deadline;
-    const s = await producer.attachAnchor<string>(anchor.handle);
+    const s = await producer.attachAnchor<string>(anchor.handle, { ticket });
     expect(anchor.bind, 'no second bind').toBe(bind);
     expect(bind.deadline, 'the accept window is not restarted').toBe(deadline);
     const ok = (requests.at(-1)!.answer as { Ok: Record<string, unknown> }).Ok;
@@ -85,6 +85,25 @@ describe('pre-bind rules', () => {
     await closedWith(stray, 'ERR_UNKNOWN_SLOT');
   });
 
+  it('an attach that knows only the handle neither adopts nor releases the pre-bind (mux or not); the ticket holder still streams', async () => {
+    const { consumer, producer, mp } = await pair();
+    const anchor = consumer.createAnchor<string>();
+    const ticket = consumer.prebindAnchor(anchor)!;
+    const bind = anchor.bind!;
+    await expect(producer.attachAnchor<string>(anchor.handle)).rejects.toMatchObject({ code: 'ERR_ATTACH_REFUSED', message: /pre-bound/ });
+    const noMux = { handle: { hi: hex(consumer.workerId), lo: hex(anchor.localId) }, supported_transport_keys: ['tcp-stream'] };
+    expect(((await mp.request(mc_id(consumer), '_anchor_attach', noMux)) as { Err?: { reason: string } }).Err?.reason).toMatch(/pre-bound/);
+    const guessed = { ...noMux, session_id: hex(bind.sessionId ^ 1n), supported_transport_keys: ['messenger-mux-v2'] };
+    expect(((await mp.request(mc_id(consumer), '_anchor_attach', guessed)) as { Err?: { reason: string } }).Err?.reason).toMatch(/pre-bound/);
+    expect(anchor.bind).toBe(bind);
+    expect(bind.ended).toBe(false);
+    const read = readAll(anchor);
+    const s = await producer.openAnchorStream<string>(anchor.handle, ticket);
+    await s.send('mine');
+    await s.finalize();
+    expect(await read).toEqual(['mine']);
+  });
+
   it('an attach after the OpenSlot claimed the pre-bind is refused', async () => {
     const { consumer, producer } = await pair();
     const anchor = consumer.createAnchor<string>();
@@ -100,13 +119,13 @@ describe('pre-bind rules', () => {
     expect(await read).toEqual(['x', 'y']);
   });
 
-  it('a sender that does not offer the mux key is refused naming messenger-mux-v2, the pre-bind is released, and the next attach binds afresh', async () => {
+  it('a ticket holder that does not offer the mux key is refused naming messenger-mux-v2, the pre-bind is released, and the next attach binds afresh', async () => {
     const { consumer, producer, mp } = await pair();
     const anchor = consumer.createAnchor<string>();
     const ticket = consumer.prebindAnchor(anchor)!;
     const bind = anchor.bind!;
-    // A producer without the mux advertises only its per-stream key.
-    const body = { handle: { hi: hex(consumer.workerId), lo: hex(anchor.localId) }, supported_transport_keys: ['tcp-stream'] };
+    // A producer without the mux advertises only its per-stream key (and names the ticket's session).
+    const body = { handle: { hi: hex(consumer.workerId), lo: hex(anchor.localId) }, session_id: hex(bind.sessionId), supported_transport_keys: ['tcp-stream'] };
     const answer = (await mp.request(mc_id(consumer), '_anchor_attach', body)) as { Err?: { reason: string } };
     expect(answer.Err?.reason).toMatch(/messenger-mux-v2/);
     expect(bind.ended, 'the pre-bind is released').toBe(true);
@@ -130,7 +149,7 @@ describe('pre-bind rules', () => {
     // Past the unattached timeout while pre-bound: the pre-bind keeps the anchor (rightly).
     await new Promise((r) => setTimeout(r, 120));
     expect(anchor.finished).toBe(false);
-    const body = { handle: { hi: hex(consumer.workerId), lo: hex(anchor.localId) }, supported_transport_keys: ['tcp-stream'] };
+    const body = { handle: { hi: hex(consumer.workerId), lo: hex(anchor.localId) }, session_id: hex(anchor.bind!.sessionId), supported_transport_keys: ['tcp-stream'] };
     const answer = (await mp.request(mc_id(consumer), '_anchor_attach', body)) as { Err?: { reason: string } };
     expect(answer.Err).toBeDefined();
     expect(anchor.feedKind).toBe('none');

@@ -72,3 +72,15 @@ describe('docs/protocol.md §10 golden bytes are the codec’s', () => {
     expect(Array.from({ length: 8 }, (_, k) => Number(splitmix64(BigInt(k)) % 4n))).toEqual(lanes);
   });
 });
+
+describe('docs/protocol.md §8.2 `_stream_window` example is what the mux sends', () => {
+  it('MESSAGE head + 8-byte u64 release', async () => {
+    const { encodeWindowUpdate, WINDOW_HANDLER } = await import('../../src/mux/peer-window.ts');
+    const { messageHead } = await import('../../src/messenger/envelope.ts');
+    const body = encodeWindowUpdate(2 * 1024 * 1024, new Uint8Array(8));
+    const head = messageHead(new TextEncoder().encode(WINDOW_HANDLER));
+    const s82 = doc.slice(doc.indexOf('### 8.2'));
+    const golden = /```\n([0-9a-f ]+)\n```/.exec(s82)![1]!;
+    expect(`${hex(head)} ${hex(body)}`).toBe(golden);
+  });
+});
