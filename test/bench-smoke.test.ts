@@ -72,7 +72,7 @@ describe('npm run bench -- --quick', () => {
       sane(row.cpu_us_per_stream, `lifecycle ${row.mode} CPU`);
     }
     // 4. memory: both sides measured; the churn run ends with no live slot
-    for (const item of ['64', '1024']) {
+    for (const item of ['64', '1024', '4096', '61440']) {
       for (const k of ['recv_rss', 'send_rss']) expect(Number.isFinite(summary.memory[item]?.[k]?.med), `memory ${item} B ${k}`).toBe(true);
     }
     expect(summary.churn.live_after).toBe(0);

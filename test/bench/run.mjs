@@ -105,7 +105,8 @@ const shapeKey = (s) => `X=${s.x} Y=${s.y} W=${s.w}`;
 
 const raw = { decode: {}, tpw: [], lifecycle: {}, memory: {}, churn: [], latency: {}, lanes: {}, lanesWt: {} };
 // Scenario 4 runs the decode shape's 64-byte tokens and 1 KiB items (where the credit bound X · C · item exceeds the budget).
-const MEM_ITEMS = [64, 1024];
+// 1,024 unread streams at these record sizes: the receiver's growth against peerByteBudget (the receive window).
+const MEM_ITEMS = [64, 1024, 4096, 61440];
 const LIFE = ['attach', 'zero-rtt', 'per-stream', 'yamux', 'attach-0', 'zero-rtt-0'];
 /** A lifecycle row id → lifecycle.mjs arguments (`-0`: open + close alone, no items). */
 const lifeArgs = (id) => (id.endsWith('-0') ? ['--mode', id.slice(0, -2), '--items', '0'] : ['--mode', id]);
@@ -282,7 +283,7 @@ if (want(3)) {
 if (want(4)) {
   summary.memory = {};
   md.push('', '### 4. Memory: streams whose consumer never reads (separate processes)', '');
-  md.push('| streams × item | side | RSS growth MiB | heap+ArrayBuffer growth MiB | RSS ÷ peerByteBudget | heap ÷ peerByteBudget | credit bound X · C · item MiB |', '|---|---|---|---|---|---|---|');
+  md.push('| streams × item | side | RSS growth MiB | heap+ArrayBuffer growth MiB | RSS ÷ peerByteBudget | heap ÷ peerByteBudget | credit bound X · C · item MiB | window peak ÷ peerByteBudget |', '|---|---|---|---|---|---|---|---|');
   let first = {};
   for (const item of MEM_ITEMS) {
     const m = raw.memory[item] ?? [];
@@ -293,11 +294,12 @@ if (want(4)) {
     const fmb = (x) => (x === null ? 'n/a' : rounds > 1 ? `${mb(x.med)} [${mb(x.min)}–${mb(x.max)}]` : mb(x.med));
     const ratio = (x) => (x === null || !first.peer_byte_budget ? 'n/a' : `${(x.med / first.peer_byte_budget).toFixed(2)}×`);
     const shape = `${first.slots ?? '?'} × ${item} B`;
-    md.push(`| ${shape} | receiver (stalled consumer) | ${fmb(row.recv_rss)} | ${fmb(row.recv_heap)} | ${ratio(row.recv_rss)} | ${ratio(row.recv_heap)} | ${first.credit_bound_bytes ? mb(first.credit_bound_bytes) : '?'} |`);
-    md.push(`| ${shape} | sender | ${fmb(row.send_rss)} | ${fmb(row.send_heap)} | ${ratio(row.send_rss)} | ${ratio(row.send_heap)} | |`);
+    const peak = first.recv_window_peak_bytes !== undefined && first.peer_byte_budget ? `${(first.recv_window_peak_bytes / first.peer_byte_budget).toFixed(2)}×` : 'n/a';
+    md.push(`| ${shape} | receiver (stalled consumer) | ${fmb(row.recv_rss)} | ${fmb(row.recv_heap)} | ${ratio(row.recv_rss)} | ${ratio(row.recv_heap)} | ${first.credit_bound_bytes ? mb(first.credit_bound_bytes) : '?'} | ${peak} |`);
+    md.push(`| ${shape} | sender | ${fmb(row.send_rss)} | ${fmb(row.send_heap)} | ${ratio(row.send_rss)} | ${ratio(row.send_heap)} | | |`);
   }
-  md.push('', `peerByteBudget ${first.peer_byte_budget ? mb(first.peer_byte_budget) : '?'} MiB. The receiver's in-order slot buffers are bounded by credit (X · C · item): ` +
-    'the window a sender holds from the open cannot be refused. The sender\'s withheld queues share `peerByteBudget` across all slots toward the peer.');
+  md.push('', `peerByteBudget ${first.peer_byte_budget ? mb(first.peer_byte_budget) : '?'} MiB. The receiver advertises it as its receive window: what it holds ` +
+    'for one peer\'s unread records stays within it plus one batch, whatever X · C · item (the credit bound) would allow. The sender\'s withheld queues share `peerByteBudget` too.');
   const c = ok(raw.churn)[0];
   summary.churn = c ?? null;
   md.push('', c ? `Churn: ${c.n.toLocaleString('en-US')} streams opened and closed (attach, 4 items each, 64 in flight, after ${c.warm} warm-up): heap growth after GC ` +
