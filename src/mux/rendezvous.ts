@@ -34,6 +34,14 @@ export const PULL_HANDLER = '_rv_pull';
 export const PULL_CHUNK_MAX = 512 * 1024;
 /** Room left in a pull response for the messenger envelope. */
 const PULL_ENVELOPE_ROOM = 1024;
+/**
+ * The largest chunk of one pull (docs/protocol.md §8.1): `min(512 KiB, max message size − 1 KiB)`, at
+ * least 1 KiB. `maxPayload` is what the messenger reports, the link's max message size less the
+ * 1-byte batch envelope, so the envelope byte is added back (both sides must compute the same limit).
+ */
+export function pullChunkLimit(maxPayload: number): number {
+  return Math.min(PULL_CHUNK_MAX, Math.max(1024, maxPayload + 1 - PULL_ENVELOPE_ROOM));
+}
 /** Pulls in flight per transfer. */
 const PULL_WINDOW = 4;
 /** Descriptors a receiver queues per peer before it refuses more (each names a fenced slot). */
@@ -177,7 +185,7 @@ export class StageOut {
       return null;
     }
     const { offset, length } = req.data;
-    const limit = Math.min(PULL_CHUNK_MAX, Math.max(1024, this.#host.maxMessageSize(from) - PULL_ENVELOPE_ROOM));
+    const limit = pullChunkLimit(this.#host.maxMessageSize(from));
     if (length > limit || offset + length > t.payload.byteLength) {
       throw new LanemuxError('ERR_PROTOCOL', `pull of ${length} bytes at ${offset} is outside transfer ${t.id} (${t.payload.byteLength} bytes, chunk limit ${limit})`);
     }
@@ -347,7 +355,7 @@ export class StageIn {
 
 
   async #pull(peer: PeerId, t: Incoming): Promise<Uint8Array> {
-    const chunk = Math.min(PULL_CHUNK_MAX, Math.max(1024, this.#host.maxMessageSize(peer) - PULL_ENVELOPE_ROOM));
+    const chunk = pullChunkLimit(this.#host.maxMessageSize(peer));
     const buf = new Uint8Array(t.size);
     this.assembling += t.size;
     this.#host.bytesChanged?.(t.size);
