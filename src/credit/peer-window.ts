@@ -92,6 +92,13 @@ export class SendWindow {
  * waits at most one sweep interval. (A "held = 0" condition would cover part of that case sooner,
  * at the price of an update per batch for a consumer that keeps up with a trickle.)
  */
+/**
+ * Toward a peer that advertised no window, what a receiver holds for it is still bounded: this many
+ * windows (plus one batch). Large enough for an older honest peer's ordinary loads, finite for a
+ * hostile one that leaves the field out.
+ */
+export const LEGACY_WINDOW_FACTOR = 4;
+
 export class ReceiveWindow {
   /** The window this receiver advertised, in bytes. */
   readonly size: number;
@@ -120,8 +127,10 @@ export class ReceiveWindow {
     this.size = size;
     this.maxBatch = maxBatch;
     this.active = active;
-    // Inactive: no limit and no report ever due (the thresholds are out of reach).
-    this.#limit = active ? size + maxBatch : Number.POSITIVE_INFINITY;
+    // Inactive (the peer advertised no window, an older build — or a hostile peer that left it out):
+    // no report is ever due, and the peer keeps today's credit-only behaviour up to a finite bound,
+    // LEGACY_WINDOW_FACTOR windows, past which its overrunning stream is closed.
+    this.#limit = active ? size + maxBatch : LEGACY_WINDOW_FACTOR * size + maxBatch;
     this.#quarter = active ? Math.max(1, Math.floor(size / 4)) : Number.POSITIVE_INFINITY;
     this.#tight = active ? size - maxBatch : Number.POSITIVE_INFINITY;
   }

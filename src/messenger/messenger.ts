@@ -149,6 +149,12 @@ export interface MessengerOptions {
    */
   readonly idleTimeoutMs?: number;
   /**
+   * A link with live work the messenger cannot see (streams of the mux) is never idle-closed or
+   * evicted: this says which. Requests, handlers and pings in flight count as work anyway.
+   * Defaults to none.
+   */
+  readonly isBusy?: (peer: PeerInfo) => boolean;
+  /**
    * Receive window advertised to every peer in the HELLO: the most bytes of mux data this node
    * holds for one peer before it releases some (the node sets it to `mux.peerByteBudget`). Defaults
    * to none advertised.
@@ -183,6 +189,7 @@ const optionsSchema = z.object({
   authenticate: z.optional(z.custom<Authenticate>((v) => typeof v === 'function', 'not a function')),
   credential: z.optional(z.custom<CredentialSource>((v) => typeof v === 'function' || (typeof v === 'string' && v.length <= MAX_CREDENTIAL_LENGTH), `not a function or a string of at most ${MAX_CREDENTIAL_LENGTH} characters`)),
   idleTimeoutMs: z._default(int(0, 86_400_000), 600_000),
+  isBusy: z.optional(z.custom<(peer: PeerInfo) => boolean>((v) => typeof v === 'function', 'not a function')),
 });
 
 type Resolved = z.output<typeof optionsSchema>;
@@ -240,6 +247,8 @@ class PeerState implements LinkReceiver {
   activityAtTick = 0;
   /** Consecutive idle ticks with no activity. */
   idleTicks = 0;
+  /** Messages received, health checks included (a contested link that says anything is alive). */
+  received = 0;
 
   constructor(m: MessengerImpl, link: PeerLink) {
     this.#m = m;
@@ -259,6 +268,7 @@ class PeerState implements LinkReceiver {
 
   message(lane: number, bytes: Uint8Array): void {
     const k = bytes[0];
+    this.received++;
     if (k !== Kind.Ping && k !== Kind.Pong) this.activity++;
     this.#m.dispatch(this, lane, bytes);
   }
@@ -358,7 +368,7 @@ class MessengerImpl implements Messenger {
     const limit = this.#o.idleTimeoutMs;
     for (const st of this.#peers.values()) {
       if (st.dead) continue;
-      if (st.activity !== st.activityAtTick) {
+      if (st.activity !== st.activityAtTick || this.#busy(st)) {
         st.activityAtTick = st.activity;
         st.idleTicks = 0;
         continue;
@@ -378,25 +388,40 @@ class MessengerImpl implements Messenger {
   #evictable(): PeerLink | undefined {
     let best: PeerState | undefined;
     for (const st of this.#peers.values()) {
-      if (st.dead || st.idleTicks < 1) continue;
+      if (st.dead || st.idleTicks < 1 || this.#busy(st)) continue;
       if (best === undefined || st.idleTicks > best.idleTicks) best = st;
     }
     return best?.link;
   }
 
-  /** Another connection claimed this link's worker id: ping it now, close it if it does not answer. */
+  /** Work in flight on the link, or live streams the node reports (`isBusy`). */
+  #busy(st: PeerState): boolean {
+    if (st.requests.size > 0 || st.inflight.size > 0) return true;
+    try {
+      return this.#o.isBusy?.(st.info) === true;
+    } catch {
+      return true;
+    }
+  }
+
+  /**
+   * Another connection claimed this link's worker id: check it now, with the ordinary health-check
+   * deadline (a slow but healthy peer must not lose its link to a claimant), and close it only if
+   * nothing at all arrived from it meanwhile.
+   */
   #contested(link: PeerLink): void {
     const st = this.#peers.get(link.info.id);
     if (st === undefined || st.link !== link || st.dead || st.contestPending) return;
     st.contestPending = true;
-    const timeoutMs = Math.min(CONTEST_TIMEOUT_MS, this.#o.healthCheck === false ? CONTEST_TIMEOUT_MS : this.#o.healthCheck.timeoutMs);
+    const timeoutMs = this.#o.healthCheck === false ? CONTEST_TIMEOUT_MS : this.#o.healthCheck.timeoutMs;
+    const before = st.received;
     this.#ping(st, timeoutMs).then(
       () => {
         st.contestPending = false;
       },
       (error: LanemuxError) => {
         st.contestPending = false;
-        if (st.dead) return;
+        if (st.dead || st.received !== before) return;
         st.link.close(new MessengerError('ERR_HEALTH_CHECK_FAILED', `link to ${st.id} did not answer a check after another connection claimed its worker id: ${error.message}`, { retryable: true, cause: error }));
       },
     );
@@ -980,8 +1005,8 @@ class MessengerImpl implements Messenger {
 
 /** Largest delay a timer takes: above it Node fires after 1 ms (and browsers at once). */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
-/** Deadline of the check a contested link gets (a HELLO claimed its worker id without proof). */
-const CONTEST_TIMEOUT_MS = 2_000;
+/** Deadline of the check a contested link gets when health checks are off (else their own deadline). */
+const CONTEST_TIMEOUT_MS = 5_000;
 
 /** A per-call `timeoutMs` must be a number in 1..2^31-1 ms; the error to reject with, if not. */
 function checkTimeout(what: string, timeoutMs: unknown): LanemuxError | undefined {

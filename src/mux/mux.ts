@@ -748,6 +748,18 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     this.#windowPings.delete(peer);
   }
 
+  /**
+   * True while streams with `peer` are live or about to be: slots it sends us or we send it, or binds
+   * answered to it. Such a link must not be closed as idle or evicted (the messenger asks).
+   */
+  busy(peer: PeerId): boolean {
+    for (const b of this.#batchers.get(peer) ?? []) if (b !== undefined && b.liveSlots > 0) return true;
+    for (const t of this.#tables.get(peer) ?? []) if (t !== undefined && t.liveSlots > 0) return true;
+    const load = this.#peerLoad.get(peer);
+    if (load !== undefined) for (let i = 0; i < load.length; i++) if (load[i]! > 0) return true;
+    return false;
+  }
+
   /** Live slots on both sides (the `live_slots` gauge). */
   get liveSlots(): number {
     return this.metrics.liveSlots;

@@ -277,6 +277,11 @@ export class LanemuxNode implements AnchorHost, MpscHost {
   }
 
   /** A snapshot of every metric under the reference's names. */
+  /** @internal True while streams with `peer` are live or answered (the messenger keeps such links). */
+  busy(peer: string): boolean {
+    return this.#mux?.busy(peer) ?? false;
+  }
+
   metrics(): Record<string, number> {
     const out = this.#metrics.snapshot();
     // Connections refused or evicted by the transport (bounded label: the reason).
@@ -953,6 +958,7 @@ export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
   const kill = runtime.env('LANEMUX_MUX_DISABLE') ?? runtime.env('VELO_MESSENGER_MUX_DISABLE');
   const config = resolveMuxConfig(options.mux, kill);
   let messenger = options.messenger;
+  let built: LanemuxNode | undefined;
   if (messenger === undefined) {
     if (!options.transports || options.transports.length === 0) {
       throw new ConfigError('transports', 'give a messenger or at least one transport');
@@ -969,12 +975,15 @@ export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
       ...(options.maxMessageSize !== undefined ? { maxMessageSize: options.maxMessageSize } : {}),
       ...(options.workerId !== undefined ? { workerId: options.workerId } : {}),
       ...(options.authenticate !== undefined ? { authenticate: options.authenticate } : {}),
+      // Links with live streams are never idle-closed or evicted (the node is built right after).
+      isBusy: (peer) => built?.busy(peer.id) ?? false,
       ...(options.credential !== undefined ? { credential: options.credential } : {}),
       // The sender toward us keeps at most this many bytes of mux data unreleased (docs/protocol.md §3.3).
       ...(config.enabled ? { receiveWindow: config.peerByteBudget } : {}),
     });
   }
   const node = new LanemuxNode({ ...options, messenger, runtime, ownsMessenger: options.messenger === undefined }, config);
+  built = node;
   await node._start();
   return node;
 }

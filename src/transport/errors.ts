@@ -35,7 +35,7 @@ export type TransportErrorCode =
   | 'ERR_BAD_LANE'
   /** No installed transport can dial or listen on this address. */
   | 'ERR_UNSUPPORTED_ADDRESS'
-  /** The node already holds `maxPeers` peers or `maxHandshakes` pending hellos. */
+  /** The node holds `maxPeers` peers and none is idle, or `maxHandshakes` authentications are in flight. */
   | 'ERR_TOO_MANY_PEERS'
   /** Invalid options; the message names the field. */
   | 'ERR_CONFIG'

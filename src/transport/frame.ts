@@ -6,7 +6,7 @@
  * reserve more than the limit. Frames that lie entirely within one read chunk are delivered as
  * zero-copy views of it. A frame split across chunks is assembled into a buffer that grows as its
  * bytes arrive (never the announced size up front), and every byte held for it is reserved in the
- * node's {@link IncompleteFramePool}; a frame over {@link FramePolicy.largeFrameBytes} must complete
+ * node's {@link IncompleteFramePool}; a split frame must complete
  * within {@link FramePolicy.deadlineMs} (`frame-pool.ts`).
  *
  * @packageDocumentation
@@ -254,9 +254,11 @@ export class FrameDecoder {
         off += len;
         if (!this.#deliver(message, chunk, off, onFrame)) return this.#takeFailure();
       } else {
-        // Split frame (len ≥ 1 here): the loop above copies what this chunk holds of it.
+        // Split frame (len ≥ 1 here): the loop above copies what this chunk holds of it. Every split
+        // frame has the deadline, whatever its size: frames just under the large-frame size, held a
+        // byte short on many lanes, would otherwise pin the pool for good.
         this.#bodyLen = len;
-        if (len > this.#policy.largeFrameBytes) this.#arm(this.#policy.deadlineMs);
+        this.#arm(this.#policy.deadlineMs);
       }
     }
     return undefined;
@@ -303,7 +305,7 @@ export class FrameDecoder {
     const error = new TransportError(
       'ERR_FRAME_DEADLINE',
       `frame of ${this.#bodyLen} bytes from ${this.#label} did not complete within ${p.deadlineMs} ms of its first byte ` +
-        `(${this.#bodyFill} bytes arrived; frames over ${p.largeFrameBytes} bytes have a deadline)`,
+        `(${this.#bodyFill} bytes arrived)`,
     );
     this.stop();
     if (this.#onDeadline !== undefined) this.#onDeadline(error);

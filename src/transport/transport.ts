@@ -334,8 +334,8 @@ class Acceptor implements HandshakeOwner {
   readonly #groups = new Map<string, Group>();
   /** Connections in their hello, oldest first (a Map keeps insertion order). */
   readonly #pending = new Map<ConnPort, TimerHandle>();
-  /** The lane-0 port whose claim is being decided (for {@link remoteOf}). */
-  #deciding: ConnPort | undefined;
+  /** `authenticate` calls that have not settled (their ports may be gone). */
+  #authInFlight = 0;
 
   constructor(t: TransportImpl) {
     this.#t = t;
@@ -350,14 +350,24 @@ class Acceptor implements HandshakeOwner {
     }
     const max = this.#t.options.maxHandshakes;
     if (this.#pending.size >= max) {
-      // Evict the oldest connection still in its hello rather than refuse the new one: sockets that
-      // never finish a hello can then delay a new peer by at most one eviction, never lock it out.
-      const oldest = this.#pending.keys().next().value as ConnPort;
+      // Evict the oldest silent connection rather than refuse the new one: sockets that never send a
+      // HELLO then delay a new peer only while they arrive faster than it says hello.
+      // Silent sockets (no HELLO yet) go first; a port waiting on authenticate or on its lanes only if none is.
+      let oldest: ConnPort | undefined;
+      for (const p of this.#pending.keys()) {
+        if (!p.authPending && !p.helloDone) {
+          oldest = p;
+          break;
+        }
+      }
+      oldest ??= this.#pending.keys().next().value as ConnPort;
       this.#t.refused('handshake_evicted');
       this.#fail(oldest, new TransportError('ERR_EVICTED', `connection from ${oldest.conn.remote} evicted: ${max} connections were in their hello`, { retryable: true }), 'abort');
     }
     this.#pending.set(port, setUnrefTimeout(() => {
-      this.#fail(port, new TransportError('ERR_HANDSHAKE', `no complete hello from ${conn.remote} within ${this.#t.options.helloTimeoutMs} ms`));
+      // ERR_CONNECT, not ERR_HANDSHAKE: a slow hello (or a slow authenticate) is worth a retry, and a
+      // reconnecting client treats ERR_HANDSHAKE as terminal.
+      this.#fail(port, new TransportError('ERR_CONNECT', `no complete hello from ${conn.remote} within ${this.#t.options.helloTimeoutMs} ms`, { retryable: true }));
     }, this.#t.options.helloTimeoutMs));
     conn.start(port);
   }
@@ -390,18 +400,24 @@ class Acceptor implements HandshakeOwner {
       this.#fail(port, new TransportError('ERR_HANDSHAKE', `duplicate lane 0 for session ${h.session} of worker ${h.worker}`));
       return;
     }
-    if (!this.#t.hasLink(h.worker) && this.#t.linkCount + this.#groups.size >= this.#t.options.maxPeers && !this.#t.evictIdleLink()) {
-      this.#fail(port, new TransportError('ERR_TOO_MANY_PEERS', `this node already has ${this.#t.options.maxPeers} peers`, { retryable: true }));
-      return;
-    }
     const auth = port.adapter?.authenticate ?? this.#t.options.authenticate;
     if (auth === undefined) {
       this.#lane0(port, h, undefined);
       return;
     }
-    // Authenticate before answering or learning anything more from the peer.
+    // Authenticate before answering or learning anything more from the peer. Calls in flight are
+    // bounded like handshakes (an evicted port's call still runs to its end, so it counts until then).
+    if (this.#authInFlight >= this.#t.options.maxHandshakes) {
+      this.#fail(port, new TransportError('ERR_TOO_MANY_PEERS', `${this.#authInFlight} authentications are in flight; try again`, { retryable: true }));
+      return;
+    }
+    this.#authInFlight++;
     port.authPending = true;
+    let settled = false;
     const settle = (identity: unknown): void => {
+      if (settled) return;
+      settled = true;
+      this.#authInFlight--;
       // Closed, timed out or evicted meanwhile: nothing to do.
       if (!port.authPending || port.owner !== this) return;
       port.authPending = false;
@@ -432,9 +448,12 @@ class Acceptor implements HandshakeOwner {
 
   /** Lane 0 of a new link, authenticated (`identity`) or not. */
   #lane0(port: ConnPort, h: Hello, identity: string | undefined): void {
-    this.#deciding = port;
+    // Capacity is checked after authentication: a peer that is refused must not evict anyone.
+    if (!this.#t.hasLink(h.worker) && this.#t.linkCount + this.#groups.size >= this.#t.options.maxPeers && !this.#t.evictIdleLink()) {
+      this.#fail(port, new TransportError('ERR_TOO_MANY_PEERS', `this node already has ${this.#t.options.maxPeers} peers`, { retryable: true }));
+      return;
+    }
     const refusal = this.#t.claimRefusal(h, identity);
-    this.#deciding = undefined;
     if (refusal !== undefined) {
       this.#fail(port, refusal);
       return;
@@ -506,9 +525,7 @@ class Acceptor implements HandshakeOwner {
       const ports = group.ports as ConnPort[];
       for (const p of ports) this.#clearPending(p);
       // A link to the same worker may have formed while this one did: the same rule decides again.
-      this.#deciding = ports[0];
       const refusal = this.#t.claimRefusal(group.hello, group.identity);
-      this.#deciding = undefined;
       if (refusal !== undefined) {
         for (const p of ports) p.reject(refusal);
         return;
@@ -519,13 +536,6 @@ class Acceptor implements HandshakeOwner {
 
   onClosed(port: ConnPort, error: LanemuxError): void {
     this.#fail(port, error, 'abort');
-  }
-
-  /** The remote endpoint of lane 0 of the link being formed for `h` (or of the port now deciding). */
-  remoteOf(h: Hello): string | undefined {
-    const g = this.#groups.get(groupKey(h));
-    if (g !== undefined) return g.ports[0]?.conn.remote;
-    return this.#deciding?.conn.remote;
   }
 
   #clearPending(port: ConnPort): void {
@@ -826,6 +836,14 @@ class Dial implements HandshakeOwner {
 
   #establish(attempt: Attempt): void {
     clearTimeout(attempt.timer);
+    const remote = attempt.remote as Hello;
+    // The node we dialled names a worker id that already has a live link from another process: the
+    // address is not proof of identity, so the live link is kept (and checked), this dial refused.
+    const refusal = this.#t.dialRefusal(remote);
+    if (refusal !== undefined) {
+      this.#failAttempt(refusal, true);
+      return;
+    }
     this.#attempt = undefined;
     const ports = attempt.ports as ConnPort[];
     const link = this.#t.register(attempt.remote as Hello, attempt.lanes, ports, (error) => this.#onLinkGone(link, error, attempt));
@@ -886,6 +904,18 @@ class Dial implements HandshakeOwner {
   #afterLoss(error: LanemuxError): void {
     if (this.#stopped) return;
     const worker = this.#remoteWorker;
+    if (error.code === 'ERR_WORKER_ID_IN_USE' && this.#next !== undefined) {
+      // A crossed dial refused before it could prove itself: the node at this address is already
+      // linked to us through its own dial; waiting callers get that link.
+      const other = this.#t.linkFromAddress(this.address);
+      if (other !== undefined) {
+        const next = this.#next;
+        this.#next = undefined;
+        next.resolve(other);
+        this.stop(error);
+        return;
+      }
+    }
     if (error.code === 'ERR_DUPLICATE_LINK' && worker !== undefined && this.#next !== undefined) {
       // The peer kept the link it dialled to us: waiting callers get that one once it is here.
       const next = this.#next;
@@ -977,9 +1007,24 @@ class TransportImpl implements Transport {
     this.options.onRefusal?.(reason);
   }
 
-  /** The claim token our last link to `address` was issued (a reconnect presents it). */
+  /**
+   * What a lane-0 HELLO to `address` presents: the claim token our last link to that address was
+   * issued (a reconnect), else the token we issued to a live link from the node listening there (a
+   * crossed dial: it proves we are the node it dialled), else nothing.
+   */
   claimFor(address: string): string | undefined {
-    return this.#claims.get(address);
+    const mine = this.#claims.get(address);
+    if (mine !== undefined) return mine;
+    for (const link of this.#links.values()) {
+      if (!link.closed && link.claimToken !== undefined && link.info.address === address) return link.claimToken;
+    }
+    return undefined;
+  }
+
+  /** A live link from the node that advertises `address` (a crossed dial's surviving link). */
+  linkFromAddress(address: string): Link | undefined {
+    for (const link of this.#links.values()) if (!link.closed && link.info.address === address) return link;
+    return undefined;
   }
 
   rememberClaim(address: string, claim: string): void {
@@ -993,19 +1038,20 @@ class TransportImpl implements Transport {
    * Why a lane-0 HELLO from `h.worker` may not form a link, or undefined if it may. A live link to
    * that worker is displaced only by the same peer: with authentication, the same identity; without,
    * a HELLO presenting the claim token the live link was issued, or — for two nodes that dialled
-   * each other at once — a connection from the host we dialled. Anything else is refused and the
+   * each other at once — the token the peer issued to our own dial. Anything else is refused and the
    * live link is checked at once (a restarted peer whose old link is dead gets in on its retry).
    */
   claimRefusal(h: Hello, identity: string | undefined): LanemuxError | undefined {
     const live = this.#links.get(h.worker);
     if (live === undefined || live.closed) return undefined;
+    const proof = h.claim !== undefined && h.claim !== '' ? h.claim : undefined;
+    // Two nodes that dialled each other at once: the peer proves it with the token it issued to our
+    // dial (only the two of them know it); register() then keeps one link on both sides.
+    if (proof !== undefined && live.info.instanceId === h.instance && live.dialAddress !== undefined && proof === this.#claims.get(live.dialAddress)) return undefined;
     const otherIdentity = identity !== undefined && live.info.identity !== undefined && live.info.identity !== identity;
     if (!otherIdentity) {
       if (identity !== undefined && live.info.identity === identity) return undefined;
-      if (live.info.identity === identity) {
-        if (h.claim !== undefined && h.claim !== '' && h.claim === live.claimToken) return undefined;
-        if (live.info.instanceId === h.instance && live.dialAddress !== undefined && this.#crossedFrom(live.dialAddress, h)) return undefined;
-      }
+      if (live.info.identity === identity && proof !== undefined && proof === live.claimToken) return undefined;
     }
     this.refused('worker_id_in_use');
     if (otherIdentity) {
@@ -1020,13 +1066,16 @@ class TransportImpl implements Transport {
     );
   }
 
-  /** The connection being formed for `h` comes from the host of `dialled` (crossed dials), or runs in-process. */
-  #crossedFrom(dialled: string, h: Hello): boolean {
-    const remote = this.#acceptor.remoteOf(h);
-    if (remote === undefined) return false;
-    if (schemeOf(dialled) === 'memory' && schemeOf(remote) === 'memory') return true;
-    const a = hostOf(dialled);
-    return a !== '' && a === hostOf(remote);
+  /**
+   * Why a link we dialled to `h.worker` may not form: a live link to that worker exists from another
+   * process instance (a crossed dial of the same instance is decided by {@link register}).
+   */
+  dialRefusal(h: Hello): LanemuxError | undefined {
+    const live = this.#links.get(h.worker);
+    if (live === undefined || live.closed || live.info.instanceId === h.instance) return undefined;
+    this.refused('worker_id_in_use');
+    this.options.handler.contested?.(live);
+    return new TransportError('ERR_WORKER_ID_IN_USE', `the node we dialled claims worker id ${h.worker}, which has a live link from another process; the live link is being checked, retry`, { retryable: true });
   }
 
   /**
@@ -1217,19 +1266,6 @@ class TransportImpl implements Transport {
 
 /** Most addresses whose claim token a node remembers. */
 const MAX_REMEMBERED_CLAIMS = 4096;
-
-/** `tcp://10.0.0.7:4000` → `10.0.0.7`; `ws://[::1]:80/x` → `::1`; '' when there is none. */
-function hostOf(address: string): string {
-  const i = address.indexOf('://');
-  if (i < 0) return '';
-  const rest = address.slice(i + 3);
-  if (rest.startsWith('[')) {
-    const end = rest.indexOf(']');
-    return end < 0 ? '' : rest.slice(1, end).toLowerCase();
-  }
-  const end = rest.search(/[:/?#]/);
-  return (end < 0 ? rest : rest.slice(0, end)).toLowerCase();
-}
 
 /** `tcp://h:p` → `tcp`. */
 function schemeOf(address: string): string {

@@ -94,10 +94,14 @@ describe('ReceiveWindow', () => {
     expect(r.overruns(1_100)).toBe(true);
   });
 
-  it('inactive (the peer advertised no window): counted, never due, never an overrun, never blocking', () => {
+  it('inactive (the peer advertised no window): counted, never due, never blocking, and an overrun only past 4 windows plus a batch', () => {
     const r = new ReceiveWindow(1_000, 100, false);
+    r.charge(3_000);
+    expect(r.overruns(1_100)).toBe(false); // 4,100 = 4 · 1,000 + 100
+    expect(r.overruns(1_101)).toBe(true);
+    r.release(3_000);
     r.charge(10_000);
-    expect(r.overruns(10_000)).toBe(false);
+    expect(r.overruns(1)).toBe(true);
     expect(r.release(10_000)).toBe(false);
     expect(r.pending).toBe(false);
     expect(r.mayBlock(1 << 30)).toBe(false);

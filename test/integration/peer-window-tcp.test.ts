@@ -240,10 +240,10 @@ describe('peer window over TCP', () => {
     return node;
   }
 
-  it('a consumer that advertises no window keeps today\'s behaviour: its sender is not limited, it holds past peerByteBudget, nobody sends updates', async () => {
+  it('a consumer that advertises no window keeps today\'s behaviour within 4 windows: its sender is not limited, it holds past peerByteBudget, nobody sends updates', async () => {
     const messengers: Messenger[] = [];
     try {
-      const mux = { initialCredit: 32, peerByteBudget: 1 << 20 };
+      const mux = { initialCredit: 32, peerByteBudget: 4 << 20 };
       const consumer = await noWindowNode(messengers, true, mux);
       const producer = await tcpNode({ listen: false, mux });
       await producer.connect(consumer.address);
@@ -254,7 +254,7 @@ describe('peer window over TCP', () => {
         await s.finalize();
       });
       await waitFor(() => anchors.every((a) => a.bind?.buffer.length === 33), 20_000, 'every slot holds its 32 records and its terminal');
-      // 64 × 32 × 4 KiB = 8 MiB held against a 1 MiB window: bounded by credit only, as before the window.
+      // 64 × 32 × 4 KiB = 8 MiB held against a 4 MiB budget: bounded by credit only, as before the window (and by 4 windows).
       expect(gauge(consumer, 'receive_window_held_bytes')).toBeGreaterThan(8 * (1 << 20));
       expect([producer.metricsRegistry.sendWindowBlocked, gauge(producer, 'send_window_inflight_bytes')]).toEqual([0, 0]);
       await Promise.all(anchors.map((a, i) => readExact(a, i, 32, 4_096)));
@@ -265,10 +265,10 @@ describe('peer window over TCP', () => {
     }
   }, 60_000);
 
-  it('a producer that advertises no window is not limited and its consumer neither enforces nor sends updates (counted all the same)', async () => {
+  it('a producer that advertises no window is not limited within 4 windows and its consumer neither faults nor sends updates (counted all the same)', async () => {
     const messengers: Messenger[] = [];
     try {
-      const mux = { initialCredit: 32, peerByteBudget: 1 << 20 };
+      const mux = { initialCredit: 32, peerByteBudget: 4 << 20 };
       const consumer = await tcpNode({ mux });
       const producer = await noWindowNode(messengers, false, mux);
       await producer.connect(consumer.address);
@@ -284,6 +284,48 @@ describe('peer window over TCP', () => {
       await Promise.all(anchors.map((a, i) => readExact(a, i, 32, 4_096)));
       await Promise.all(producing);
       expect([consumer.metricsRegistry.windowUpdatesSent, producer.metricsRegistry.sendWindowBlocked]).toEqual([0, 0]);
+    } finally {
+      for (const m of messengers) await m.close();
+    }
+  }, 60_000);
+
+  it('a producer that advertises no window (an old build, or a hostile one leaving it out) is still bounded: past 4 windows only its overrunning streams are closed', async () => {
+    const messengers: Messenger[] = [];
+    try {
+      const budget = 1 << 20;
+      const mux = { initialCredit: 32, peerByteBudget: budget };
+      const consumer = await tcpNode({ mux });
+      const producer = await noWindowNode(messengers, false, mux);
+      await producer.connect(consumer.address);
+      const anchors = Array.from({ length: 64 }, () => consumer.createAnchor<Uint8Array>());
+      const senders = await attachAll<Uint8Array>(producer, anchors.map((a) => a.handle));
+      // Nobody reads yet: 8 MiB offered against a 4 MiB + batch bound.
+      const producing = senders.map(async (s, i) => {
+        try {
+          for (let k = 0; k < 32; k++) await s.send(item(i, k, 4_096));
+          await s.finalize();
+        } catch {
+          // its slot was closed for the overrun
+        }
+      });
+      await Promise.all(producing);
+      await waitFor(() => consumer.metricsRegistry.peerWindowOverrun > 0 && anchors.every((a) => a.bind === null || a.bind.ended || a.bind.buffer.length === 33), 20_000, 'an overrun, and every slot full or closed');
+      // 4 windows plus one batch of the peer (its max message size toward us, 1 MiB).
+      expect(gauge(consumer, 'receive_window_peak_bytes')).toBeLessThanOrEqual(4 * budget + (1 << 20));
+      expect(consumer.metricsRegistry.peerWindowOverrun).toBeGreaterThan(0);
+      const codes = await Promise.all(
+        anchors.map(async (a) => {
+          try {
+            for await (const _ of a) void _;
+            return 'ok';
+          } catch (e) {
+            return (e as StreamError).code;
+          }
+        }),
+      );
+      // Streams that overran end with a coded error; the others complete.
+      expect(codes.filter((c) => c !== 'ok').length).toBeGreaterThan(0);
+      for (const c of codes) expect(typeof c).toBe('string');
     } finally {
       for (const m of messengers) await m.close();
     }

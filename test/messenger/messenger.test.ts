@@ -113,13 +113,14 @@ describe('hostile bytes on a raw TCP socket', () => {
     expect(e.code).toBe('ERR_FRAME_TOO_LARGE');
   });
 
-  it('closes a connection that never says hello after helloTimeoutMs', async () => {
+  it('closes a connection that never says hello after helloTimeoutMs, with a retryable ERR_CONNECT (a slow hello is worth a retry)', async () => {
     const server = await tcpNode({ helloTimeoutMs: 100 });
     const raw = await rawTcp(server.addresses[0] as string);
     const t0 = performance.now();
     await within(raw.closed, 2_000, 'silent socket closed');
     expect(performance.now() - t0).toBeGreaterThanOrEqual(90);
-    expect(decodeGoaway(raw.frames.find((f) => f[0] === 0xf1) as Uint8Array).code).toBe('ERR_HANDSHAKE');
+    const reason = decodeGoaway(raw.frames.find((f) => f[0] === 0xf1) as Uint8Array);
+    expect([reason.code, reason.retryable]).toEqual(['ERR_CONNECT', true]);
   });
 
   it('at maxHandshakes the oldest connection still in its hello is evicted, so a new peer is never locked out', async () => {

@@ -218,16 +218,20 @@ describe('FrameDecoder: bytes held while paused', () => {
 });
 
 describe('FrameDecoder: the large-frame deadline', () => {
-  it('gives a frame over largeFrameBytes deadlineMs from its first byte, then stops and reports ERR_FRAME_DEADLINE; small frames get no timer', () => {
+  it('gives every split frame, small or large, deadlineMs from its first byte, then stops and reports ERR_FRAME_DEADLINE; a frame within one chunk gets no timer', () => {
     vi.useFakeTimers();
     const p = policy(1 << 20, 1_000, 50);
     const errors: TransportError[] = [];
     const d = new FrameDecoder(1 << 20, 'tcp://10.0.0.9:4000', { policy: p, onDeadline: (e) => errors.push(e) });
-    // A split small frame: no timer.
+    // A whole frame in one chunk: no timer.
+    d.push(frame(pattern(100)), () => {});
+    expect(vi.getTimerCount()).toBe(0);
+    // A split small frame has the deadline too (cleared when it completes).
     const small = frame(pattern(1_000));
     d.push(small.subarray(0, 500), () => {});
-    expect(vi.getTimerCount()).toBe(0);
+    expect(vi.getTimerCount()).toBe(1);
     d.push(small.subarray(500), () => {});
+    expect(vi.getTimerCount()).toBe(0);
     // A large frame that completes in time: its timer is cleared.
     const large = frame(pattern(2_000));
     d.push(large.subarray(0, 10), () => {});
@@ -242,7 +246,7 @@ describe('FrameDecoder: the large-frame deadline', () => {
     expect(errors).toHaveLength(1);
     expect(errors[0]!.code).toBe('ERR_FRAME_DEADLINE');
     expect(errors[0]!.message).toBe(
-      'frame of 2000 bytes from tcp://10.0.0.9:4000 did not complete within 50 ms of its first byte (1496 bytes arrived; frames over 1000 bytes have a deadline)',
+      'frame of 2000 bytes from tcp://10.0.0.9:4000 did not complete within 50 ms of its first byte (1496 bytes arrived)',
     );
     expect(p.pool.held).toBe(0);
     expect(d.push(large.subarray(1_500), () => expect.unreachable())).toBeUndefined();
