@@ -70,6 +70,9 @@ const STEP_DONE = 2;
 /** The consumer slot after `end` ran: the anchor stays claimed by its one push-mode reader. */
 const ENDED: AnchorConsumer<unknown> = { item: () => undefined };
 const readerActive = (): StreamError => new StreamError('ERR_READER_ACTIVE', 'the anchor is read in push mode (consume()); an anchor has one reader');
+/** A second reader while a `for await` loop (or an iterator from `[Symbol.asyncIterator]()`) reads the anchor. */
+const loopActive = (): StreamError =>
+  new StreamError('ERR_READER_ACTIVE', 'the anchor is already read by a for-await loop; an anchor has one reader: read it in that loop, or let it finish or break out of it first');
 /** A consumer callback threw: the stream is cancelled and ends with this (the thrown value is the cause). */
 const consumerThrew = (callback: string, e: unknown): StreamError =>
   new StreamError('ERR_CONSUMER_THREW', `the consumer's ${callback} callback threw: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
@@ -107,6 +110,8 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
   #readable: ReadableStream<T> | null = null;
   /** Push mode: the consumer, and whether a drain is queued or a wake-up is armed. */
   #consumer: AnchorConsumer<T> | null = null;
+  /** The iterator of the `for await` loop reading the anchor, until that loop ends. */
+  #loop: AsyncIterableIterator<T> | null = null;
   #paused = false;
   #queued = false;
   #armed = false;
@@ -178,30 +183,58 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
    * The next item. Heartbeats are filtered. `SenderError` rejects with `ERR_SENDER_ERROR` and the
    * stream goes on (call `next()` again). `Dropped` → `ERR_SENDER_DROPPED`, a protocol
    * `TransportError` → `ERR_TRANSPORT_ERROR`, an undecodable record → `ERR_DESERIALIZATION`: these end it.
+   * Rejects `ERR_READER_ACTIVE` while `consume()` or a `for await` loop reads the anchor.
    */
   next(): Promise<IteratorResult<T>> {
     if (this.#consumer !== null) return Promise.reject(readerActive());
+    if (this.#loop !== null) return Promise.reject(loopActive());
+    return this.#read(null);
+  }
+
+  /** One read, for `next()` (`loop` null) or a loop's iterator; a read that ends the loop (done, or it threw) frees the anchor. */
+  #read(loop: AsyncIterableIterator<T> | null): Promise<IteratorResult<T>> {
     // Fast path: an item already buffered costs one settled promise, not an async function.
     let r: number;
     try {
       r = this.#step();
     } catch (e) {
+      this.#release(loop);
       return Promise.reject(e);
     }
     if (r === STEP_ITEM) return Promise.resolve({ done: false, value: this.#take() });
-    if (r === STEP_DONE) return Promise.resolve(DONE);
-    return this.#nextSlow();
+    if (r === STEP_DONE) {
+      this.#release(loop);
+      return Promise.resolve(DONE);
+    }
+    return this.#nextSlow(loop);
   }
 
-  async #nextSlow(): Promise<IteratorResult<T>> {
-    for (;;) {
-      await this.waitAvailable();
-      // consume() started while this read was parked: the anchor has one reader.
-      if (this.#consumer !== null) throw readerActive();
-      const r = this.#step();
-      if (r === STEP_ITEM) return { done: false, value: this.#take() };
-      if (r === STEP_DONE) return DONE;
+  async #nextSlow(loop: AsyncIterableIterator<T> | null): Promise<IteratorResult<T>> {
+    try {
+      for (;;) {
+        await this.waitAvailable();
+        // consume() started while this read was parked: the anchor has one reader.
+        if (this.#consumer !== null) throw readerActive();
+        const r = this.#step();
+        if (r === STEP_ITEM) return { done: false, value: this.#take() };
+        if (r === STEP_DONE) {
+          this.#release(loop);
+          return DONE;
+        }
+      }
+    } catch (e) {
+      this.#release(loop);
+      throw e;
     }
+  }
+
+  /**
+   * A loop's read ended it: `for await` stops on done and on a rejection (it does not call
+   * `return()` then), so the anchor is free for the next reader. The same iterator may read on
+   * (past a `SenderError`) while nobody else has taken the anchor.
+   */
+  #release(loop: AsyncIterableIterator<T> | null): void {
+    if (loop !== null && this.#loop === loop) this.#loop = null;
   }
 
   /**
@@ -212,6 +245,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
    */
   takeAvailable(out: T[], max = Number.POSITIVE_INFINITY): number {
     if (this.#consumer !== null) throw readerActive();
+    if (this.#loop !== null) throw loopActive();
     let n = 0;
     while (n < max && this.#step() === STEP_ITEM) {
       out.push(this.#take());
@@ -239,11 +273,13 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
    * as items are delivered, exactly as with the iterator; return `false` from `item` (or call
    * `pause()`) to stop reading, and the sender is held to its credit window until `resume()`.
    *
-   * An anchor has one reader: `next()`, `takeAvailable()` and a second `consume()` throw
-   * `ERR_READER_ACTIVE` afterwards.
+   * An anchor has one reader: `next()`, `takeAvailable()`, a `for await` loop and a second
+   * `consume()` throw `ERR_READER_ACTIVE` afterwards, and `consume()` throws it while a `for await`
+   * loop reads the anchor.
    */
   consume(consumer: AnchorConsumer<T>): AnchorConsumption {
     if (this.#consumer !== null) throw readerActive();
+    if (this.#loop !== null) throw loopActive();
     this.#consumer = consumer;
     this.#schedule();
     const self = this;
@@ -412,8 +448,37 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
     return DONE;
   }
 
+  /**
+   * The iterator of one `for await` loop. An anchor has one reader: while a loop reads it, a second
+   * loop (this call), `next()`, `takeAvailable()` and `consume()` fail with `ERR_READER_ACTIVE`
+   * instead of splitting the items between them. A loop that finished (done, or a read threw: a
+   * `SenderError`, the stream's end) frees the anchor for the next one; breaking out of a loop
+   * cancels the stream (`return()`), which also frees it.
+   */
   [Symbol.asyncIterator](): AsyncIterableIterator<T> {
-    return this;
+    if (this.#consumer !== null) throw readerActive();
+    if (this.#loop !== null) throw loopActive();
+    const loop: AsyncIterableIterator<T> = {
+      next: () => {
+        if (this.#loop !== loop) {
+          // This loop ended earlier: it may read on only if nobody else reads the anchor now.
+          if (this.#loop !== null) return Promise.reject(loopActive());
+          if (this.#consumer !== null) return Promise.reject(readerActive());
+          this.#loop = loop;
+        }
+        return this.#read(loop);
+      },
+      return: async () => {
+        // A loop that already ended does not cancel the stream another reader now owns.
+        if (this.#loop !== loop && (this.#loop !== null || this.#consumer !== null)) return DONE;
+        this.#release(loop);
+        this.cancel();
+        return DONE;
+      },
+      [Symbol.asyncIterator]: () => loop,
+    };
+    this.#loop = loop;
+    return loop;
   }
 
   /**

@@ -99,6 +99,9 @@ export class MpscFeed {
 }
 
 const DONE: IteratorResult<never> = Object.freeze({ done: true, value: undefined });
+/** A second reader while a `for await` loop (or an iterator from `[Symbol.asyncIterator]()`) reads the anchor. */
+const loopActive = (): StreamError =>
+  new StreamError('ERR_READER_ACTIVE', 'the MPSC anchor is already read by a for-await loop; an anchor has one reader: read it in that loop, or let it finish or break out of it first');
 const STEP_EVENT = 0;
 const STEP_NONE = 1;
 const STEP_DONE = 2;
@@ -129,6 +132,8 @@ export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<
   #sealed = false;
   #idleEpoch = 0;
   #readable: ReadableStream<MpscEvent<T>> | null = null;
+  /** The iterator of the `for await` loop reading the anchor, until that loop ends. */
+  #loop: AsyncIterableIterator<MpscEvent<T>> | null = null;
 
   /** @internal */
   constructor(host: MpscHost, handle: string, localId: bigint, maxSenders: number) {
@@ -229,27 +234,51 @@ export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<
 
   /**
    * The next event. Heartbeats are filtered; per-sender ends are events, not errors. Rejects only
-   * when the anchor itself failed (the node closed: `ERR_SENDER_DROPPED`).
+   * when the anchor itself failed (the node closed: `ERR_SENDER_DROPPED`), and `ERR_READER_ACTIVE`
+   * while a `for await` loop reads the anchor.
    */
   next(): Promise<IteratorResult<MpscEvent<T>>> {
+    if (this.#loop !== null) return Promise.reject(loopActive());
+    return this.#read(null);
+  }
+
+  /** One read, for `next()` (`loop` null) or a loop's iterator; a read that ends the loop (done, or it threw) frees the anchor. */
+  #read(loop: AsyncIterableIterator<MpscEvent<T>> | null): Promise<IteratorResult<MpscEvent<T>>> {
     let r: number;
     try {
       r = this.#step();
     } catch (e) {
+      this.#release(loop);
       return Promise.reject(e);
     }
     if (r === STEP_EVENT) return Promise.resolve({ done: false, value: this.#take() });
-    if (r === STEP_DONE) return Promise.resolve(DONE);
-    return this.#nextSlow();
+    if (r === STEP_DONE) {
+      this.#release(loop);
+      return Promise.resolve(DONE);
+    }
+    return this.#nextSlow(loop);
   }
 
-  async #nextSlow(): Promise<IteratorResult<MpscEvent<T>>> {
-    for (;;) {
-      await this.waitAvailable();
-      const r = this.#step();
-      if (r === STEP_EVENT) return { done: false, value: this.#take() };
-      if (r === STEP_DONE) return DONE;
+  async #nextSlow(loop: AsyncIterableIterator<MpscEvent<T>> | null): Promise<IteratorResult<MpscEvent<T>>> {
+    try {
+      for (;;) {
+        await this.waitAvailable();
+        const r = this.#step();
+        if (r === STEP_EVENT) return { done: false, value: this.#take() };
+        if (r === STEP_DONE) {
+          this.#release(loop);
+          return DONE;
+        }
+      }
+    } catch (e) {
+      this.#release(loop);
+      throw e;
     }
+  }
+
+  /** A loop's read ended it (`for await` stops on done and on a rejection): the anchor is free for the next reader. */
+  #release(loop: AsyncIterableIterator<MpscEvent<T>> | null): void {
+    if (loop !== null && this.#loop === loop) this.#loop = null;
   }
 
   /**
@@ -258,6 +287,7 @@ export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<
    * {@link waitAvailable}) or the anchor ended (see {@link finished}).
    */
   takeAvailable(out: MpscEvent<T>[], max = Number.POSITIVE_INFINITY): number {
+    if (this.#loop !== null) throw loopActive();
     let n = 0;
     while (n < max && this.#step() === STEP_EVENT) {
       out.push(this.#take());
@@ -431,8 +461,34 @@ export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<
     return DONE;
   }
 
+  /**
+   * The iterator of one `for await` loop. An anchor has one reader: while a loop reads it, a second
+   * loop (this call), `next()` and `takeAvailable()` fail with `ERR_READER_ACTIVE` instead of
+   * splitting the events between them. A loop that finished (done, or a read threw) frees the
+   * anchor for the next one; breaking out of a loop cancels the anchor (`return()`), which also frees it.
+   */
   [Symbol.asyncIterator](): AsyncIterableIterator<MpscEvent<T>> {
-    return this;
+    if (this.#loop !== null) throw loopActive();
+    const loop: AsyncIterableIterator<MpscEvent<T>> = {
+      next: () => {
+        if (this.#loop !== loop) {
+          // This loop ended earlier: it may read on only if nobody else reads the anchor now.
+          if (this.#loop !== null) return Promise.reject(loopActive());
+          this.#loop = loop;
+        }
+        return this.#read(loop);
+      },
+      return: async () => {
+        // A loop that already ended does not cancel the anchor another loop now reads.
+        if (this.#loop !== loop && this.#loop !== null) return DONE;
+        this.#release(loop);
+        this.cancel();
+        return DONE;
+      },
+      [Symbol.asyncIterator]: () => loop,
+    };
+    this.#loop = loop;
+    return loop;
   }
 
   /**

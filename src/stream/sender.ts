@@ -6,6 +6,7 @@
 import type { LanemuxError } from '../errors.ts';
 import type { Retirement } from '../mux/egress-slot.ts';
 import { FrameKind } from '../wire/frame.ts';
+import { itemRefusal } from '../wire/item.ts';
 import { StreamError } from './errors.ts';
 import { Offer } from './port.ts';
 import type { SenderPort } from './port.ts';
@@ -126,17 +127,29 @@ export class StreamSender<T = unknown> {
   /**
    * Send one item. Resolves when the stream can take the next one: at once while there is room,
    * later when the slot is at its byte budget. Rejects if the stream closed (consumer cancelled,
-   * peer gone, terminal already sent) or the attach signal aborted.
+   * peer gone, terminal already sent) or the attach signal aborted, and with `ERR_INVALID_ITEM`
+   * (nothing sent, the stream goes on) for a value that would not arrive as sent: a `Map`, a `Set`, a
+   * class instance, a function, a symbol, a `bigint` beyond 64 bits… (docs/items.md lists what does).
    */
   send(item: T): Promise<void> {
+    // Strings and bytes (the token path) need no check.
+    if (typeof item !== 'string' && !(item instanceof Uint8Array)) {
+      const refused = itemRefusal(item);
+      if (refused !== undefined) return Promise.reject(refused);
+    }
     return this.#offer(FrameKind.Item, item);
   }
 
   /**
    * Send one item without waiting: false (and nothing sent) when the stream must wait or is
-   * closed. No promise is created.
+   * closed. No promise is created. Throws `ERR_INVALID_ITEM` for a value `send` would refuse
+   * (false would read as "wait and retry").
    */
   trySend(item: T): boolean {
+    if (typeof item !== 'string' && !(item instanceof Uint8Array)) {
+      const refused = itemRefusal(item);
+      if (refused !== undefined) throw refused;
+    }
     const port = this.#port;
     if (port === null || this.closed || port.paused) return false;
     const r = port.offer(FrameKind.Item, item);

@@ -800,7 +800,8 @@ class Dial implements HandshakeOwner {
     }
     if (port.lane === 0) {
       if (h.worker === this.#t.selfId) {
-        this.#failAttempt(new TransportError('ERR_HANDSHAKE', `${this.address} is this node itself (worker ${h.worker})`), true);
+        // The acceptor refuses a real self-connection itself: our own HELLO coming back is an echo server.
+        this.#failAttempt(new TransportError('ERR_HANDSHAKE', `${this.address} answered with this node's own HELLO (worker ${h.worker}): an echo server, not a lanemux server`), true);
         return;
       }
       if (h.lanes > id.lanes) {
@@ -1127,7 +1128,9 @@ class TransportImpl implements Transport {
     d.join();
     const result = new Promise<PeerLink>((resolve, reject) => {
       let waiting = true;
-      const timer = setUnrefTimeout(() => {
+      // A ref'd timer: a pending connect keeps the process alive until it settles (an unref'd one let
+      // `await node.connect(…)` end the process with exit code 13 and no output). Cleared on settle.
+      const timer = setTimeout(() => {
         const err = new TransportError('ERR_CONNECT', `no link with ${address} within ${timeoutMs} ms`, { retryable: true });
         if (cleanup(err)) reject(err);
       }, timeoutMs);

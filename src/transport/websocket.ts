@@ -15,6 +15,14 @@
  * - Each open is a new {@link Connection} (a new epoch for the transport core); the old connection
  *   object is closed before partysocket can open the next socket, so a stale send is refused.
  *
+ * - A dial's **first** socket that fails to open (refused, unknown host, an HTTP answer instead of the
+ *   upgrade, a TLS refusal, `connectionTimeout`) fails the dial at once with `ERR_CONNECT` saying which:
+ *   the caller's `connect` rejects instead of waiting out its deadline while partysocket retries. So
+ *   does a first socket the server closes with a non-lanemux close code before sending anything. Once
+ *   a socket has opened, a lost connection is dialled again (up to `maxRetries` failed attempts).
+ * - The restart timer holds the process open until the dial has heard from the server (a `connect` is
+ *   waiting on it); after that it is unref'd, so a reconnecting node never keeps a process alive.
+ *
  * Lane 0 is the reconnecting dial; lanes 1..L-1 are single-attempt sockets the transport core opens
  * anew after each lane-0 hello. Back-pressure comes from `bufferedAmount`, polled while a send waits
  * (the WHATWG API has no drain event). Reading cannot be paused on this API: `pause()` returns false.
@@ -49,6 +57,7 @@ import type {
   TransportAdapter,
 } from './port.ts';
 import { setUnrefTimeout, type TimerHandle } from './runtime.ts';
+import { describeOpenFailure, describeEarlyClose, type OpenFailureDetail } from './ws-open-failure.ts';
 import { TERMINAL_CLOSE_CODES, closeFrameFor, errorForClose } from './ws-codes.ts';
 
 /** A WHATWG-compatible WebSocket constructor (the global one, or `ws` on Node 20). */
@@ -72,7 +81,10 @@ export interface WebSocketClientTransportOptions {
   readonly reconnectionDelayGrowFactor?: number;
   /** Time allowed for one WebSocket to open. Defaults to 8,000 ms. */
   readonly connectionTimeout?: number;
-  /** Reconnect attempts before giving up. Defaults to Infinity. */
+  /**
+   * Consecutive failed reconnect attempts (sockets that did not open) before a dial whose link was
+   * up gives up. A dial's first socket is not retried: it fails the connect at once. Defaults to Infinity.
+   */
   readonly maxRetries?: number;
   /** How often `bufferedAmount` is polled while a send waits for admission. Defaults to 2 ms. */
   readonly drainPollMs?: number;
@@ -157,6 +169,12 @@ class ClientDial {
   /** Consecutive attempts that closed without ever opening (bounded by `maxRetries`). */
   #failedAttempts = 0;
   #closingLocally = false;
+  /** Some socket of this dial opened: later failures are reconnects, not a failed first connect. */
+  #everOpened = false;
+  /** Some message arrived on this dial: a lanemux server answered at least once. */
+  #everHeard = false;
+  /** What the runtime said about the last failed attempt (its `error` event follows the close). */
+  #lastError: OpenFailureDetail | undefined;
 
   constructor(request: DialRequest, events: DialEvents, o: Resolved, ctor: WebSocketConstructor, limits: AdmissionLimits, registry: Set<ClientDial>) {
     this.#request = request;
@@ -177,6 +195,7 @@ class ClientDial {
     this.#rws.addEventListener('open', this.#onOpen);
     this.#rws.addEventListener('message', this.#onMessage);
     this.#rws.addEventListener('close', this.#onClose);
+    this.#rws.addEventListener('error', this.#onError);
   }
 
   readonly #onOpen = (): void => {
@@ -184,32 +203,61 @@ class ClientDial {
     this.#openedAt = performance.now();
     this.#openedSinceRestart = true;
     this.#failedAttempts = 0;
+    this.#everOpened = true;
+    this.#lastError = undefined;
     const conn = new WsClientConn(this.#rws, this.#request.address, this.#request.frameLimit, this.#limits, this.#o.drainPollMs, this);
     this.#current = conn;
     this.#events.open(conn);
   };
 
   readonly #onMessage = (ev: MessageEvent): void => {
+    if (this.#current !== undefined) this.#everHeard = true;
     this.#current?.onMessage(ev.data);
+  };
+
+  /** partysocket's `error` event: the only place the runtime says why a socket did not open. */
+  readonly #onError = (ev: unknown): void => {
+    this.#lastError = errorDetail(ev);
   };
 
   readonly #onClose = (ev: { code: number; reason: string }): void => {
     if (this.#closingLocally) return;
     const conn = this.#current;
     this.#current = undefined;
-    conn?.remoteClosed(errorForClose(ev.code, ev.reason, this.#request.address));
+    if (conn === undefined) {
+      // partysocket dispatches its close before the error event that says why (same task): decide
+      // once that has been recorded.
+      queueMicrotask(() => this.#attemptFailed(ev));
+      return;
+    }
+    conn.remoteClosed(errorForClose(ev.code, ev.reason, this.#request.address));
     if (this.#stopped) return;
-    if (conn === undefined) this.#failedAttempts++;
-    if (!this.#request.reconnect || TERMINAL_CLOSE_CODES.has(ev.code) || this.#failedAttempts > this.#o.maxRetries) {
-      const error = conn === undefined
-        ? new TransportError('ERR_CONNECT', `websocket to ${this.#request.address} failed to open (${ev.code}${ev.reason ? `: ${ev.reason}` : ''})`, { retryable: true })
-        : errorForClose(ev.code, ev.reason, this.#request.address);
+    // The first socket, closed before the server sent anything with a code lanemux never uses: this
+    // is not a lanemux server, and retrying until the connect deadline would only hide that.
+    const early = this.#everHeard ? undefined : describeEarlyClose(this.#request.address, ev.code, ev.reason === PARTYSOCKET_NO_REASON ? '' : ev.reason);
+    if (!this.#request.reconnect || TERMINAL_CLOSE_CODES.has(ev.code) || early !== undefined) {
+      this.stop();
+      this.#events.fail(early ?? errorForClose(ev.code, ev.reason, this.#request.address));
+      return;
+    }
+    this.#scheduleRestart();
+  };
+
+  /** A socket closed without ever opening. */
+  #attemptFailed(ev: { code: number; reason: string }): void {
+    if (this.#stopped) return;
+    const detail = this.#lastError;
+    this.#lastError = undefined;
+    this.#failedAttempts++;
+    // A first connect is not retried: the caller learns at once what is wrong at that address.
+    if (!this.#everOpened || !this.#request.reconnect || TERMINAL_CLOSE_CODES.has(ev.code) || this.#failedAttempts > this.#o.maxRetries) {
+      const error = describeOpenFailure(this.#request.address, detail, this.#o.connectionTimeout, this.#everOpened ? this.#failedAttempts : 0);
       this.stop();
       this.#events.fail(error);
       return;
     }
     this.#scheduleRestart();
-  };
+  }
 
   /** Our side closed `conn`: close its socket, and for a reconnecting dial open a new one after a jittered delay. */
   localClose(conn: WsClientConn, reason: LanemuxError): void {
@@ -240,10 +288,13 @@ class ClientDial {
     const o = this.#o;
     const delay = Math.min(o.maxReconnectionDelay, (o.minReconnectionDelay + Math.random() * o.reconnectionJitter) * o.reconnectionDelayGrowFactor ** this.#restarts);
     this.#restarts++;
-    this.#restartTimer = setUnrefTimeout(() => {
+    const restart = (): void => {
       this.#restartTimer = undefined;
       if (!this.#stopped) this.#rws.reconnect();
-    }, delay);
+    };
+    // Until the server has answered once, a connect waits on this dial (its deadline stops the
+    // dial): the timer holds the process open so that connect settles. Afterwards it must not.
+    this.#restartTimer = this.#everHeard ? setUnrefTimeout(restart, delay) : setTimeout(restart, delay);
   }
 
   stop(): void {
@@ -258,6 +309,23 @@ class ClientDial {
     this.#rws.removeEventListener('open', this.#onOpen);
     this.#rws.removeEventListener('message', this.#onMessage);
     this.#rws.removeEventListener('close', this.#onClose);
+    this.#rws.removeEventListener('error', this.#onError);
+  }
+}
+
+/** The reason partysocket (on Node) puts in a close event that had none. */
+const PARTYSOCKET_NO_REASON = 'unknown reason';
+
+/** The message and error code of a WebSocket `error` event, wherever the runtime puts them (never throws). */
+function errorDetail(ev: unknown): OpenFailureDetail {
+  try {
+    const e = ev as { message?: unknown; error?: { message?: unknown; code?: unknown } | undefined };
+    const inner = e.error;
+    const message = typeof inner?.message === 'string' && inner.message !== '' ? inner.message : typeof e.message === 'string' ? e.message : '';
+    const code = typeof inner?.code === 'string' ? inner.code : undefined;
+    return { message, code, cause: inner ?? ev };
+  } catch {
+    return { message: '', code: undefined, cause: ev };
   }
 }
 

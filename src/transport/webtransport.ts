@@ -18,6 +18,16 @@
  * `ERR_CONNECT`. With the messenger's `reconnect` (default true) a dropped link is dialled again after a
  * jittered back-off (a new session, a new hello, a new epoch), like the WebSocket client.
  *
+ * **Giving up.** A reconnecting dial stops, and fails with `ERR_CONNECT` saying why (a `connect` waiting
+ * on it rejects with that error), after `maxSameFailures` consecutive attempts that failed the same
+ * way, or at once on a failure no retry can change: an address the runtime refuses, hashes that are
+ * not valid hashes, or a certificate refused while `serverCertificateHashes` is a fixed list (a server
+ * restarted with a new development certificate is never accepted again; pass a function instead, and
+ * it is called again before every connect and reconnect). Chromium reports every failed handshake as
+ * the same "Opening handshake failed." (the net error, such as QUIC_TLS_CERTIFICATE_UNKNOWN, is only in
+ * its console), so there a certificate refusal and a server that is down both end the dial after
+ * `maxSameFailures` attempts; Deno names certificate failures.
+ *
  * @example
  * ```ts
  * // Browser (a secure context: https: or http://127.0.0.1):
@@ -31,9 +41,9 @@
 import { credentialOption, type CredentialSource } from './auth.ts';
 import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
-import { TransportError, asTransportError } from './errors.ts';
+import { TransportError, asTransportError, describeThrown } from './errors.ts';
 import { admissionSchema, parseOptions } from './options.ts';
-import { int, num } from '../validate.ts';
+import { int, num, parse } from '../validate.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from './port.ts';
 import { setUnrefTimeout, type TimerHandle } from './runtime.ts';
 import { WtSessionLanes, WtStreamConn, type WtBidiStream } from './webtransport-stream.ts';
@@ -59,6 +69,15 @@ export interface WebTransportSession {
   close(info?: { closeCode?: number; reason?: string }): void;
 }
 
+/**
+ * Where the accepted certificate hashes come from: a fixed list, or a function called before every
+ * new session (each connect and reconnect), so a client can fetch the hash of a restarted server's
+ * new development certificate. The function may be async; it gets `connectTimeoutMs` to settle.
+ */
+export type WebTransportHashSource =
+  | readonly WebTransportHash[]
+  | (() => readonly WebTransportHash[] | Promise<readonly WebTransportHash[]>);
+
 /** A `WebTransport` constructor: the global one by default. */
 export type WebTransportConstructor = new (url: string, options?: WebTransportInit) => WebTransportSession;
 
@@ -68,9 +87,12 @@ export interface WebTransportClientTransportOptions {
   readonly WebTransport?: WebTransportConstructor;
   /**
    * Accept a self-signed server certificate with one of these SHA-256 hashes (ECDSA P-256, ≤ 14 days;
-   * pass current and next during a rotation). Defaults to none: the certificate must be CA-signed.
+   * pass current and next during a rotation; at most 16): a list, or a function (sync or async) called
+   * before every connect and reconnect, which picks up a restarted server's new certificate. A
+   * function that throws fails that attempt (retried like any other); one that returns something that
+   * is not such a list fails the dial with `ERR_CONFIG`. Defaults to none: the certificate must be CA-signed.
    */
-  readonly serverCertificateHashes?: readonly WebTransportHash[];
+  readonly serverCertificateHashes?: WebTransportHashSource;
   /** Congestion-control hint for the session. Defaults to `'default'`. */
   readonly congestionControl?: 'default' | 'throughput' | 'low-latency';
   /** Admission is synchronous while fewer bytes than this wait in the stream writer. Defaults to 1 MiB. */
@@ -92,6 +114,12 @@ export interface WebTransportClientTransportOptions {
   /** Consecutive failed attempts before a reconnecting dial gives up. Defaults to Infinity. */
   readonly maxRetries?: number;
   /**
+   * Consecutive attempts that failed the same way (the same certificate refusal, the same timeout,
+   * the same error message) before a reconnecting dial gives up with `ERR_CONNECT`; any success
+   * starts the count over. 1..Infinity. Defaults to 5.
+   */
+  readonly maxSameFailures?: number;
+  /**
    * Credential presented in the HELLO of every connect and reconnect: a string, or a function called
    * each time (a browser refreshes a short-lived token). Defaults to the messenger's `credential`.
    */
@@ -103,9 +131,13 @@ const hashSchema = z.object({
   value: z.custom<BufferSource>((v) => ArrayBuffer.isView(v) || v instanceof ArrayBuffer, 'not a BufferSource'),
 });
 
+const hashesSchema = z.array(hashSchema).check(z.maxLength(16));
+
+type HashFunction = () => readonly WebTransportHash[] | Promise<readonly WebTransportHash[]>;
+
 const optionsSchema = z.object({
   WebTransport: z.optional(z.custom<WebTransportConstructor>((v) => typeof v === 'function', 'not a WebTransport constructor')),
-  serverCertificateHashes: z.optional(z.array(hashSchema).check(z.maxLength(16))),
+  serverCertificateHashes: z.optional(z.union([hashesSchema, z.custom<HashFunction>((v) => typeof v === 'function', 'not a list of hashes or a function')])),
   congestionControl: z._default(z.enum(['default', 'throughput', 'low-latency']), 'default'),
   ...admissionSchema,
   connectTimeoutMs: z._default(int(1, 600_000), 10_000),
@@ -115,6 +147,7 @@ const optionsSchema = z.object({
   maxReconnectionDelay: z._default(num(0, 3_600_000), 30_000),
   reconnectionDelayGrowFactor: z._default(num(1, 10), 1.3),
   maxRetries: z._default(num(0), Number.POSITIVE_INFINITY),
+  maxSameFailures: z._default(num(1), 5),
   ...credentialOption,
 });
 
@@ -185,7 +218,12 @@ class WtClientAdapter implements TransportAdapter {
         conn = c;
         events.open(c);
       },
-      (e: unknown) => fail(asTransportError('ERR_CONNECT', `webtransport to ${request.address} (lane ${request.lane})`, e)),
+      (e: unknown) =>
+        fail(
+          failureKind(e) === 'certificate'
+            ? certificateRefused(request.address, e, this.#o.serverCertificateHashes !== undefined, 'check serverCertificateHashes')
+            : asTransportError('ERR_CONNECT', `webtransport to ${request.address} (lane ${request.lane})`, e),
+        ),
     );
     return {
       close: () => {
@@ -199,7 +237,8 @@ class WtClientAdapter implements TransportAdapter {
   async #openSession(request: DialRequest): Promise<WtStreamConn> {
     const o = this.#o;
     const init: WebTransportInit = { allowPooling: false };
-    if (o.serverCertificateHashes !== undefined) init.serverCertificateHashes = o.serverCertificateHashes.map((h) => ({ algorithm: h.algorithm, value: h.value }));
+    const hashes = await this.#certificateHashes(request.address);
+    if (hashes !== undefined) init.serverCertificateHashes = hashes;
     if (o.congestionControl !== 'default') init.congestionControl = o.congestionControl;
     let session: WebTransportSession;
     try {
@@ -227,6 +266,27 @@ class WtClientAdapter implements TransportAdapter {
     this.#sessions.add(lanes);
     this.#current.set(request.address, lanes);
     return this.#openOn(lanes, request);
+  }
+
+  /** The hashes for a new session: the fixed list, or what the function returns now (checked, bounded in time). */
+  async #certificateHashes(address: string): Promise<WebTransportHash[] | undefined> {
+    const source = this.#o.serverCertificateHashes;
+    if (source === undefined) return undefined;
+    const copy = (list: readonly WebTransportHash[]): WebTransportHash[] => list.map((h) => ({ algorithm: h.algorithm, value: h.value }));
+    if (typeof source !== 'function') return copy(source);
+    let got: unknown;
+    try {
+      // Called from a promise so that a function that throws fails the attempt like one that rejects.
+      got = await this.#timed(Promise.resolve().then(source), `serverCertificateHashes() for ${address} did not settle`);
+    } catch (cause) {
+      if (cause instanceof TransportError && cause.code === 'ERR_CONNECT') throw tagged(cause, 'hashes');
+      throw tagged(new TransportError('ERR_CONNECT', `webtransport to ${address}: serverCertificateHashes() failed: ${describeThrown(cause)}`, { cause, retryable: true }), 'hashes');
+    }
+    const parsed = parse(hashesSchema, got);
+    if (!parsed.success) {
+      throw new TransportError('ERR_CONFIG', `webtransport to ${address}: serverCertificateHashes() must return at most 16 { algorithm: 'sha-256', value: BufferSource } entries: ${z.prettifyError(parsed.error)}`);
+    }
+    return copy(parsed.data);
   }
 
   /** One more lane of a link: a new bidirectional stream on its session. */
@@ -262,7 +322,7 @@ class WtClientAdapter implements TransportAdapter {
             // Not open yet in some runtimes: closing is best effort.
           }
         }
-        reject(new TransportError('ERR_CONNECT', `${what} within ${ms} ms`, { retryable: true }));
+        reject(tagged(new TransportError('ERR_CONNECT', `${what} within ${ms} ms`, { retryable: true }), 'timeout'));
       }, ms);
       p.then(
         (v) => {
@@ -298,10 +358,13 @@ class WtClientAdapter implements TransportAdapter {
 
 /**
  * A lane-0 dial that survives connection loss: after its connection closes (or an attempt fails) it
- * opens a new session after a jittered, growing delay on an unref'd timer, and reports the new
- * connection through `open` again; the transport core then runs a new hello (a new link and epoch).
- * The delay is `(minReconnectionDelay + random·reconnectionJitter)·reconnectionDelayGrowFactor^n`, at
- * most `maxReconnectionDelay`; a connection that stayed up 5 s starts the back-off over.
+ * opens a new session after a jittered, growing delay, and reports the new connection through `open`
+ * again; the transport core then runs a new hello (a new link and epoch). The delay is
+ * `(minReconnectionDelay + random·reconnectionJitter)·reconnectionDelayGrowFactor^n`, at most
+ * `maxReconnectionDelay`; a connection that stayed up 5 s starts the back-off over. The timer holds
+ * the process open only until a session first opened (a `connect` waits on the dial until then).
+ * It gives up (see the file comment) after `maxRetries` failures, `maxSameFailures` alike, or one
+ * that cannot pass.
  */
 class Redial {
   readonly #request: DialRequest;
@@ -313,8 +376,12 @@ class Redial {
   #timer: TimerHandle | undefined;
   #stopped = false;
   #failures = 0;
+  /** The kind of the last failure, and how many in a row were of that kind. */
+  #lastKind = '';
+  #sameKind = 0;
   #restarts = 0;
   #openedAt = 0;
+  #everOpened = false;
 
   constructor(request: DialRequest, events: DialEvents, o: Resolved, open: () => Promise<WtStreamConn>, registry: Set<Redial>) {
     this.#request = request;
@@ -334,6 +401,9 @@ class Redial {
           return;
         }
         this.#failures = 0;
+        this.#sameKind = 0;
+        this.#lastKind = '';
+        this.#everOpened = true;
         this.#openedAt = performance.now();
         this.#conn = conn;
         conn.onClosed = () => {
@@ -344,9 +414,26 @@ class Redial {
       },
       (e: unknown) => {
         if (this.#stopped) return;
-        if (++this.#failures > this.#o.maxRetries) {
+        const address = this.#request.address;
+        const kind = failureKind(e);
+        this.#sameKind = kind === this.#lastKind ? this.#sameKind + 1 : 1;
+        this.#lastKind = kind;
+        const fixedHashes = typeof this.#o.serverCertificateHashes !== 'function';
+        let error: LanemuxError | undefined;
+        if (kind === 'fatal') error = asTransportError('ERR_CONNECT', `webtransport to ${address}`, e);
+        else if (kind === 'certificate' && fixedHashes) {
+          error = certificateRefused(address, e, this.#o.serverCertificateHashes !== undefined, 'serverCertificateHashes is a fixed list, so no retry can change that; pass a function that returns the current hashes');
+        }
+        else if (this.#sameKind >= this.#o.maxSameFailures) {
+          error = kind === 'certificate'
+            ? certificateRefused(address, e, true, `serverCertificateHashes() returned no matching hash ${this.#sameKind} times in a row; giving up`)
+            : new TransportError('ERR_CONNECT', `webtransport to ${address}: ${this.#sameKind} consecutive attempts failed the same way (${describeThrown(e)}); giving up`, { cause: e, retryable: true });
+        } else if (++this.#failures > this.#o.maxRetries) {
+          error = asTransportError('ERR_CONNECT', `webtransport to ${address}: ${this.#failures} attempts failed`, e);
+        }
+        if (error !== undefined) {
           this.stop();
-          this.#events.fail(asTransportError('ERR_CONNECT', `webtransport to ${this.#request.address}: ${this.#failures} attempts failed`, e));
+          this.#events.fail(error);
           return;
         }
         this.#schedule();
@@ -361,10 +448,13 @@ class Redial {
     const o = this.#o;
     const delay = Math.min(o.maxReconnectionDelay, (o.minReconnectionDelay + Math.random() * o.reconnectionJitter) * o.reconnectionDelayGrowFactor ** this.#restarts);
     this.#restarts++;
-    this.#timer = setUnrefTimeout(() => {
+    const retry = (): void => {
       this.#timer = undefined;
       if (!this.#stopped) this.#attempt();
-    }, delay);
+    };
+    // Until a session first opened, a connect waits on this dial (its deadline stops the dial):
+    // hold the process open so that connect settles. A reconnecting link must not hold it.
+    this.#timer = this.#everOpened ? setUnrefTimeout(retry, delay) : setTimeout(retry, delay);
   }
 
   stop(): void {
@@ -376,6 +466,39 @@ class Redial {
     this.#conn = undefined;
     conn?.close(new TransportError('ERR_CLOSED', 'dial closed'), 'abort');
   }
+}
+
+/** Kinds of failure the adapter itself raises (the rest are classified from the runtime's error). */
+const KINDS = new WeakMap<object, string>();
+
+function tagged<E extends object>(error: E, kind: string): E {
+  KINDS.set(error, kind);
+  return error;
+}
+
+/**
+ * What an attempt's failure says, for counting failures "of the same kind": `fatal` (no retry can
+ * change it), `certificate` (the runtime named a certificate refusal: Deno's "invalid peer
+ * certificate: UnknownIssuer"), `timeout`, `hashes`, or the error's message with digits removed.
+ */
+function failureKind(e: unknown): string {
+  if (typeof e === 'object' && e !== null) {
+    const own = KINDS.get(e);
+    if (own !== undefined) return own;
+    const code = (e as { code?: unknown }).code;
+    if (code === 'ERR_UNSUPPORTED_ADDRESS' || code === 'ERR_CONFIG' || code === 'ERR_CLOSED') return 'fatal';
+  }
+  const text = describeThrown(e);
+  if (/certificate|UnknownIssuer|BadSignature|NotValidForName|CERT_|x509/i.test(text)) return 'certificate';
+  return `other: ${text.replace(/\d+/g, '#').slice(0, 200)}`;
+}
+
+/** The error for a server certificate the client does not accept (not retryable: the same hashes are refused again). */
+function certificateRefused(address: string, cause: unknown, hashes: boolean, why: string): LanemuxError {
+  const which = hashes
+    ? 'it matches none of serverCertificateHashes (a restarted development server has a new certificate) and is not signed by a CA this runtime trusts'
+    : 'it is not signed by a CA this runtime trusts (a self-signed development certificate needs serverCertificateHashes)';
+  return new TransportError('ERR_CONNECT', `webtransport to ${address}: the server's certificate is not accepted (${describeThrown(cause)}): ${which}; ${why}`, { cause });
 }
 
 /** Wait for `p` at most `ms`, then call `onLate` and stop waiting. */

@@ -50,7 +50,10 @@ export interface WebSocketServerTransportOptions {
   readonly port?: number;
   /** Attach to an existing, already listening HTTP server instead of creating one. */
   readonly server?: HttpServer;
-  /** URL path of the endpoint. Defaults to `/lanemux`. */
+  /**
+   * URL path of the endpoint. Defaults to `/lanemux`. An upgrade at another path is answered with
+   * HTTP 404, so a client can say "wrong path" rather than just "refused".
+   */
   readonly path?: string;
   /** Admission is synchronous while the socket buffers fewer bytes than this. Defaults to 1 MiB. */
   readonly highWaterMark?: number;
@@ -100,7 +103,15 @@ class WsServerAdapter implements TransportAdapter {
 
   async listen(host: ListenHost): Promise<string | undefined> {
     const o = this.#o;
-    const common = { path: o.path, maxPayload: host.maxMessageSize, perMessageDeflate: false, clientTracking: true };
+    // No `path` option: `ws` answers an upgrade at another path with a bare 400, which a client
+    // cannot tell from a malformed request. verifyClient runs after ws's own header checks.
+    const verifyClient = (info: { req: { url?: string | undefined } }, done: (ok: boolean, code?: number, message?: string) => void): void => {
+      const url = info.req.url ?? '/';
+      const q = url.indexOf('?');
+      if ((q < 0 ? url : url.slice(0, q)) === o.path) done(true);
+      else done(false, 404, 'Not Found');
+    };
+    const common = { verifyClient, maxPayload: host.maxMessageSize, perMessageDeflate: false, clientTracking: true };
     const wss = o.server !== undefined ? new WebSocketServer({ ...common, server: o.server }) : new WebSocketServer({ ...common, host: o.host, port: o.port });
     this.#wss = wss;
     if (o.server === undefined) {

@@ -28,6 +28,8 @@ export type WireErrorCode =
   | 'ERR_BATCH_FULL'
   | 'ERR_INVALID_SLOT_ID'
   | 'ERR_INVALID_ARGUMENT'
+  /** `send` was given a value an item cannot carry (a Map, a class instance, a bigint beyond 64 bits…; docs/items.md). */
+  | 'ERR_INVALID_ITEM'
   | 'ERR_DESERIALIZATION';
 
 const KIND_CODES: Record<DecodeErrorKind, WireErrorCode> = {

@@ -6,9 +6,9 @@
  * sentinels) are written and read by hand; everything else goes through `@msgpack/msgpack`, read
  * under the bounds of `msgpack.ts` (a peer's body never makes us reserve more than it sent).
  */
-import { encode as msgpackEncode } from '@msgpack/msgpack';
 import { WireError } from './errors.ts';
 import { decodeBoundedItem } from './msgpack.ts';
+import { encodeItemValue } from './item.ts';
 import { utf8Decode, utf8Length, utf8Write } from './utf8.ts';
 
 /** A frame on a stream: the user's items plus the sender's lifecycle signals. */
@@ -149,7 +149,8 @@ function writeNewtypeString(buf: Uint8Array, off: number, prefix: Uint8Array, st
 
 /**
  * Encode a frame to fresh bytes. `Item` values that are strings or `Uint8Array`s use the hand
- * path; any other value is encoded with `@msgpack/msgpack`.
+ * path; any other value is encoded by `encodeItemValue` (`item.ts`: bigints as int64/uint64),
+ * and must be one `itemRefusal` accepts (`send` checks before it gets here).
  */
 export function encodeFrame(frame: StreamFrame): Uint8Array {
   switch (frame.kind) {
@@ -164,7 +165,7 @@ export function encodeFrame(frame: StreamFrame): Uint8Array {
         writeItemBytes(out, 0, v);
         return out;
       }
-      return encodeNewtype(ITEM_PREFIX, msgpackEncode(v === undefined ? null : v));
+      return encodeNewtype(ITEM_PREFIX, encodeItemValue(v === undefined ? null : v));
     }
     case 'SenderError':
     case 'TransportError': {

@@ -17,3 +17,4 @@ export * from './encoder.ts';
 export * from './decoder.ts';
 export * from './frame.ts';
 export { utf8Length } from './utf8.ts';
+export { itemRefusal } from './item.ts';

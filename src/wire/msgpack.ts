@@ -13,8 +13,9 @@
  * bytes of heap per input byte (the worst case is nested empty containers, one array object per
  * byte). Control payloads ({@link decodeBounded}) decode 64-bit integers as `bigint`
  * (`useBigInt64`), so u64 ids (worker, anchor, session) survive a round trip; smaller integers stay
- * numbers. Data-record values ({@link decodeBoundedItem}) decode the way `@msgpack/msgpack`'s
- * defaults do.
+ * numbers. Data-record values ({@link decodeBoundedItem}) decode a 64-bit integer as a `number`
+ * when it is a safe integer and as a `bigint` otherwise (never rounded; docs/items.md), everything
+ * else the way `@msgpack/msgpack`'s defaults do.
  *
  * Memory: decoders are cached only for inputs up to {@link CACHED_DECODE_LIMIT} bytes (a decoder
  * keeps a reference to the last input it decoded); larger inputs get a fresh decoder. The shared
@@ -38,6 +39,7 @@ export const SHARED_ENCODER_KEEP = 1024 * 1024;
 let encoder: Encoder | undefined;
 const decoders = new Map<number, Decoder>();
 const itemDecoders = new Map<number, Decoder>();
+const wideItemDecoders = new Map<number, Decoder>();
 /** Items still to read per open container during {@link checkShape} (reused; never reallocated). */
 const owedAt = new Float64Array(MAX_DEPTH + 1);
 
@@ -81,6 +83,7 @@ export function checkShape(bytes: Uint8Array): void {
   pos = 0;
   owed = 1;
   depth = 0;
+  sawInt64 = false;
   owedAt[0] = 1;
   while (depth >= 0) {
     if ((owedAt[depth] as number) === 0) {
@@ -152,9 +155,12 @@ export function checkShape(bytes: Uint8Array): void {
       case 0xd6:
         need(5);
         break;
-      case 0xcb:
       case 0xcf:
       case 0xd3:
+        sawInt64 = true;
+        need(8);
+        break;
+      case 0xcb:
         need(8);
         break;
       case 0xd7:
@@ -192,6 +198,8 @@ let pos = 0;
 /** Items still to read in all open containers, plus the top-level value. */
 let owed = 0;
 let depth = 0;
+/** The last {@link checkShape} walk met a uint64 or int64 (0xcf, 0xd3). */
+let sawInt64 = false;
 
 function need(k: number): void {
   pos += k;
@@ -229,29 +237,63 @@ export function decodeBounded(bytes: Uint8Array): unknown {
 
 /**
  * {@link decodeBounded} for the value of a data record (`Item`): the same checks before anything is
- * allocated, integers decoded as `@msgpack/msgpack` does by default (numbers).
+ * allocated. A uint64/int64 decodes as a `number` when it is a safe integer and as a `bigint`
+ * otherwise (the default decoder would round it to a number); a value without one takes the default
+ * decoder and no extra pass. A 64-bit map key becomes its decimal string (object keys are strings).
  */
 export function decodeBoundedItem(bytes: Uint8Array): unknown {
-  return boundedDecode(bytes, itemDecoders, false);
+  checkShape(bytes);
+  if (!sawInt64) return decodeChecked(bytes, itemDecoders, false, true);
+  return narrow(decodeChecked(bytes, wideItemDecoders, true, true), 0);
+}
+
+/** Turn the bigints a `useBigInt64` decode made of safe integers back into numbers, in place. */
+function narrow(v: unknown, level: number): unknown {
+  if (typeof v === 'bigint') return v >= -MAX_SAFE && v <= MAX_SAFE ? Number(v) : v;
+  // Only arrays and the decoder's plain objects hold values; depth is bounded by checkShape.
+  if (typeof v !== 'object' || v === null || level > MAX_DEPTH || v instanceof Uint8Array || v instanceof Date) return v;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) v[i] = narrow(v[i], level + 1);
+    return v;
+  }
+  if (Object.getPrototypeOf(v) !== Object.prototype) return v;
+  const o = v as Record<string, unknown>;
+  for (const k of Object.keys(o)) o[k] = narrow(o[k], level + 1);
+  return o;
+}
+
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** Object keys are strings: a 64-bit key (a bigint under `useBigInt64`) keeps all its digits. */
+function mapKey(key: unknown): string | number {
+  if (typeof key === 'string' || typeof key === 'number') return key;
+  if (typeof key === 'bigint') return String(key);
+  throw new RangeError(`a MessagePack map key must be a string or a number, not ${typeof key}`);
 }
 
 function boundedDecode(bytes: Uint8Array, cache: Map<number, Decoder>, bigInt: boolean): unknown {
   checkShape(bytes);
+  return decodeChecked(bytes, cache, bigInt, false);
+}
+
+/** Decode `bytes` that {@link checkShape} accepted. `item`: a data-record value (64-bit map keys kept as strings). */
+function decodeChecked(bytes: Uint8Array, cache: Map<number, Decoder>, bigInt: boolean, item: boolean): unknown {
   let limit = 16;
   while (limit < bytes.byteLength) limit *= 2;
-  if (limit > CACHED_DECODE_LIMIT) return makeDecoder(limit, bigInt).decode(bytes);
+  if (limit > CACHED_DECODE_LIMIT) return makeDecoder(limit, bigInt, item).decode(bytes);
   let decoder = cache.get(limit);
   if (decoder === undefined) {
-    decoder = makeDecoder(limit, bigInt);
+    decoder = makeDecoder(limit, bigInt, item);
     cache.set(limit, decoder);
   }
   return decoder.decode(bytes);
 }
 
 /** A decoder whose per-container limits are `limit` (redundant after {@link checkShape}; kept as a second guard). */
-function makeDecoder(limit: number, bigInt: boolean): Decoder {
+function makeDecoder(limit: number, bigInt: boolean, item: boolean): Decoder {
   return new Decoder({
     useBigInt64: bigInt,
+    ...(item ? { mapKeyConverter: mapKey } : {}),
     maxStrLength: limit,
     maxBinLength: limit,
     maxArrayLength: limit,

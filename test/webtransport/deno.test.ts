@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { DENO, DENO_ENV, ROOT, removeDir } from './support.ts';
 import { scratchDir } from '../support/scratch.ts';
 
-const FILES = ['test/webtransport/conformance.deno.ts', 'test/webtransport/adapter.deno.ts', 'test/webtransport/handshake-stall.deno.ts', 'test/webtransport/auth.deno.ts'];
+const FILES = ['test/webtransport/conformance.deno.ts', 'test/webtransport/adapter.deno.ts', 'test/webtransport/handshake-stall.deno.ts', 'test/webtransport/auth.deno.ts', 'test/webtransport/cert-restart.deno.ts'];
 
 interface Case {
   readonly name: string;
@@ -52,7 +52,7 @@ const run = runDeno();
 
 describe('deno test: WebTransport Deno → Deno', () => {
   it('deno test ran every case and exited 0', () => {
-    expect(run.cases.length, run.output.slice(-4000)).toBeGreaterThanOrEqual(26);
+    expect(run.cases.length, run.output.slice(-4000)).toBeGreaterThanOrEqual(31);
     expect(run.status, run.output.slice(-4000)).toBe(0);
   });
   for (const c of run.cases) {
