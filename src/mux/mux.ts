@@ -7,6 +7,7 @@
 import { ByteBudget } from '../credit/byte-budget.ts';
 import { ReceiveWindow } from '../credit/peer-window.ts';
 import type { LanemuxError } from '../errors.ts';
+import { LanemuxError as LanemuxErrorClass } from '../errors.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import { DropReason } from '../metrics/mux-metrics.ts';
 import { FrameKind } from '../wire/frame.ts';
@@ -687,7 +688,9 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       // slots retire (Dropped) and the application sees the loss at once.
       this.#failPeer(peer, new MuxError('ERR_EPOCH_DEATH', `health check of ${peer} failed`, { cause, retryable: true }), false);
       try {
-        this.#messenger.disconnect(peer, 'health check failed');
+        // The code travels in the GOAWAY: the peer learns it failed a health check (docs/protocol.md
+        // §3.4), not that this node closed normally.
+        this.#messenger.disconnect(peer, new LanemuxErrorClass('ERR_HEALTH_CHECK_FAILED', `health check of ${peer} failed`, { retryable: true, cause }));
       } catch {
         // Already gone.
       }

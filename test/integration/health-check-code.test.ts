@@ -1,0 +1,41 @@
+// A peer with live slots that stops answering the mux's health check is closed with
+// ERR_HEALTH_CHECK_FAILED, the code docs/protocol.md §3.4 gives (it used to be a plain ERR_CLOSED
+// "health check failed", so the peer reported an ordinary close).
+import { afterEach, describe, expect, it } from 'vitest';
+import { createMessenger } from '../../src/messenger/messenger.ts';
+import type { Messenger } from '../../src/messenger/types.ts';
+import { createNode } from '../../src/stream/node.ts';
+import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { MESSENGER_MUX_KEY } from '../../src/wire/index.ts';
+import { closeAll, open } from './helpers.ts';
+
+const messengers: Messenger[] = [];
+afterEach(async () => {
+  await closeAll();
+  for (const m of messengers.splice(0)) await m.close();
+});
+
+async function messenger(listen: boolean): Promise<Messenger> {
+  const m = await createMessenger({ transports: [tcpTransport({ listen, closeGraceMs: 100 })], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false });
+  messengers.push(m);
+  return m;
+}
+
+describe('mux health check', () => {
+  it('an unanswered check of a peer with live slots closes its link with ERR_HEALTH_CHECK_FAILED', async () => {
+    const cm = await messenger(true);
+    const pm = await messenger(false);
+    const consumer = await createNode({ messenger: cm, mux: { healthCheckInterval: 50, healthCheckTimeout: 100 } });
+    const producer = await createNode({ messenger: pm });
+    open.push(consumer, producer);
+    const peer = await producer.connect(consumer.address);
+    const anchor = consumer.createAnchor<string>();
+    const sender = await producer.attachAnchor<string>(anchor.handle);
+    await sender.send('live');
+    const gone = new Promise<string>((r) => cm.onPeerGone((e) => r(e.code)));
+    // The producer stops reading from the consumer: the consumer's PINGs go unanswered.
+    expect(pm.pause(peer)).toBe(true);
+    expect(await gone).toBe('ERR_HEALTH_CHECK_FAILED');
+    pm.resume(peer);
+  });
+});
