@@ -107,7 +107,12 @@ export class StreamSender<T = unknown> {
   }
 
   #closedError(): LanemuxError {
-    return this.#error ?? this.#port?.closeError ?? new StreamError('ERR_STREAM_CLOSED', 'the stream already sent its terminal');
+    if (this.#error !== null) return this.#error;
+    const e = this.#port?.closeError;
+    // A slot that sent its terminal closes with the mux's own marker: the producer is told the one
+    // documented code, whichever path (mux, per-stream, same worker) carried the stream.
+    if (e != null && e.code !== 'ERR_STREAM_ENDED') return e;
+    return new StreamError('ERR_STREAM_CLOSED', 'the stream already sent its terminal');
   }
 
   #offer(kind: number, value: unknown): Promise<void> {
