@@ -933,8 +933,11 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     this.#mux?.close();
     const dropped = new StreamError('ERR_SENDER_DROPPED', 'the node closed', { retryable: true });
     for (const a of [...this.#anchors.values()]) a._fail(dropped);
-    this.#anchors.clear();
     for (const a of [...this.#mpscAnchors.values()]) a._fail(dropped);
+    // Anchors a failure did not forget (no sender, a per-stream answer never dialled, MPSC) leave the
+    // gauge here: `active_anchors` returns to 0 with the node.
+    this.#metrics.activeAnchors -= this.#anchors.size + this.#mpscAnchors.size;
+    this.#anchors.clear();
     this.#mpscAnchors.clear();
     for (const p of this.#locals.values()) p.fail(dropped);
     this.#locals.clear();
