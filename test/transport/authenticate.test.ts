@@ -13,8 +13,10 @@ import { tcpTransport } from '../../src/transport/node-tcp.ts';
 import { webSocketClientTransport, type WebSocketConstructor } from '../../src/transport/websocket.ts';
 import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
 import { PROTOCOL_VERSION } from '../../src/transport/port.ts';
-import { decodeGoaway, decodeHello, encodeHello } from '../../src/transport/hello.ts';
+import { decodeGoaway, decodeHello } from '../../src/transport/hello.ts';
 import { authSuite } from './auth-suite.ts';
+import { waitFor } from './helpers.ts';
+import { rawPeer } from './raw-peer.ts';
 
 const network = createMemoryNetwork();
 const fastWs = { WebSocket: WebSocket as unknown as WebSocketConstructor, minReconnectionDelay: 20, reconnectionJitter: 20, maxReconnectionDelay: 100 };
@@ -44,43 +46,6 @@ async function tcpNode(extra: Parameters<typeof createMessenger>[0] extends infe
   return m;
 }
 
-/** A raw TCP socket collecting length-prefixed frames. */
-async function raw(address: string): Promise<{ send(b: Uint8Array): void; frames: Uint8Array[]; closed: Promise<void> }> {
-  const url = new URL(address);
-  const socket = net.connect({ host: url.hostname, port: Number(url.port) });
-  sockets.push(socket);
-  await new Promise<void>((r, j) => socket.once('connect', r).once('error', j));
-  socket.on('error', () => {});
-  const frames: Uint8Array[] = [];
-  let buf = Buffer.alloc(0);
-  socket.on('data', (c: Buffer) => {
-    buf = Buffer.concat([buf, c]);
-    while (buf.length >= 4 && buf.length >= 4 + buf.readUInt32BE(0)) {
-      frames.push(new Uint8Array(buf.subarray(4, 4 + buf.readUInt32BE(0))));
-      buf = buf.subarray(4 + buf.readUInt32BE(0));
-    }
-  });
-  const closed = new Promise<void>((r) => socket.once('close', () => r()));
-  return {
-    send: (b) => {
-      const f = Buffer.alloc(4 + b.byteLength);
-      f.writeUInt32BE(b.byteLength, 0);
-      f.set(b, 4);
-      socket.write(f);
-    },
-    frames,
-    closed,
-  };
-}
-
-async function until(pred: () => boolean, what: string): Promise<void> {
-  const t0 = Date.now();
-  while (!pred()) {
-    if (Date.now() - t0 > 5_000) throw new Error(`${what} did not happen`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 describe('worker ids and identities', () => {
   it('with authenticate, a HELLO claiming a live worker id under another identity is refused; the live link keeps working', async () => {
     const server = await tcpNode({ authenticate: (r) => r.credential ?? null });
@@ -108,9 +73,8 @@ describe('worker ids and identities', () => {
   it('without authenticate, a dead link whose peer restarted is found by the check the new HELLO triggers, and the retry gets in', async () => {
     const server = await tcpNode({});
     // The "old process": a raw socket that completed a HELLO and then went silent (half-open).
-    const ghost = await raw(server.addresses[0]!);
-    ghost.send(encodeHello({ protocolVersion: PROTOCOL_VERSION, worker: '0000000000000044', instance: 'old', session: 9, lane: 0, lanes: 1, maxMessageSize: 1 << 20, keys: [], claim: '' }));
-    await until(() => server.peers().length === 1, 'ghost linked');
+    const ghost = await rawPeer(server.addresses[0]!, sockets, { worker: '0000000000000044', instance: 'old', session: 9, claim: '' });
+    await waitFor(() => server.peers().length === 1, 5_000, 'ghost linked');
     const restarted = await tcpNode({ workerId: 0x44n, instanceId: 'new' }, false);
     await expect(restarted.connect(server.addresses[0]!)).rejects.toMatchObject({ code: 'ERR_WORKER_ID_IN_USE', retryable: true });
     // The ghost does not answer the check: its link is closed, and the retry links.
@@ -127,7 +91,7 @@ describe('worker ids and identities', () => {
     client.disconnect(peer.id, 'blink');
     const again = await client.connect(server.addresses[0]!);
     expect(again.id).toBe(peer.id);
-    await until(() => server.peers().length === 1 && server.stats().refused.worker_id_in_use === 0, 'one link');
+    await waitFor(() => server.peers().length === 1 && server.stats().refused.worker_id_in_use === 0, 5_000, 'one link');
   });
 
   it('a lane that does not present the claim token of its lane-0 answer cannot join the link being formed', async () => {
@@ -135,16 +99,14 @@ describe('worker ids and identities', () => {
     open.push(server);
     const worker = '0000000000000046';
     const hello = { protocolVersion: PROTOCOL_VERSION, worker, instance: 'i', session: 77, lanes: 2, maxMessageSize: 1 << 20, keys: [] as string[] };
-    const lane0 = await raw(server.addresses[0]!);
-    lane0.send(encodeHello({ ...hello, lane: 0, claim: '' }));
-    await until(() => lane0.frames.length === 1, 'lane-0 answer');
+    const lane0 = await rawPeer(server.addresses[0]!, sockets, { ...hello, lane: 0, claim: '' });
+    await waitFor(() => lane0.frames.length === 1, 5_000, 'lane-0 answer');
     const answer = decodeHello(lane0.frames[0]!, PROTOCOL_VERSION);
     expect(answer).toMatchObject({ lanes: 2 });
     const token = (answer as { claim?: string }).claim;
     expect(token).toMatch(/^[0-9a-f]{32}$/);
     // An attacker who knows the worker, instance and session but not the token:
-    const intruder = await raw(server.addresses[0]!);
-    intruder.send(encodeHello({ ...hello, lane: 1, claim: '0'.repeat(32) }));
+    const intruder = await rawPeer(server.addresses[0]!, sockets, { ...hello, lane: 1, claim: '0'.repeat(32) });
     await intruder.closed;
     expect(decodeGoaway(intruder.frames.find((f) => f[0] === 0xf1)!).message).toMatch(/claim token/);
     expect(server.peers()).toEqual([]);

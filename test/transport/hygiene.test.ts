@@ -8,8 +8,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
 import { tcpTransport } from '../../src/transport/node-tcp.ts';
-import { PROTOCOL_VERSION } from '../../src/transport/port.ts';
-import { encodeHello } from '../../src/transport/hello.ts';
+import { waitFor } from './helpers.ts';
+import { rawPeer } from './raw-peer.ts';
 
 const open: Messenger[] = [];
 const sockets: net.Socket[] = [];
@@ -24,35 +24,12 @@ async function node(extra: Partial<MessengerOptions>, listen = true): Promise<Me
   return m;
 }
 
-/** A raw socket that sends one valid HELLO as `worker` and then nothing (it never answers a PING). */
-async function helloOnly(address: string, worker: string): Promise<{ closed: Promise<void> }> {
-  const url = new URL(address);
-  const socket = net.connect({ host: url.hostname, port: Number(url.port) });
-  sockets.push(socket);
-  await new Promise<void>((r, j) => socket.once('connect', r).once('error', j));
-  socket.on('error', () => {});
-  socket.resume(); // reads (and drops) what the node sends, so the node's close is seen
-  const hello = encodeHello({ protocolVersion: PROTOCOL_VERSION, worker, instance: 'raw', session: 1, lane: 0, lanes: 1, maxMessageSize: 1 << 20, keys: [] });
-  const f = Buffer.alloc(4 + hello.byteLength);
-  f.writeUInt32BE(hello.byteLength, 0);
-  f.set(hello, 4);
-  socket.write(f);
-  return { closed: new Promise<void>((r) => socket.once('close', () => r())) };
-}
-
-async function until(pred: () => boolean, what: string, ms = 5_000): Promise<void> {
-  const t0 = Date.now();
-  while (!pred()) {
-    if (Date.now() - t0 > ms) throw new Error(`${what} did not happen within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 describe('connection hygiene', () => {
   it('links that sent one HELLO and then nothing fail their health check and free their places: a new peer gets in', async () => {
     const server = await node({ maxPeers: 3, healthCheck: { intervalMs: 50, timeoutMs: 100 } });
-    const ghosts = await Promise.all([1, 2, 3].map((i) => helloOnly(server.addresses[0]!, i.toString(16).padStart(16, '0'))));
-    await until(() => server.peers().length === 3, 'three silent links');
+    // Raw sockets that send one valid HELLO and then nothing (they never answer a PING).
+    const ghosts = await Promise.all([1, 2, 3].map((i) => rawPeer(server.addresses[0]!, sockets, { worker: i.toString(16).padStart(16, '0') })));
+    await waitFor(() => server.peers().length === 3, 5_000, 'three silent links');
     await Promise.all(ghosts.map((g) => g.closed));
     const honest = await node({ healthCheck: false }, false);
     server.handle('echo', (_f, b) => b);
