@@ -7,10 +7,15 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
+import net from 'node:net';
+import { decodeGoaway } from '../../src/transport/hello.ts';
 import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { rawPeer } from './raw-peer.ts';
 
 const open: Messenger[] = [];
+const sockets: net.Socket[] = [];
 afterEach(async () => {
+  for (const s of sockets.splice(0)) s.destroy();
   for (const m of open.splice(0)) await m.close();
 });
 
@@ -59,6 +64,20 @@ describe('claims from the dialling side and eviction order', () => {
     await expect(newcomer.connect(server.addresses[0]!)).rejects.toMatchObject({ code: 'ERR_TOO_MANY_PEERS' });
     release();
     await expect(pending).resolves.toBe('done');
+  });
+
+  it('authenticate calls in flight are capped at maxHandshakes, counting those of evicted connections until they settle', async () => {
+    let calls = 0;
+    // A verifier that never answers: every call stays in flight.
+    const server = await node({ maxHandshakes: 2, authenticate: () => (calls++, new Promise<string>(() => {})) });
+    await rawPeer(server.addresses[0]!, sockets, { worker: '0000000000000081' });
+    await rawPeer(server.addresses[0]!, sockets, { worker: '0000000000000082' });
+    while (calls < 2) await new Promise((r) => setTimeout(r, 5));
+    // A third HELLO evicts the oldest waiting connection, but its call is still running: refused.
+    const third = await rawPeer(server.addresses[0]!, sockets, { worker: '0000000000000083' });
+    await third.closed;
+    expect(decodeGoaway(third.frames.find((f) => f[0] === 0xf1)!)).toMatchObject({ code: 'ERR_TOO_MANY_PEERS', message: /authentications are in flight/ });
+    expect(calls).toBe(2);
   });
 
   for (const auth of [false, true]) {
