@@ -52,3 +52,37 @@ export class LanemuxError<C extends string = string> extends Error {
 export function isLanemuxError(value: unknown, code?: string): value is LanemuxError {
   return value instanceof LanemuxError && (code === undefined || value.code === code);
 }
+
+/** The code of a {@link ConfigError}: the one code of every configuration mistake. */
+export type ConfigErrorCode = 'ERR_INVALID_CONFIG';
+
+/** Options of a {@link ConfigError}. */
+export interface ConfigErrorOptions {
+  /** Every offending field (dotted paths). Defaults to `[field]`. */
+  readonly fields?: readonly string[];
+  /**
+   * The function whose options are wrong (e.g. `tcpTransport`): the message then reads
+   * `invalid options for <where>: <detail>`. Defaults to none: `invalid config <field>: <detail>`.
+   */
+  readonly where?: string;
+  /** The underlying error, if any. */
+  readonly cause?: unknown;
+}
+
+/**
+ * An invalid configuration: a bad option of `createNode`, `createMessenger`, an adapter, the mux,
+ * or a dev certificate. Always code `ERR_INVALID_CONFIG`, never retryable (the same options fail
+ * again); the message names every bad field and says why.
+ */
+export class ConfigError extends LanemuxError<ConfigErrorCode> {
+  /** Dotted path of the (first) offending field, e.g. `mux.initialCredit` or `lanes`. */
+  readonly field: string;
+  /** Dotted paths of every offending field, `field` first. */
+  readonly fields: readonly string[];
+
+  constructor(field: string, detail: string, options: ConfigErrorOptions = {}) {
+    super('ERR_INVALID_CONFIG', options.where === undefined ? `invalid config ${field}: ${detail}` : `invalid options for ${options.where}: ${detail}`, { cause: options.cause });
+    this.field = field;
+    this.fields = Object.freeze(options.fields !== undefined && options.fields.length > 0 ? [...options.fields] : [field]);
+  }
+}

@@ -33,4 +33,4 @@ export { MuxMetrics, DropReason } from './metrics/mux-metrics.ts';
 export { MESSENGER_MUX_KEY } from './wire/constants.ts';
 export { systemRuntime } from './runtime/runtime.ts';
 export type { Runtime } from './runtime/runtime.ts';
-export type { Messenger, PeerInfo, PeerId } from './messenger/types.ts';
+export type { Messenger, PeerInfo, PeerId, DialEndedEvent } from './messenger/types.ts';

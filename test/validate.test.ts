@@ -41,7 +41,7 @@ describe('validation messages (zod/mini with English messages)', () => {
 
   it('option errors list every bad field with its reason', () => {
     const e = thrown(() => webSocketClientTransport({ minReconnectionDelay: -1, connectionTimeout: 0 }));
-    expect(e.code).toBe('ERR_CONFIG');
+    expect(e.code).toBe('ERR_INVALID_CONFIG');
     expect(e.message).toContain('✖ Too small: expected number to be >=0\n  → at minReconnectionDelay');
     expect(e.message).toContain('✖ Too small: expected number to be >=1\n  → at connectionTimeout');
     expect(thrown(() => memoryTransport({ name: 'a b' })).message).toContain('✖ no slashes or spaces\n  → at name');

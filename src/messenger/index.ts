@@ -7,6 +7,7 @@ export { createMessenger } from './messenger.ts';
 export type { MessengerOptions, HealthCheckOptions } from './messenger.ts';
 export type {
   Admission,
+  DialEndedEvent,
   HandleOptions,
   MessageHandler,
   Messenger,
@@ -19,5 +20,7 @@ export type {
   UnsignalledRequestHandler,
 } from './types.ts';
 export { MessengerError, RemoteError } from './errors.ts';
+export { ConfigError } from '../errors.ts';
+export type { ConfigErrorCode } from '../errors.ts';
 export type { MessengerErrorCode } from './errors.ts';
 export { BATCH_ENVELOPE_BYTES, BATCH_HANDLER_NAMES, MAX_HANDLER_NAME_BYTES, isReservedName } from './envelope.ts';

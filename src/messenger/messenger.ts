@@ -57,6 +57,7 @@ import {
 import { MessengerError, RemoteError } from './errors.ts';
 import type {
   Admission,
+  DialEndedEvent,
   MessageHandler,
   Messenger,
   MessengerErrorEvent,
@@ -196,7 +197,8 @@ type Resolved = z.output<typeof optionsSchema>;
 
 /**
  * Create a messenger, start its listening transports, and resolve once they listen.
- * Throws `ERR_CONFIG` on invalid options.
+ * Rejects with a `ConfigError` (`ERR_INVALID_CONFIG`) naming every bad option, and with
+ * `ERR_ADDRESS_IN_USE` (retryable) when a listener's port is taken.
  */
 export async function createMessenger(options: MessengerOptions): Promise<Messenger> {
   const o = parseOptions(optionsSchema, options, 'createMessenger');
@@ -291,6 +293,7 @@ class MessengerImpl implements Messenger {
   readonly #peerListeners = new Set<(peer: PeerInfo) => void>();
   readonly #goneListeners = new Set<(event: PeerGoneEvent) => void>();
   readonly #errorListeners = new Set<(event: MessengerErrorEvent) => void>();
+  readonly #dialEndedListeners = new Set<(event: DialEndedEvent) => void>();
   readonly #nameHeads = new Map<string, Uint8Array>();
   #pendingRequests = 0;
   #health: TimerHandle | undefined;
@@ -322,6 +325,7 @@ class MessengerImpl implements Messenger {
         established: (link) => this.#established(link),
         ready: (link) => this.#ready(link),
         contested: (link) => this.#contested(link),
+        dialEnded: (address, error) => this.#dialEnded(address, error),
         evictable: () => this.#evictable(),
       },
       helloTimeoutMs: o.helloTimeoutMs,
@@ -962,6 +966,24 @@ class MessengerImpl implements Messenger {
   onError(listener: (event: MessengerErrorEvent) => void): () => void {
     this.#errorListeners.add(listener);
     return () => this.#errorListeners.delete(listener);
+  }
+
+  onDialEnded(listener: (event: DialEndedEvent) => void): () => void {
+    this.#dialEndedListeners.add(listener);
+    return () => this.#dialEndedListeners.delete(listener);
+  }
+
+  /** The transport stopped dialling `address` for good (never while closing). */
+  #dialEnded(address: string, error: LanemuxError): void {
+    if (this.#closed) return;
+    const event: DialEndedEvent = { address, code: error.code, reason: error.message, error };
+    for (const l of [...this.#dialEndedListeners]) {
+      try {
+        l(event);
+      } catch (e) {
+        this.#reportError('handler', e, undefined, 'onDialEnded');
+      }
+    }
   }
 
   stats(): MessengerStats {

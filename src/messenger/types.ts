@@ -61,6 +61,26 @@ export interface PeerGoneEvent {
   readonly error: Error;
 }
 
+/**
+ * lanemux stopped dialling an address for good: nothing dials it again until the next `connect`.
+ * Emitted once per dial when the first attempt failed (refused, unreachable, a HELLO refused), when a
+ * reconnecting adapter gave up (`maxRetries`, `maxSameFailures`, a terminal close code), when the
+ * link was lost on an adapter that does not reconnect (TCP, memory; `disconnect` included, with
+ * `ERR_CLOSED`), or when the loss was terminal (`ERR_UNAUTHENTICATED`, `ERR_VERSION_MISMATCH`, …).
+ * Not emitted when the node or messenger closes, nor for a crossed dial that ended because the
+ * peer's own link to this node was kept.
+ */
+export interface DialEndedEvent {
+  /** The address that was dialled (as given to `connect`). */
+  readonly address: string;
+  /** The final error's code, e.g. `ERR_CONNECT`, `ERR_PEER_GONE`, `ERR_UNAUTHENTICATED`. */
+  readonly code: string;
+  /** The final error's message. */
+  readonly reason: string;
+  /** The full error (code, message, retryable, cause). */
+  readonly error: Error;
+}
+
 /** Something went wrong that has no caller to reject: a handler threw, or the peer sent a notice. */
 export interface MessengerErrorEvent {
   /** `handler`: a local handler or listener threw; `remote`: the peer reported an error about our message. */
@@ -157,6 +177,12 @@ export interface Messenger {
   onPeerGone(listener: (event: PeerGoneEvent) => void): () => void;
   /** Called for errors with no caller to reject (handler threw, peer notice). Returns an unsubscribe function. */
   onError(listener: (event: MessengerErrorEvent) => void): () => void;
+  /**
+   * Called when lanemux stops dialling an address for good (see {@link DialEndedEvent}), so the
+   * application can tell a reconnect loop that gave up from one still trying. Returns an
+   * unsubscribe function.
+   */
+  onDialEnded(listener: (event: DialEndedEvent) => void): () => void;
   /** Counters of handler failures, unknown handlers, notices and late replies. */
   stats(): MessengerStats;
 

@@ -125,6 +125,8 @@ export class Batcher implements SlotBatcher {
   // Open batch bookkeeping.
   #typeCounts = new Uint32Array(TYPE_COUNT);
   #replies: number[] = []; // [peerSlot, credit] pairs staged in the open batch
+  /** The open batch's CreditUpdate per peer SlotId: its record offset, to add later grants into. */
+  #creditAt = new Map<number, number>();
   #guards: EgressSlot[] = []; // terminals in the open batch (retirement)
   #opens: EgressSlot[] = []; // OpenSlots in the open batch (open acks)
   #dataSlotList: EgressSlot[] = [];
@@ -561,9 +563,9 @@ export class Batcher implements SlotBatcher {
     this.#host.metrics.recordsDropped[DropReason.stale_singleton]! += 1;
   }
 
-  #fits(needed: number, terminal: boolean): boolean {
-    // A terminal and its close need two record slots and must share a batch.
-    if (this.#enc.recordCount + (terminal ? 2 : 1) > MAX_RECORDS_PER_BATCH) return false;
+  #fits(needed: number, pair: boolean): boolean {
+    // A terminal and its close (or a cancel's close and lifecycle) need two record slots and must share a batch.
+    if (this.#enc.recordCount + (pair ? 2 : 1) > MAX_RECORDS_PER_BATCH) return false;
     return this.#enc.byteLength + needed <= this.#cap;
   }
 
@@ -739,19 +741,17 @@ export class Batcher implements SlotBatcher {
     // producer should learn it was cancelled, not just that the slot is unknown.
     for (const l of d.ownedLifecycle.values()) {
       const slot = this.slotFor(l.slot);
-      if (slot && slot.sessionId === l.session) slot.owner.onLifecycle(l.cancel);
+      if (slot && slot.sessionId === l.session) {
+        if (l.cancel) slot.cancelled = true;
+        slot.owner.onLifecycle(l.cancel);
+      }
     }
     // Owned control: closes dominate; grants release withheld records.
     for (const [id, e] of d.owned) {
       const slot = this.slotFor(id);
       if (!slot) continue;
       if (e.close >= 0) {
-        const reason = e.close === CloseReason.ProtocolError ? 'ERR_PROTOCOL' : 'ERR_UNKNOWN_SLOT';
-        this.#closeSlotLocally(
-          slot,
-          new MuxError(reason, `the consumer closed ${formatSlotId(id)}: ${e.close === CloseReason.ProtocolError ? 'ProtocolError' : 'UnknownSlot'}`),
-          false,
-        );
+        this.#closeSlotLocally(slot, peerCloseError(slot, e.close), false);
         continue;
       }
       if (e.resolution === 2) {
@@ -772,22 +772,48 @@ export class Batcher implements SlotBatcher {
     }
   }
 
-  /** Peer replies: CreditUpdate first, then CloseSlot/RejectSlot, then lifecycle (§9.5). */
+  /**
+   * Peer replies: CreditUpdate first, then CloseSlot/RejectSlot, then lifecycle (§9.5). A cancel's
+   * CloseSlot{UnknownSlot} and LifecycleSlot{cancel} go as a pair in one batch (§10.3): the producer
+   * then applies both in one drain, lifecycle first, even when the replies fill several batches.
+   */
   #stageReplies(d: InboxDrain): void {
     const now = this.#host.runtime.now();
     for (const [peerSlot, e] of d.replies) if (e.credit > 0) this.#stageControl(now, RecordType.CreditUpdate, peerSlot, e.credit, 0n);
+    const lifecycles = d.lifecycleReplies;
+    if (lifecycles.size > 0 && d.replies.size > 0) {
+      for (const [key, l] of lifecycles) {
+        const r = l.cancel ? d.replies.get(l.slot) : undefined;
+        if (r === undefined || r.close < 0) continue;
+        this.#stageControl(now, RecordType.CloseSlot, l.slot, r.close, 0n, LIFECYCLE_RECORD_LEN);
+        this.#stageControl(now, RecordType.LifecycleSlot, l.slot, LifecycleAction.Cancel, l.session);
+        r.close = -1;
+        lifecycles.delete(key);
+      }
+    }
     for (const [peerSlot, e] of d.replies) if (e.close >= 0) this.#stageControl(now, RecordType.CloseSlot, peerSlot, e.close, 0n);
     for (const [peerSlot, reason] of d.rejects) this.#stageControl(now, RecordType.CloseSlot, peerSlot, reason, 0n);
-    for (const l of d.lifecycleReplies.values()) {
+    for (const l of lifecycles.values()) {
       this.#stageControl(now, RecordType.LifecycleSlot, l.slot, l.cancel ? LifecycleAction.Cancel : LifecycleAction.Stop, l.session);
     }
   }
 
-  /** Stage a reply record (frame_seq 0, the peer's SlotId). */
-  #stageControl(now: number, type: number, peerSlot: number, value: number, session: bigint): void {
+  /**
+   * Stage a reply record (frame_seq 0, the peer's SlotId). `pairBytes`: room kept for one more
+   * record of that size, so the record that follows shares this batch. A CreditUpdate for a slot the
+   * open batch already credits is added into that record: one per slot per batch (§10.7).
+   */
+  #stageControl(now: number, type: number, peerSlot: number, value: number, session: bigint, pairBytes = 0): void {
+    if (type === RecordType.CreditUpdate && !this.#parked && this.#enc.isOpen) {
+      const at = this.#creditAt.get(peerSlot);
+      if (at !== undefined && this.#enc.addToCreditUpdate(at, value)) {
+        this.#replies.push(peerSlot, value);
+        return;
+      }
+    }
     const body = type === RecordType.CreditUpdate ? 4 : type === RecordType.CloseSlot ? 1 : 9;
     if (!this.#parked && !this.#enc.isOpen) this.#begin();
-    if (this.#parked || !this.#fits(RECORD_HEADER_LEN + body, false)) {
+    if (this.#parked || !this.#fits(RECORD_HEADER_LEN + body + pairBytes, pairBytes > 0)) {
       this.#flush();
       if (this.#parked) {
         // Taken from the inbox but not stageable until admission: post it back (coalesced, never
@@ -801,6 +827,7 @@ export class Batcher implements SlotBatcher {
       this.#begin();
     }
     if (type === RecordType.CreditUpdate) {
+      this.#creditAt.set(peerSlot, this.#enc.byteLength);
       this.#enc.appendCreditUpdate(peerSlot, 0, value);
       this.#replies.push(peerSlot, value);
     } else if (type === RecordType.CloseSlot) {
@@ -815,6 +842,7 @@ export class Batcher implements SlotBatcher {
 
   #begin(): void {
     this.#enc.begin(this.epoch, this.batchSeq, this.lane & 0x0f);
+    if (this.#creditAt.size > 0) this.#creditAt.clear();
   }
 
   /** Write the open batch (if any records) and await admission; an empty batch gives its seq back. */
@@ -1064,6 +1092,9 @@ export interface DrainLeftovers {
   credit: number[];
 }
 
+/** A LifecycleSlot record: header + session id + action. */
+const LIFECYCLE_RECORD_LEN = RECORD_HEADER_LEN + 9;
+
 /** A batch holding one OpenSlot: header + record header + anchor id + session id. */
 const OPEN_BATCH_BYTES = BATCH_HEADER_LEN + RECORD_HEADER_LEN + 16;
 
@@ -1078,6 +1109,25 @@ const EMIT_PARKED = 1;
 const EMIT_TOO_LARGE = 2;
 /** The peer window is full: nothing staged, the slot waits for a release. */
 const EMIT_WINDOW = 3;
+
+/**
+ * Why the consumer closed an owned slot, as its producer is told. UnknownSlot after a cancel of the
+ * same session is the cancel (`ERR_STREAM_CANCELLED`, a stream error code): a producer waiting in
+ * `send` learns it as one whose next `send` would.
+ */
+function peerCloseError(slot: EgressSlot, reason: number): MuxError {
+  if (reason === CloseReason.ProtocolError) {
+    return new MuxError(
+      'ERR_PROTOCOL',
+      `the consumer ended the stream on ${formatSlotId(slot.id)} for a protocol error (ProtocolError: credit overspend, hold overflow, receive-window overrun, or a slot index out of range or in use)`,
+    );
+  }
+  if (slot.cancelled) return new MuxError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream');
+  return new MuxError(
+    'ERR_UNKNOWN_SLOT',
+    `the consumer has no stream on ${formatSlotId(slot.id)} (UnknownSlot): it never bound one for this session, its accept window expired, its watchdog ended it, or its reader went away`,
+  );
+}
 
 /** Append one data record of `kind` (an Item string, Item bytes, or a pre-encoded body). */
 function appendRecord(enc: BatchEncoder, slot: number, seq: number, kind: number, value: unknown): void {

@@ -48,6 +48,8 @@ export class Bind {
   slot: IngressSlot | null = null;
   /** Early lifecycle signal before the OpenSlot: 0 none, 1 stop, 2 cancel. */
   earlySignal = 0;
+  /** Watchdog windows an answered attach has waited for its OpenSlot (protocol.md §10.8). */
+  deadWindows = 0;
 
   constructor(anchorId: bigint, sessionId: bigint, limit: number, slotByteBudget: number, lane: number, peer: PeerId | null, owner: BindOwner, deadline: number) {
     this.anchorId = anchorId;

@@ -3,10 +3,11 @@
  * A bad value is an error naming the field; every limit is finite.
  */
 import { z } from 'zod/mini';
-import { LanemuxError } from '../errors.ts';
+import { ConfigError } from '../errors.ts';
 import { DEFAULT_INITIAL_CREDIT, DEFAULT_PEER_BYTE_BUDGET, DEFAULT_SLOT_BYTE_BUDGET, MAX_CREDIT } from '../credit/constants.ts';
 import { DEFAULT_MAX_BATCH_BYTES, MIN_BATCH_CAP } from '../wire/constants.ts';
 import { int, num, parse } from '../validate.ts';
+import { configError } from '../transport/options.ts';
 
 /** When the batcher writes (seed chapter, "Flush policy"). */
 export type FlushPolicy =
@@ -151,15 +152,9 @@ const schema = z.strictObject({
   detectionMultiplier: int(1, 255),
 });
 
-/** An invalid configuration. The message names the field. */
-export class ConfigError extends LanemuxError<'ERR_INVALID_CONFIG'> {
-  /** Dotted path of the offending field, e.g. `mux.initialCredit`. */
-  readonly field: string;
-  constructor(field: string, message: string) {
-    super('ERR_INVALID_CONFIG', `invalid config ${field}: ${message}`);
-    this.field = field;
-  }
-}
+// The one configuration error of lanemux lives with the error base; re-exported here, where the
+// package root has always taken it from.
+export { ConfigError };
 
 const KILL_VALUES = new Set(['1', 'true', 'yes', 'on']);
 
@@ -169,7 +164,7 @@ export function killSwitchSet(value: string | undefined): boolean {
 }
 
 /**
- * Validate and resolve a mux config. Throws {@link ConfigError} naming the field: unknown keys,
+ * Validate and resolve a mux config. Throws {@link ConfigError} naming every bad field: unknown keys,
  * wrong types, out-of-range values, `initialCredit = 0` ("initial_credit = 0") and
  * `creditSweepInterval = 0`.
  */
@@ -183,11 +178,7 @@ export function resolveMuxConfig(input: unknown, killSwitch: string | undefined 
   }
   for (const k of Object.keys(merged)) if (merged[k] === undefined) merged[k] = (MUX_DEFAULTS as Record<string, unknown>)[k];
   const parsed = parse(schema, merged);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const field = `mux.${issue.path.map(String).join('.') || (issue.code === 'unrecognized_keys' ? issue.keys.join(',') : '')}`;
-    throw new ConfigError(field, issue.message);
-  }
+  if (!parsed.success) throw configError(parsed.error, { prefix: 'mux.' });
   const c = parsed.data;
   if (c.initialCredit === 0) throw new ConfigError('mux.initialCredit', 'initial_credit = 0 would let no stream send anything');
   if (c.creditSweepInterval === 0) throw new ConfigError('mux.creditSweepInterval', 'credit_sweep_interval must be non-zero');

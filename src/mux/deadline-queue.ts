@@ -18,6 +18,15 @@ export class DeadlineQueue {
     return this.#head < this.#q.length;
   }
 
+  /** Call `fn` on every bind still waiting (unclaimed, not ended), oldest first. */
+  forEachWaiting(fn: (bind: Bind) => void): void {
+    const q = this.#q;
+    for (let i = this.#head; i < q.length; i++) {
+      const b = q[i]!;
+      if (!b.claimed && !b.ended) fn(b);
+    }
+  }
+
   /**
    * Pop every bind whose deadline passed and that is still unclaimed, calling `expire` on each.
    * `liveBinds` bounds how much finished work the queue may keep before it compacts.

@@ -96,6 +96,8 @@ export class EgressSlot {
   /** Listed in the batcher's ready set. */
   ready = false;
   closed = false;
+  /** The consumer cancelled this session (LifecycleSlot{cancel}): its UnknownSlot close is that cancel. */
+  cancelled = false;
   /** A terminal is staged (the slot closes at once; kept for retirement). */
   terminalStaged = false;
   closeError: LanemuxError | null = null;

@@ -19,7 +19,8 @@ import type { Bind, BindEnd } from './bind.ts';
 import { MAX_QUEUED_TRANSFERS } from './rendezvous.ts';
 import type { WindowSink } from './slot-buffer.ts';
 
-const MPSC_ANCHOR_BIT = 1n << 63n;
+/** Bit 63 of an anchor id marks an MPSC anchor (protocol.md §8): its senders never count watchdog firings. */
+export const MPSC_ANCHOR_BIT = 1n << 63n;
 
 /** Receiver bound: indices per (peer, lane) table. */
 export const MAX_INGRESS_SLOTS_PER_PEER = 65_536;
@@ -67,6 +68,12 @@ export interface IngressHost {
   /** The bind was claimed by an OpenSlot (or its slot ended): bookkeeping (lane load, accept queue). */
   bindClaimed(bind: Bind): void;
   bindEnded(bind: Bind, end: BindEnd): void;
+  /**
+   * An OpenSlot names an attach bind its consumer cancelled before the OpenSlot arrived: answer it
+   * with the cancel (CloseSlot{UnknownSlot} + LifecycleSlot{cancel} on `lane`) and return true.
+   * False (or absent): no such bind, the claim is refused as usual.
+   */
+  claimCancelled?(anchorId: bigint, sessionId: bigint, peer: PeerId, lane: number, slot: number): boolean;
   /** Post a reply for a slot this side's ingress holds (credit or close), on the arrival lane. */
   replyCredit(peer: PeerId, lane: number, peerSlot: number, delta: number): void;
   replyClose(peer: PeerId, lane: number, peerSlot: number, reason: number): void;
@@ -504,6 +511,7 @@ export class IngressTable {
     }
     const bind = this.#host.findBind(anchorId, sessionId, this.peer);
     if (bind === undefined) {
+      if (this.#host.claimCancelled?.(anchorId, sessionId, this.peer, this.lane, id) === true) return;
       // A refused claim touches no bind: an honest stream whose own OpenSlot comes later still claims it.
       m.claimRefused++;
       m.recordsDropped[DropReason.unknown_slot]! += 1;

@@ -14,7 +14,7 @@ import { FrameKind } from '../wire/frame.ts';
 import type { Messenger, PeerGoneEvent, PeerId } from '../messenger/types.ts';
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { randomU64 } from '../runtime/runtime.ts';
-import { MAX_LANES } from '../wire/constants.ts';
+import { CloseReason, MAX_LANES } from '../wire/constants.ts';
 import { BatchReader } from '../wire/decoder.ts';
 import { laneForKey } from '../wire/lane-hash.ts';
 import { Batcher } from './batcher.ts';
@@ -26,7 +26,7 @@ import type { BindEnd, BindOwner } from './bind.ts';
 import type { ResolvedMuxConfig } from './config.ts';
 import type { EgressSlot, EgressSlotOwner } from './egress-slot.ts';
 import { MuxError } from './errors.ts';
-import { IngressTable, releaseUnkept } from './ingress.ts';
+import { IngressTable, MPSC_ANCHOR_BIT, releaseUnkept } from './ingress.ts';
 import { PeerWindowIn, WINDOW_HANDLER, WINDOW_UPDATE_BYTES, decodeWindowUpdate, encodeWindowUpdate } from './peer-window.ts';
 import type { PeerWindowHost } from './peer-window.ts';
 import { PULL_HANDLER, STAGE_HANDLER, StageIn, StageOut } from './rendezvous.ts';
@@ -53,6 +53,37 @@ const CONNECT_ATTEMPTS = 3;
 /** Session ids key the bind map by their low 52 bits (a Number); a lookup checks the exact pair. */
 const SESSION_KEY_MASK = (1n << 52n) - 1n;
 const sessionKey = (session: bigint): number => Number(session & SESSION_KEY_MASK);
+
+/**
+ * The shortest heartbeat interval a producer keeps and a consumer's watchdog window lasts, ms: an
+ * interval advertised below it is used as this (protocol.md §10.8).
+ */
+export const HEARTBEAT_FLOOR_MS = 10;
+
+/** Heartbeats due within this fraction of their interval go together, so a wake serves many streams. */
+const HEARTBEAT_SLACK = 0.1;
+
+/** One producer's heartbeat schedule. */
+interface HeartbeatEntry {
+  readonly sender: HeartbeatSender;
+  readonly queue: HeartbeatQueue;
+  due: number;
+  live: boolean;
+}
+
+/**
+ * The heartbeat senders of one interval, in due order: every entry is re-queued one interval after
+ * it beats, so the FIFO stays sorted and the head is the next due (no heap, no timer per stream).
+ */
+interface HeartbeatQueue {
+  readonly interval: number;
+  /** Entries due within this much of a wake beat in it (a tenth of the interval). */
+  readonly slack: number;
+  entries: HeartbeatEntry[];
+  head: number;
+  /** Removed entries still in `entries[head..]`. */
+  dead: number;
+}
 
 /** The mux of one node. */
 export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
@@ -90,9 +121,22 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
   #nodeLoad = new Int32Array(MAX_LANES);
   #epoch = 0n;
   #reader = new BatchReader();
+  /** The node's one timer: armed for the next sweep or the earliest heartbeat due, whichever is first. */
   #sweepTimer: TimerHandle | null = null;
+  #timerAt = Number.NaN;
+  /** When the next sweep runs (NaN: none scheduled). */
+  #sweepDue = Number.NaN;
   #lastWatchdog = 0;
-  #heartbeatSenders = new Set<HeartbeatSender>();
+  #heartbeats = new Map<HeartbeatSender, HeartbeatEntry>();
+  /** Heartbeat FIFOs by interval (one per distinct consumer interval). */
+  #heartbeatQueues = new Map<number, HeartbeatQueue>();
+  /**
+   * Attach binds the consumer cancelled before their OpenSlot arrived, by session key, until that
+   * OpenSlot (answered with the cancel, §10.3) or their accept deadline.
+   */
+  #cancelledAttaches = new Map<number, Bind>();
+  /** Scratch list of the watchdog's silent attach binds (reused). */
+  #silentBinds: Bind[] = [];
   #closed = false;
   #unsubscribe: Array<() => void> = [];
   readonly #stageOut: StageOut;
@@ -470,7 +514,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     // and unique among live binds by its map key. A counter let an OpenSlot guess it.
     let session: bigint;
     do session = randomU64(this.runtime);
-    while (session === 0n || this.#binds.has(sessionKey(session)));
+    while (session === 0n || this.#binds.has(sessionKey(session)) || this.#cancelledAttaches.has(sessionKey(session)));
     const window = peer === null ? this.config.prebindTimeout : this.config.acceptWindow;
     const bind = new Bind(anchorId, session, this.config.initialCredit, this.config.slotByteBudget, lane, peer, owner, this.runtime.now() + window);
     this.#binds.set(sessionKey(session), bind);
@@ -491,7 +535,32 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     else {
       bind.buffer.close();
       this.bindEnded(bind, 'released');
+      // An attach cancelled before its OpenSlot arrived: its producer is told the cancel when the
+      // OpenSlot comes, not a bare UnknownSlot (protocol.md §10.3).
+      if (bind.earlySignal === 2 && bind.peer !== null && this.peerAlive(bind.peer)) {
+        this.#cancelledAttaches.set(sessionKey(bind.sessionId), bind);
+        this.#armSweep();
+      }
     }
+  }
+
+  /** IngressHost: an OpenSlot for an attach its consumer already cancelled gets the cancel. */
+  claimCancelled(anchorId: bigint, sessionId: bigint, peer: PeerId, lane: number, slot: number): boolean {
+    const key = sessionKey(sessionId);
+    const b = this.#cancelledAttaches.get(key);
+    if (b === undefined || b.sessionId !== sessionId || b.anchorId !== anchorId || b.peer !== peer) return false;
+    this.#cancelledAttaches.delete(key);
+    // Both replies in one inbox, so they go as a pair in one batch. batcherFor never returns a
+    // retired batcher, and only retirement closes an inbox.
+    const inbox = this.batcherFor(peer, lane).inbox;
+    inbox.postReplyClose(slot, CloseReason.UnknownSlot);
+    inbox.postReplyLifecycle(slot, sessionId, true);
+    return true;
+  }
+
+  /** Cancelled attaches whose accept deadline passed: a later OpenSlot is refused as unknown. */
+  #expireCancelled(now: number): void {
+    for (const [key, b] of this.#cancelledAttaches) if (b.deadline <= now) this.#cancelledAttaches.delete(key);
   }
 
   /** A consumer stop (cancel=false) or cancel for a claimed bind: a LifecycleSlot to the owner. */
@@ -521,13 +590,86 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     throw last;
   }
 
-  /** Register a producer for heartbeats at the consumer-advertised interval. */
+  /**
+   * Register a producer for heartbeats at its consumer-advertised interval (at least
+   * {@link HEARTBEAT_FLOOR_MS}); the first is due one interval from now. The node's one timer wakes
+   * for the earliest heartbeat due, so a stream beats at its interval (up to a tenth early, when
+   * that lets it share a wake), not on the sweep tick.
+   */
   addHeartbeat(sender: HeartbeatSender): void {
-    this.#heartbeatSenders.add(sender);
-    this.#armSweep();
+    if (this.#closed || this.#heartbeats.has(sender)) return;
+    const interval = Math.max(HEARTBEAT_FLOOR_MS, sender.interval);
+    if (!Number.isFinite(interval)) return;
+    let q = this.#heartbeatQueues.get(interval);
+    if (q === undefined) {
+      q = { interval, slack: interval * HEARTBEAT_SLACK, entries: [], head: 0, dead: 0 };
+      this.#heartbeatQueues.set(interval, q);
+    }
+    // now + interval is never before a queued due (each is at most a past now + interval): the FIFO stays sorted.
+    const e: HeartbeatEntry = { sender, queue: q, due: this.runtime.now() + interval, live: true };
+    q.entries.push(e);
+    this.#heartbeats.set(sender, e);
+    if (this.#sweepTimer === null || e.due < this.#timerAt) this.#arm();
   }
+
   removeHeartbeat(sender: HeartbeatSender): void {
-    this.#heartbeatSenders.delete(sender);
+    const e = this.#heartbeats.get(sender);
+    if (e === undefined) return;
+    this.#heartbeats.delete(sender);
+    e.live = false;
+    const q = e.queue;
+    q.dead++;
+    // Streams that end faster than they beat must not pile up a whole interval of dead entries.
+    if (q.dead > 1024 && q.dead * 2 > q.entries.length - q.head) {
+      q.entries = q.entries.slice(q.head).filter((x) => x.live);
+      q.head = 0;
+      q.dead = 0;
+    }
+  }
+
+  /** The earliest heartbeat due (Infinity: none). Drops removed entries at the queue heads. */
+  #nextHeartbeat(): number {
+    let at = Number.POSITIVE_INFINITY;
+    for (const [interval, q] of this.#heartbeatQueues) {
+      const list = q.entries;
+      while (q.head < list.length && !list[q.head]!.live) {
+        q.head++;
+        q.dead--;
+      }
+      if (q.head === list.length) {
+        this.#heartbeatQueues.delete(interval);
+        continue;
+      }
+      const due = list[q.head]!.due;
+      if (due < at) at = due;
+    }
+    return at;
+  }
+
+  /** Beat every producer whose heartbeat is due (within its queue's slack). */
+  #runHeartbeats(now: number): void {
+    for (const q of this.#heartbeatQueues.values()) {
+      const list = q.entries;
+      const limit = now + q.slack;
+      // Entries re-queued by this pass sit past `end`: each beats at most once per pass.
+      const end = list.length;
+      while (q.head < end) {
+        const e = list[q.head]!;
+        if (e.live && e.due > limit) break;
+        q.head++;
+        if (!e.live) {
+          q.dead--;
+          continue;
+        }
+        e.due = now + q.interval;
+        list.push(e);
+        e.sender.heartbeat();
+      }
+      if (q.head > 1024 && q.head * 2 > list.length) {
+        list.splice(0, q.head);
+        q.head = 0;
+      }
+    }
   }
 
   /** `flushBatch()`: kick every batcher. Synchronous; never throws. */
@@ -546,21 +688,51 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
 
   // ───────────────────────── sweep ─────────────────────────
 
+  /** Arm the node timer if it is not armed (the sweep is due one interval from now). */
   #armSweep(): void {
     if (this.#sweepTimer !== null || this.#closed) return;
-    this.#sweepTimer = this.runtime.setTimer(() => {
-      this.#sweepTimer = null;
-      try {
-        this.sweep();
-      } finally {
-        // One failing visit must not stop bind expiry, watchdogs and the backstop credit walk.
-        if (this.#hasWork()) this.#armSweep();
-      }
-    }, this.config.creditSweepInterval);
+    this.#arm();
   }
 
+  /** (Re)arm the node timer for the next sweep or the earliest heartbeat, whichever is first. */
+  #arm(): void {
+    if (this.#closed) return;
+    const now = this.runtime.now();
+    if (Number.isNaN(this.#sweepDue)) this.#sweepDue = now + this.config.creditSweepInterval;
+    const at = Math.min(this.#sweepDue, this.#nextHeartbeat());
+    if (this.#sweepTimer !== null) {
+      if (this.#timerAt <= at) return;
+      this.runtime.clearTimer(this.#sweepTimer);
+    }
+    this.#timerAt = at;
+    this.#sweepTimer = this.runtime.setTimer(this.#onTimer, Math.max(0, at - now));
+  }
+
+  #onTimer = (): void => {
+    this.#sweepTimer = null;
+    this.#timerAt = Number.NaN;
+    const now = this.runtime.now();
+    const sweeping = now >= this.#sweepDue;
+    try {
+      if (sweeping) {
+        this.#sweepDue = Number.NaN;
+        this.sweep();
+      } else this.#runHeartbeats(now);
+    } finally {
+      // One failing visit must not stop bind expiry, watchdogs and the backstop credit walk.
+      if (!sweeping || this.#hasWork()) this.#arm();
+    }
+  };
+
   #hasWork(): boolean {
-    return this.#batcherList.length > 0 || this.#tableList.length > 0 || this.#binds.size > 0 || this.#heartbeatSenders.size > 0 || this.#stageOut.pending > 0;
+    return (
+      this.#batcherList.length > 0 ||
+      this.#tableList.length > 0 ||
+      this.#binds.size > 0 ||
+      this.#heartbeats.size > 0 ||
+      this.#cancelledAttaches.size > 0 ||
+      this.#stageOut.pending > 0
+    );
   }
 
   /** Keep the sweep running while the node has work (called when work appears). */
@@ -579,11 +751,13 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     const tables = this.#tableList;
     for (let i = 0; i < tables.length; i++) if (tables[i]!.liveSlots > 0) tables[i]!.sweep();
     if (this.#attachDeadlines.pending || this.#prebindDeadlines.pending) this.#expireBinds(now);
-    if (now - this.#lastWatchdog >= this.config.heartbeatInterval) {
+    if (this.#cancelledAttaches.size > 0) this.#expireCancelled(now);
+    // A window is the advertised interval, on the sweep tick: never shorter than a producer beats.
+    if (now - this.#lastWatchdog >= Math.max(HEARTBEAT_FLOOR_MS, this.config.heartbeatInterval)) {
       this.#lastWatchdog = now;
       this.#watchdogWindow();
     }
-    if (this.#heartbeatSenders.size > 0) for (const s of this.#heartbeatSenders) s.maybeHeartbeat(now);
+    if (this.#heartbeats.size > 0) this.#runHeartbeats(now);
     // Backstop for records larger than a batch: released bytes the immediate conditions kept back.
     if (this.#windowsIn.size > 0) for (const w of this.#windowsIn.values()) w.flushIfPending();
     this.#stageOut.expire(now);
@@ -632,6 +806,36 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
         if (excused) this.#windowHealthCheck(t.peer);
       }
     }
+    // An answered attach whose OpenSlot never arrives is a silent stream like any other: the same
+    // watchdog ends it after the same windows, not the accept window a minute later.
+    if (this.#attachDeadlines.pending) {
+      this.#attachDeadlines.forEachWaiting(this.#watchBind);
+      const silent = this.#silentBinds;
+      for (let i = 0; i < silent.length; i++) this.#dropSilentBind(silent[i]!);
+      silent.length = 0;
+    }
+  }
+
+  /** One watchdog window of an unclaimed attach bind: excused while its peer's window may block it. */
+  #watchBind = (b: Bind): void => {
+    const peer = b.peer!;
+    const w = this.#windowsIn.get(peer);
+    if (w !== undefined && w.account.mayBlock(Math.max(this.config.stagedPayloadMax, w.account.maxBatch))) {
+      b.deadWindows = 0;
+      this.#windowHealthCheck(peer);
+      return;
+    }
+    if (++b.deadWindows >= this.config.detectionMultiplier) this.#silentBinds.push(b);
+  };
+
+  /** The watchdog ends an attach whose OpenSlot never came: Dropped to its consumer, counted as a firing. */
+  #dropSilentBind(b: Bind): void {
+    if (b.claimed || b.ended) return;
+    if ((b.anchorId & MPSC_ANCHOR_BIT) === 0n) this.metrics.watchdogFirings++;
+    b.buffer.clear();
+    b.buffer.pushForced(FrameKind.Dropped, undefined);
+    b.buffer.close();
+    this.bindEnded(b, 'dropped');
   }
 
   /** A health check of a peer whose silent slots the window excused, at most once per health-check interval. */
@@ -733,6 +937,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       b.buffer.close();
       this.bindEnded(b, 'dropped');
     }
+    for (const [key, b] of this.#cancelledAttaches) if (b.peer === peer) this.#cancelledAttaches.delete(key);
     const tables = this.#tables.get(peer);
     if (tables) {
       for (const t of tables) if (t !== undefined) t.retireAll();
@@ -794,12 +999,17 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     if (this.#sweepTimer !== null) this.runtime.clearTimer(this.#sweepTimer);
     this.#sweepTimer = null;
     for (const u of this.#unsubscribe) u();
-    this.#heartbeatSenders.clear();
+    this.#heartbeats.clear();
+    this.#heartbeatQueues.clear();
+    this.#cancelledAttaches.clear();
   }
 }
 
-/** A producer that heartbeats at its consumer's interval. */
+/** A producer that heartbeats at its consumer's interval; the mux schedules the beats. */
 export interface HeartbeatSender {
-  maybeHeartbeat(now: number): void;
+  /** The interval its consumer advertised (`heartbeat_interval_ms`), ms. */
+  readonly interval: number;
+  /** Send one heartbeat now (the stream drops it when it must wait). */
+  heartbeat(): void;
 }
 

@@ -63,6 +63,24 @@ export interface AnchorConsumption {
 /** How the anchor is currently fed. */
 export type FeedKind = 'none' | 'mux' | 'local' | 'legacy';
 
+/**
+ * Senders that may wait behind the one the consumer reads: each attached after the one before it
+ * detached, and each holds its own buffer (and, on the mux, its own credit window) until the
+ * consumer gets to it. Past this the attach is refused, so a producer that attaches and detaches in
+ * a loop cannot make an idle consumer hold unbounded buffers.
+ */
+export const MAX_WAITING_SENDERS = 4;
+
+/** @internal A sender's feed waiting behind the one being read. */
+export interface WaitingFeed {
+  readonly buffer: SlotBuffer;
+  readonly kind: FeedKind;
+  readonly bind: Bind | null;
+  onTake: (() => void) | null;
+  /** Lets the sender go when the anchor ends before reading this feed (a mux feed is released by its bind). */
+  readonly release: ((error: StreamError) => void) | null;
+}
+
 const DONE: IteratorResult<never> = Object.freeze({ done: true, value: undefined });
 const STEP_ITEM = 0;
 const STEP_NONE = 1;
@@ -94,6 +112,16 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
   #onTake: (() => void) | null = null;
   /** The mux bind feeding the anchor (attach or pre-bind), if any. */
   bind: Bind | null = null;
+  /** Feeds of senders that attached after the one being read detached, oldest first (null until one does). */
+  #waiting: WaitingFeed[] | null = null;
+  // The last sender to attach (the one being read, or the newest waiting one), as the node
+  // identifies it when that sender says it detached: its buffer (same worker), its session and peer.
+  #tailBuffer: SlotBuffer | null = null;
+  #tailBind: Bind | null = null;
+  #tailSession: bigint | null = null;
+  #tailPeer: string | null = null;
+  /** The last sender to attach has handed over its Detached: another may attach behind it. */
+  #tailDetached = false;
 
   /**
    * This stream's credit as the consumer counts it (mux streams once the OpenSlot arrived; null
@@ -137,8 +165,31 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
     return this.#done || this.#error !== null;
   }
 
-  /** @internal Install where frames come from. `onTake` runs after each take (local senders). */
-  _feed(buffer: SlotBuffer, kind: FeedKind, bind: Bind | null, onTake: (() => void) | null = null): void {
+  /**
+   * @internal A sender attached: install where its frames come from (`onTake` runs after each take:
+   * local and per-stream senders), or, when the last sender detached and its frames are not all read
+   * yet, queue it behind. `session` and `peer` identify a remote sender's detach; `release` lets a
+   * waiting sender go if the anchor ends first. The caller checks {@link _attachable} first.
+   */
+  _feed(
+    buffer: SlotBuffer,
+    kind: FeedKind,
+    bind: Bind | null,
+    onTake: (() => void) | null = null,
+    session: bigint | null = bind?.sessionId ?? null,
+    peer: string | null = bind?.peer ?? null,
+    release: ((error: StreamError) => void) | null = null,
+  ): void {
+    if (this.#feed !== null) (this.#waiting ??= []).push({ buffer, kind, bind, onTake, release });
+    else this.#install(buffer, kind, bind, onTake);
+    this.#tailBuffer = buffer;
+    this.#tailBind = bind;
+    this.#tailSession = session;
+    this.#tailPeer = peer;
+    this.#tailDetached = false;
+  }
+
+  #install(buffer: SlotBuffer, kind: FeedKind, bind: Bind | null, onTake: (() => void) | null): void {
     this.#feed = buffer;
     this.#feedKind = kind;
     this.bind = bind;
@@ -147,13 +198,100 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
     this.#rearm();
   }
 
-  /** @internal Withdraw the feed (detach, released pre-bind): unread frames there are discarded. */
+  /** @internal What runs after each take from `buffer` (its per-stream connection arrived). */
+  _setOnTake(buffer: SlotBuffer, onTake: () => void): void {
+    if (this.#feed === buffer) this.#onTake = onTake;
+    else if (this.#waiting !== null) for (const w of this.#waiting) if (w.buffer === buffer) w.onTake = onTake;
+  }
+
+  /** @internal Withdraw the only feed (a released pre-bind): unread frames there are discarded. */
   _unfeed(): void {
     this.#feed = null;
     this.#feedKind = 'none';
     this.bind = null;
     this.#onTake = null;
+    this.#tailBuffer = null;
+    this.#tailBind = null;
+    this.#tailSession = null;
+    this.#tailPeer = null;
+    this.#tailDetached = false;
     this.#rearm();
+  }
+
+  /**
+   * @internal True when a sender may attach now: nobody feeds the anchor, or the last sender to
+   * attach has detached (the new one reads after its frames), with fewer than
+   * {@link MAX_WAITING_SENDERS} waiting. {@link _waitingFull} tells the two refusals apart.
+   */
+  get _attachable(): boolean {
+    return this.#feed === null || (this.#tailDetached && !this._waitingFull);
+  }
+
+  /** @internal The last sender detached, but {@link MAX_WAITING_SENDERS} already wait behind the one being read. */
+  get _waitingFull(): boolean {
+    return this.#tailDetached && this.#waiting !== null && this.#waiting.length >= MAX_WAITING_SENDERS;
+  }
+
+  /** @internal The mux bind of the last sender to attach (the live one), if it rides the mux. */
+  get _tailBind(): Bind | null {
+    return this.#tailBind;
+  }
+
+  /** @internal True when `buffer` feeds the last sender to attach. */
+  _isTail(buffer: SlotBuffer): boolean {
+    return this.#tailBuffer === buffer;
+  }
+
+  /** @internal The same-worker sender writing into `buffer` handed over its Detached. */
+  _localDetached(buffer: SlotBuffer): void {
+    if (this.#tailBuffer === buffer) this.#tailDetached = true;
+  }
+
+  /**
+   * @internal `peer` says its sender of `session` handed over its Detached (`_anchor_detach`). Only
+   * the last sender to attach counts (an earlier one has detached already), and only from its own
+   * peer when that is known (a pre-bind learns it at claim; before that the session is the proof).
+   */
+  _remoteDetached(session: bigint, peer: string): boolean {
+    if (this.#tailBuffer === null || this.#tailSession !== session) return false;
+    const known = this.#tailPeer ?? this.#tailBind?.slot?.table.peer ?? null;
+    if (known !== null && known !== peer) return false;
+    this.#tailDetached = true;
+    return true;
+  }
+
+  /** @internal Remove and return every waiting feed (the anchor ended: the node lets their senders go). */
+  _takeWaiting(): WaitingFeed[] | null {
+    const w = this.#waiting;
+    this.#waiting = null;
+    return w;
+  }
+
+  /**
+   * @internal The stream ends where `bind`'s feed ends (its sender went away: the consumer reads
+   * Dropped there), so the feeds waiting after it are never read: remove and return them. Nobody
+   * may attach any more.
+   */
+  _cutAfter(bind: Bind): WaitingFeed[] | null {
+    const w = this.#waiting;
+    if (w === null) return null;
+    const i = this.bind === bind ? 0 : w.findIndex((f) => f.bind === bind) + 1;
+    if (i === 0 && this.bind !== bind) return null;
+    const cut = w.splice(i);
+    if (w.length === 0) this.#waiting = null;
+    this.#tailDetached = false;
+    this.#tailBuffer = null;
+    return cut.length > 0 ? cut : null;
+  }
+
+  /** The feed being read sent Detached: the next waiting sender's feed takes its place, if there is one. */
+  #next(): boolean {
+    const w = this.#waiting;
+    if (w === null) return false;
+    const f = w.shift()!;
+    if (w.length === 0) this.#waiting = null;
+    this.#install(f.buffer, f.kind, f.bind, f.onTake);
+    return true;
   }
 
   /** The feed changed under a push-mode reader: a wake-up armed on the old one may never come. */
@@ -403,9 +541,11 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
             this.#finish(false);
             return STEP_DONE;
           case FrameKind.Detached:
-            // The sender left; the anchor may be attached again.
-            this._unfeed();
-            this.#host.anchorUnattached(this as StreamAnchor<unknown>);
+            // The sender left: read the next one that attached meanwhile, or wait for one.
+            if (!this.#next()) {
+              this._unfeed();
+              this.#host.anchorUnattached(this as StreamAnchor<unknown>);
+            }
             continue;
           case FrameKind.Dropped:
             throw this.#fail(new StreamError('ERR_SENDER_DROPPED', 'the sender went away without finishing the stream', { retryable: true }));

@@ -2,7 +2,9 @@
  * Control-plane messages of the stream layer (protocol.md §7, §11, §12): the attach request and
  * answer, and the zero-RTT `StreamOpenTicket`. They travel as MessagePack over the messenger's
  * unary requests and are validated with zod/mini at the boundary. 64-bit fields travel as `0x…` hex
- * strings; field names and zero semantics are the reference's.
+ * strings; field names and zero semantics are the reference's. Every map ignores fields it does not
+ * know (`z.object`, never `z.strictObject`) while the fields it knows keep their bounds (protocol.md
+ * §8); only the `Ok`/`Err` wrapper of an answer is strict, being a variant tag, not a field.
  */
 import { Decoder, Encoder } from '@msgpack/msgpack';
 import { checkShape, readU32 } from '../wire/msgpack.ts';
@@ -12,6 +14,7 @@ import { StreamError } from './errors.ts';
 
 /** Handler names of the stream control plane. */
 export const ATTACH_HANDLER = '_anchor_attach';
+/** `{ handle, session_id }` from a sender that handed over its Detached: the consumer acknowledges it (protocol.md §8 "Detach"). */
 export const DETACH_HANDLER = '_anchor_detach';
 export const CANCEL_HANDLER = '_stream_cancel';
 /** MPSC attach: the same request and negotiation fields as `_anchor_attach`; the answer adds `sender_id`. */
@@ -89,14 +92,21 @@ export const mpscCancelRequestSchema = parser(z.object({ handle: u128Schema }));
 /** @internal The zod schemas behind the fast paths, for tests that compare the two. */
 export { attachRequest as attachRequestZod, attachResponse as attachResponseZod };
 
-/** Zero-RTT ticket: every field required but `lane` (default 0). */
-export const ticketSchema = z.strictObject({
+/**
+ * Zero-RTT ticket: every field required but `lane` (default 0) and `anchor_id`. `anchor_id` is
+ * lanemux's own addition: the local id of the anchor the ticket was issued for, which a producer
+ * checks against the handle before it sends anything (a ticket without it, from another
+ * implementation, is not checked). Fields this version does not know are ignored (protocol.md §8),
+ * within the ticket's size bound.
+ */
+export const ticketSchema = z.object({
   streaming_transport_key: str(KEY_MAX),
   heartbeat_interval_ms: int(0, HEARTBEAT_MAX),
   routing_session_id: u64,
   initial_credit: int(0, CREDIT_MAX),
   slot_byte_budget: int(0, BUDGET_MAX),
   lane: z._default(int(0, LANE_MAX), 0),
+  anchor_id: z.optional(u64),
 });
 export type StreamOpenTicket = z.output<typeof ticketSchema>;
 
@@ -255,6 +265,7 @@ export function encodeTicket(t: StreamOpenTicket): string {
     slot_byte_budget: t.slot_byte_budget,
   };
   if (t.lane !== 0) body['lane'] = t.lane;
+  if (t.anchor_id !== undefined) body['anchor_id'] = hex(t.anchor_id);
   return toBase64Url((ticketEncoder ??= new Encoder()).encodeSharedRef(body));
 }
 
@@ -296,15 +307,18 @@ function parseTicketSlow(bytes: Uint8Array): StreamOpenTicket {
 // ───────────── the ticket fast path ─────────────
 // A ticket is parsed per zero-RTT stream; the decoder plus zod cost several µs of it. The fast path
 // reads only the shape lanemux itself writes (a fixmap of the ticket's fields, each at most once,
-// ASCII strings, unsigned integers) and gives up (undefined) on anything else, which then takes the
-// general path: whatever the fast path returns, `parseTicketSlow` returns the same (test/stream/ticket-fast.test.ts).
+// ASCII strings, unsigned integers) and gives up (undefined) on anything else (an unknown field
+// included), which then takes the general path: whatever the fast path returns, `parseTicketSlow`
+// returns the same (test/stream/ticket-fast.test.ts).
 
 /** The ticket's field names in `ticketSchema` order, as the bytes of a MessagePack key. */
-const TICKET_KEYS = ['streaming_transport_key', 'heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget', 'lane'].map((k) =>
+const TICKET_KEYS = ['streaming_transport_key', 'heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget', 'lane', 'anchor_id'].map((k) =>
   Uint8Array.from(k, (c) => c.charCodeAt(0)),
 );
 /** The upper bound of each integer field (`ticketSchema`), by field index; -1 for the string fields. */
-const TICKET_MAX = [-1, HEARTBEAT_MAX, -1, CREDIT_MAX, BUDGET_MAX, LANE_MAX];
+const TICKET_MAX = [-1, HEARTBEAT_MAX, -1, CREDIT_MAX, BUDGET_MAX, LANE_MAX, -1];
+/** Field index of `anchor_id`. */
+const TICKET_ANCHOR = 6;
 /** Bits of the fields a ticket must carry (all but `lane`). */
 const TICKET_REQUIRED = 0b011111;
 /** Cap of `streaming_transport_key` (`str(KEY_MAX)`), in characters (= bytes for ASCII). */
@@ -331,8 +345,8 @@ export function readTicketFast(b: Uint8Array): StreamOpenTicket | undefined {
   const n = b.length;
   if (n === 0) return undefined;
   const count = b[0]! ^ 0x80;
-  // A fixmap of 5 or 6 entries; anything else is left to the general path.
-  if (count !== 5 && count !== 6) return undefined;
+  // A fixmap of 5 to 7 entries; anything else is left to the general path.
+  if (count < 5 || count > 7) return undefined;
   let pos = 1;
   let seen = 0;
   let key = '';
@@ -341,6 +355,7 @@ export function readTicketFast(b: Uint8Array): StreamOpenTicket | undefined {
   let credit = 0;
   let budget = 0;
   let lane = 0;
+  let anchor: bigint | undefined;
   for (let e = 0; e < count; e++) {
     if (pos >= n) return undefined;
     const kh = b[pos]!;
@@ -354,7 +369,7 @@ export function readTicketFast(b: Uint8Array): StreamOpenTicket | undefined {
     pos += klen;
     if (pos >= n) return undefined;
     const h = b[pos]!;
-    if (f === 0 || f === 2) {
+    if (f === 0 || f === 2 || f === TICKET_ANCHOR) {
       // A fixstr or str8 of ASCII.
       let len: number;
       if ((h & 0xe0) === 0xa0) {
@@ -372,7 +387,8 @@ export function readTicketFast(b: Uint8Array): StreamOpenTicket | undefined {
       } else {
         const s = readU64Hex(b, pos, len);
         if (s === undefined) return undefined;
-        session = s;
+        if (f === 2) session = s;
+        else anchor = s;
       }
       pos += len;
       continue;
@@ -403,7 +419,7 @@ export function readTicketFast(b: Uint8Array): StreamOpenTicket | undefined {
     else lane = v;
   }
   if (pos !== n || (seen & TICKET_REQUIRED) !== TICKET_REQUIRED) return undefined;
-  return {
+  const t: StreamOpenTicket = {
     streaming_transport_key: key,
     heartbeat_interval_ms: heartbeat,
     routing_session_id: session,
@@ -411,6 +427,8 @@ export function readTicketFast(b: Uint8Array): StreamOpenTicket | undefined {
     slot_byte_budget: budget,
     lane,
   };
+  if (anchor !== undefined) t.anchor_id = anchor;
+  return t;
 }
 
 
@@ -445,7 +463,7 @@ function readU64Hex(b: Uint8Array, pos: number, len: number): bigint | undefined
   return hi === 0 ? BigInt(lo) : (BigInt(hi) << 32n) | BigInt(lo);
 }
 
-/** Scratch for a ticket written by hand (a ticket is under 140 bytes). */
+/** Scratch for a ticket written by hand (at most 253 bytes: a key of KEY_MAX, every integer as a uint 64). */
 const TICKET_OUT = new Uint8Array(256);
 
 /** Write position in {@link TICKET_OUT} while {@link writeTicket} runs. */
@@ -461,7 +479,7 @@ function writeTicket(t: StreamOpenTicket): number {
   // TICKET_OUT holds the largest ticket with a key of KEY_MAX; a longer key (which parseTicket
   // refuses anyway) takes the encoder, as before, instead of overrunning the scratch.
   if (typeof key !== 'string' || key.length > KEY_MAX) return -1;
-  TICKET_OUT[0] = t.lane !== 0 ? 0x86 : 0x85;
+  TICKET_OUT[0] = 0x85 + (t.lane !== 0 ? 1 : 0) + (t.anchor_id !== undefined ? 1 : 0);
   wpos = 1;
   putKey(0);
   if (!putAscii(key)) return -1;
@@ -476,6 +494,10 @@ function writeTicket(t: StreamOpenTicket): number {
   if (t.lane !== 0) {
     putKey(5);
     if (!putUint(t.lane)) return -1;
+  }
+  if (t.anchor_id !== undefined) {
+    putKey(TICKET_ANCHOR);
+    putAscii(hex(t.anchor_id));
   }
   return wpos;
 }

@@ -13,7 +13,7 @@ export type StreamErrorCode =
   | 'ERR_DESERIALIZATION'
   /** The handle string is not a lanemux anchor handle. */
   | 'ERR_INVALID_HANDLE'
-  /** The ticket is malformed or incomplete. */
+  /** The ticket is malformed or incomplete, or was issued for another anchor than the handle names. */
   | 'ERR_INVALID_TICKET'
   /** The attach was refused (unknown anchor, already attached, no common transport, zero credit …). */
   | 'ERR_ATTACH_REFUSED'

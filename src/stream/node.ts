@@ -4,8 +4,8 @@
  *
  * @example
  * ```ts
- * const server = await createNode({ messenger: { transports: [tcpTransport({ port: 0 })] } });
- * const client = await createNode({ messenger: { transports: [tcpTransport()] } });
+ * const server = await createNode({ transports: [tcpTransport({ port: 0 })] });
+ * const client = await createNode({ transports: [tcpTransport({ listen: false })] });
  * await client.connect(server.address);
  * const anchor = client.createAnchor<string>();        // consumer
  * const sender = await server.attachAnchor<string>(anchor.handle); // producer (after the handle travels)
@@ -18,8 +18,9 @@ import { defineAsyncDispose } from '../runtime/dispose.ts';
 import type { LanemuxError } from '../errors.ts';
 import { resolveLimits } from '../credit/negotiate.ts';
 import { MuxMetrics } from '../metrics/mux-metrics.ts';
-import type { Messenger, PeerId } from '../messenger/types.ts';
-import { ConfigError, resolveMuxConfig } from '../mux/config.ts';
+import type { DialEndedEvent, Messenger, PeerId } from '../messenger/types.ts';
+import { ConfigError } from '../mux/config.ts';
+import { validateNodeOptions } from './node-options.ts';
 import { createMessenger } from '../messenger/messenger.ts';
 import type { TransportAdapter } from '../transport/port.ts';
 import type { MuxConfig, ResolvedMuxConfig } from '../mux/config.ts';
@@ -33,16 +34,18 @@ import type { Runtime } from '../runtime/runtime.ts';
 import { MESSENGER_MUX_KEY } from '../wire/constants.ts';
 import { decodeFrameInto, FrameKind } from '../wire/frame.ts';
 import type { DecodedFrame } from '../wire/frame.ts';
-import { StreamAnchor } from './anchor.ts';
-import type { AnchorHost } from './anchor.ts';
+import { MAX_WAITING_SENDERS, StreamAnchor } from './anchor.ts';
+import type { AnchorHost, WaitingFeed } from './anchor.ts';
 import {
   ATTACH_HANDLER,
+  DETACH_HANDLER,
   MPSC_ATTACH_HANDLER,
   MPSC_CANCEL_HANDLER,
   MPSC_DETACH_HANDLER,
   TCP_STREAM_KEY,
   attachOk,
   attachRequestSchema,
+  anchorRefSchema,
   attachResponseSchema,
   encodeTicket,
   mpscAttachOk,
@@ -52,12 +55,14 @@ import {
   parseTicket,
   u128,
 } from './control.ts';
+import type { StreamOpenTicket } from './control.ts';
 import { StreamError } from './errors.ts';
-import { MPSC_BIT, formatHandle, parseHandle, workerKey } from './handle.ts';
+import { MPSC_BIT, formatHandle, parseHandle, u64Hex, workerKey } from './handle.ts';
 import type { AnchorHandle } from './handle.ts';
 import { MPSC_MAX_SENDERS, MpscAnchor, MpscFeed } from './mpsc-anchor.ts';
 import type { MpscAnchorOptions, MpscHost } from './mpsc-anchor.ts';
 import { MpscSender } from './mpsc-sender.ts';
+import { PerStreamWatchdog } from './per-stream.ts';
 import type { PerStreamSink, PerStreamTransport } from './per-stream.ts';
 import { LocalPort, MuxPort, PerStreamPort } from './port.ts';
 import { StreamSender } from './sender.ts';
@@ -89,7 +94,7 @@ export interface NodeOptions {
    * An anchor no sender attached to within this many ms ends with `ERR_SENDER_DROPPED` and is
    * forgotten (the timer restarts after a detach). An MPSC anchor with no sender for this long
    * ends cleanly (its iteration is done), armed at creation and whenever its last sender's end is
-   * read. Defaults to 60,000 (the accept window).
+   * read. A finite number of ms above 0, at most one day. Defaults to the mux's accept window (60,000).
    */
   readonly unattachedTimeout?: number;
   /** Mux configuration, validated with zod; a bad value throws naming the field. Defaults: see `MUX_DEFAULTS`. */
@@ -119,6 +124,24 @@ export interface AttachOptions {
   readonly ticket?: string;
 }
 
+/** How long a remote sender's `detach()` waits for the consumer's acknowledgement (`_anchor_detach`), ms. */
+const DETACH_ACK_TIMEOUT = 10_000;
+
+/** Why an attach behind detached senders is refused (see `MAX_WAITING_SENDERS`). */
+const WAITING_FULL = `the anchor's consumer has not read the streams of its earlier senders yet (${MAX_WAITING_SENDERS} wait behind the one it reads): attach again once it has read on`;
+
+const noop = (): void => {};
+
+/** A per-stream attach awaiting its connection: the anchor and the buffer it already reads (and the MPSC feed, if any). */
+interface PendingPerStream {
+  readonly anchor: StreamAnchor<unknown> | MpscAnchor<unknown>;
+  readonly buffer: SlotBuffer;
+  readonly feed?: MpscFeed;
+  stop?: boolean;
+  /** Set once the connection arrived: drops it (unless its terminal came), for a sender the anchor will never read. */
+  abort?: (error: StreamError) => void;
+}
+
 /** The mux side of every MPSC sender's bind: the anchor learns ends from the buffer itself. */
 const MPSC_BIND_OWNER: BindOwner = { onClaimed: () => {}, onEnded: () => {} };
 
@@ -134,14 +157,14 @@ const plainSender: SenderFactory<unknown> = (init) => new StreamSender<unknown>(
 /** The anchor side of a mux bind: a stream that ended dropped or expired is forgotten at once. */
 class AnchorBindOwner implements BindOwner {
   readonly #anchor: StreamAnchor<unknown>;
-  readonly #forget: (anchor: StreamAnchor<unknown>) => void;
-  constructor(anchor: StreamAnchor<unknown>, forget: (anchor: StreamAnchor<unknown>) => void) {
+  readonly #forget: (anchor: StreamAnchor<unknown>, bind: Bind) => void;
+  constructor(anchor: StreamAnchor<unknown>, forget: (anchor: StreamAnchor<unknown>, bind: Bind) => void) {
     this.#anchor = anchor;
     this.#forget = forget;
   }
   onClaimed(): void {}
-  onEnded(_bind: Bind, end: BindEnd): void {
-    if (end === 'dropped' || end === 'expired') this.#forget(this.#anchor);
+  onEnded(bind: Bind, end: BindEnd): void {
+    if (end === 'dropped' || end === 'expired') this.#forget(this.#anchor, bind);
   }
 }
 
@@ -162,22 +185,29 @@ class MuxSenderOwner implements EgressSlotOwner {
   }
 }
 
-/** Heartbeats of one mux sender at its consumer's interval. */
+/** Heartbeats of one mux sender at its consumer's interval (the mux schedules them). */
 class SenderHeartbeat implements HeartbeatSender {
   readonly #sender: StreamSender<unknown>;
-  readonly #interval: number;
-  #last: number;
-  constructor(sender: StreamSender<unknown>, interval: number, now: number) {
+  readonly interval: number;
+  constructor(sender: StreamSender<unknown>, interval: number) {
     this.#sender = sender;
-    this.#interval = interval;
-    this.#last = now;
+    this.interval = interval;
   }
-  maybeHeartbeat(now: number): void {
-    if (now - this.#last >= this.#interval) {
-      this.#last = now;
-      this.#sender._heartbeat();
-    }
+  heartbeat(): void {
+    this.#sender._heartbeat();
   }
+}
+
+/**
+ * `t` if it may open the anchor `h` names: a ticket that says which anchor it was issued for
+ * (`anchor_id`, which lanemux always writes) must name this one. Checked before anything is sent,
+ * so a ticket handed over with the wrong handle fails here instead of opening a slot nobody reads.
+ */
+function ticketFor(h: AnchorHandle, t: StreamOpenTicket): StreamOpenTicket {
+  if (t.anchor_id !== undefined && t.anchor_id !== h.localId) {
+    throw new StreamError('ERR_INVALID_TICKET', `the ticket was issued for anchor ${u64Hex(t.anchor_id)}, not for ${u64Hex(h.localId)} (the handle's): pass each anchor's own ticket`);
+  }
+  return t;
 }
 
 /** A lanemux node. Create one with {@link createNode}. */
@@ -200,9 +230,11 @@ export class LanemuxNode implements AnchorHost, MpscHost {
   readonly #mpscAnchors = new Map<bigint, MpscAnchor<unknown>>();
   readonly #locals = new Map<StreamAnchor<unknown>, LocalPort>();
   /** Per-stream attaches awaiting their connection: the anchor and the buffer it already reads (and the MPSC feed, if any). */
-  readonly #perStreamBinds = new Map<string, { anchor: StreamAnchor<unknown> | MpscAnchor<unknown>; buffer: SlotBuffer; feed?: MpscFeed }>();
+  readonly #perStreamBinds = new Map<string, PendingPerStream>();
   /** Live per-stream connections by anchor: dropping one resets it unless its terminal already arrived. */
   readonly #perStreamDrops = new Map<StreamAnchor<unknown>, (error: StreamError) => void>();
+  /** Live per-stream connections by anchor: the consumer's stop request (protocol.md §9). */
+  readonly #perStreamStops = new Map<StreamAnchor<unknown>, () => void>();
   readonly #liveSenders = new Set<StreamSender<unknown>>();
   /** The transport keys an attach request offers, sorted (fixed for the node's life; never mutated). */
   readonly #offeredKeys: readonly string[];
@@ -237,6 +269,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     // The attach handlers answer from state, never wait on the caller: no AbortSignal per request.
     const noSignal = { signal: false } as const;
     this.#messenger.handle(ATTACH_HANDLER, (from, body) => this.#onAttach(from, body), noSignal);
+    this.#messenger.handle(DETACH_HANDLER, (from, body) => this.#onDetach(from, body), noSignal);
     this.#messenger.handle(MPSC_ATTACH_HANDLER, (from, body) => this.#onMpscAttach(from, body), noSignal);
     this.#messenger.handle(MPSC_DETACH_HANDLER, (from, body) => this.#onMpscDetach(from, body), noSignal);
     this.#messenger.handle(MPSC_CANCEL_HANDLER, (_from, body) => this.#onMpscCancel(body), noSignal);
@@ -274,6 +307,15 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     const peer = await this.#messenger.connect(address, options);
     this.#mux?.touch();
     return peer.id;
+  }
+
+  /**
+   * Called when the node stops dialling an address for good — a refused `connect`, a reconnect loop
+   * that gave up, a link lost on an adapter that does not reconnect — with the address and the final
+   * coded error (see `DialEndedEvent`). Not called when the node closes. Returns an unsubscribe function.
+   */
+  onDialEnded(listener: (event: DialEndedEvent) => void): () => void {
+    return this.#messenger.onDialEnded(listener);
   }
 
   /** A snapshot of every metric under the reference's names. */
@@ -346,6 +388,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
       initial_credit: bind.limit,
       slot_byte_budget: bind.slotByteBudget,
       lane: bind.lane,
+      anchor_id: anchor.localId,
     });
   }
 
@@ -387,9 +430,14 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     this.#metrics.activeAnchors--;
     const bind = anchor.bind;
     if (bind !== null && this.#mux !== null) {
-      // A consumer cancel of a claimed stream is a LifecycleSlot{cancel} naming the session (§13.2-3).
-      if (cancelled && bind.slot !== null && !bind.ended) this.#mux.signalLifecycle(bind, true);
+      // A consumer cancel is a LifecycleSlot{cancel} naming the session (§13.2-3); before the OpenSlot
+      // arrived, the mux answers that OpenSlot with it.
+      if (cancelled && !bind.ended) this.#mux.signalLifecycle(bind, true);
       this.#mux.releaseBind(bind);
+    }
+    const waiting = anchor._takeWaiting();
+    if (waiting !== null) {
+      this.#letGo(waiting, cancelled, cancelled ? new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream') : new StreamError('ERR_STREAM_CLOSED', 'the anchor ended before its consumer read this sender'));
     }
     const local = this.#locals.get(anchor);
     if (local) {
@@ -397,6 +445,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
       if (cancelled) local.fail(new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream'));
     }
     for (const [key, b] of this.#perStreamBinds) if (b.anchor === anchor) this.#perStreamBinds.delete(key);
+    this.#perStreamStops.delete(anchor);
     const drop = this.#perStreamDrops.get(anchor);
     if (drop !== undefined) {
       this.#perStreamDrops.delete(anchor);
@@ -452,18 +501,46 @@ export class LanemuxNode implements AnchorHost, MpscHost {
   }
 
   /** A bound stream ended dropped or expired: the anchor is forgotten at once. */
-  readonly #forgetEnded = (anchor: StreamAnchor<unknown>): void => {
+  readonly #forgetEnded = (anchor: StreamAnchor<unknown>, bind: Bind): void => {
     // The consumer still reads the Dropped it holds; the node need not keep the anchor for it.
-    if (this.#anchors.get(anchor.localId) === anchor) {
-      this.#anchors.delete(anchor.localId);
-      this.#metrics.activeAnchors--;
+    if (this.#anchors.get(anchor.localId) !== anchor) return;
+    this.#anchors.delete(anchor.localId);
+    this.#metrics.activeAnchors--;
+    // Senders waiting behind this one are never read (the stream ends at its Dropped): let them go now.
+    const cut = anchor._cutAfter(bind);
+    if (cut !== null) {
+      this.#letGo(cut, false, new StreamError('ERR_STREAM_CLOSED', 'an earlier sender of the anchor went away: its consumer never reads this sender'));
+      this.#locals.delete(anchor);
+      this.#perStreamDrops.delete(anchor);
+      this.#perStreamStops.delete(anchor);
     }
   };
 
+  /** Let go the senders of feeds the anchor will never read (it ended, or ends before them). */
+  #letGo(feeds: readonly WaitingFeed[], cancelled: boolean, error: StreamError): void {
+    const mux = this.#mux;
+    for (const f of feeds) {
+      const bind = f.bind;
+      if (bind !== null && mux !== null) {
+        if (cancelled && !bind.ended) mux.signalLifecycle(bind, true);
+        mux.releaseBind(bind);
+      }
+      f.release?.(error);
+    }
+  }
+
   /** @internal AnchorHost */
   anchorLifecycle(anchor: StreamAnchor<unknown>, cancel: boolean): void {
-    if (anchor.bind !== null) this.#mux?.signalLifecycle(anchor.bind, cancel);
-    else if (!cancel) this.#locals.get(anchor)?.onStop?.();
+    // The last sender to attach is the live one (those before it detached).
+    const bind = anchor._tailBind;
+    if (bind !== null) this.#mux?.signalLifecycle(bind, cancel);
+    else if (!cancel) {
+      this.#locals.get(anchor)?.onStop?.();
+      const stop = this.#perStreamStops.get(anchor);
+      if (stop !== undefined) stop();
+      // Asked before the connection arrived: it goes out when it does (the mux's early signal).
+      else for (const b of this.#perStreamBinds.values()) if (b.anchor === anchor) b.stop = true;
+    }
   }
 
   #onAttach(from: PeerId, body: unknown): unknown {
@@ -476,9 +553,9 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     if (anchor === undefined || anchor.finished) return this.#refuse('unknown or finished anchor');
     const mux = this.#mux;
     const offersMux = mux !== null && keys.includes(MESSENGER_MUX_KEY);
-    if (anchor.feedKind !== 'none') {
+    if (!anchor._attachable) {
       const bind = anchor.bind;
-      if (bind !== null && bind.peer === null && !bind.ended) {
+      if (bind !== null && bind === anchor._tailBind && bind.peer === null && !bind.ended) {
         if (bind.claimed) return this.#refuse('already streaming through a pre-bound slot');
         // A pre-bind is the ticket holder's: only an attach naming the ticket's session may adopt or
         // release it. Anyone else who knows the handle is refused and changes nothing.
@@ -497,8 +574,9 @@ export class LanemuxNode implements AnchorHost, MpscHost {
         this.#metrics.anchorOperation('attach', 'success', 'mux');
         return attachOk({ key: MESSENGER_MUX_KEY, heartbeatMs: this.#config.heartbeatInterval, session: bind.sessionId, credit: bind.limit, budget: bind.slotByteBudget, lane: bind.lane });
       }
-      return this.#refuse('the anchor already has a sender (AlreadyAttached)');
+      return this.#refuse(anchor._waitingFull ? WAITING_FULL : 'the anchor already has a sender (AlreadyAttached)');
     }
+    // From here the anchor takes this sender: at once, or behind one that detached (read first).
     if (offersMux) {
       const bind = mux!.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey);
       anchor._feed(bind.buffer, 'mux', bind);
@@ -511,7 +589,8 @@ export class LanemuxNode implements AnchorHost, MpscHost {
       // the first frame; feeding it also marks the anchor taken (a second attach is refused).
       const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
       const key = `${anchor.localId}:${session}`;
-      this.#perStreamBinds.set(key, { anchor, buffer });
+      const pending: PendingPerStream = { anchor, buffer };
+      this.#perStreamBinds.set(key, pending);
       // The accept window: a producer that never dials must not leave the anchor waiting forever.
       // (The legacy path keeps one timer per pending attach, as it did per stream.)
       this.#runtime.setTimer(() => {
@@ -522,7 +601,11 @@ export class LanemuxNode implements AnchorHost, MpscHost {
         buffer.pushForced(FrameKind.Dropped, undefined);
         buffer.close();
       }, this.#config.acceptWindow);
-      anchor._feed(buffer, 'legacy', null);
+      anchor._feed(buffer, 'legacy', null, null, session, from, (error) => {
+        // A waiting sender the anchor will never read: forget its pending attach, or drop its connection.
+        if (this.#perStreamBinds.get(key) === pending) this.#perStreamBinds.delete(key);
+        pending.abort?.(error);
+      });
       this.#metrics.anchorOperation('attach', 'success', TCP_STREAM_KEY);
       return attachOk({ key: TCP_STREAM_KEY, heartbeatMs: this.#config.heartbeatInterval, session, credit: 0, budget: 0, lane: 0, endpoint: this.#perStreamEndpoint });
     }
@@ -532,6 +615,32 @@ export class LanemuxNode implements AnchorHost, MpscHost {
   #refuse(reason: string): unknown {
     this.#metrics.anchorOperation('attach', 'error', 'none');
     return { Err: { reason } };
+  }
+
+  /**
+   * `_anchor_detach {handle, session_id}`: the sender of that session handed over its Detached. From
+   * here a new sender may attach (read after the rest of this one's frames), even before the
+   * Detached record arrives or the consumer reads it. Answers `{Ok: null}` for a live anchor.
+   */
+  #onDetach(from: PeerId, body: unknown): unknown {
+    const req = anchorRefSchema.safeParse(body);
+    if (!req.success) return { Err: { reason: `malformed detach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
+    const { handle, session_id: session } = req.data;
+    const anchor = handle.hi === this.workerId && (handle.lo & MPSC_BIT) === 0n ? this.#anchors.get(handle.lo) : undefined;
+    if (anchor === undefined || anchor.finished) return { Err: { reason: 'unknown or finished anchor' } };
+    // Only the last sender to attach counts: an earlier one's late request, or a stranger's, changes nothing.
+    if (session !== undefined) anchor._remoteDetached(session, from);
+    return { Ok: null };
+  }
+
+  /**
+   * A remote sender's detach: tell the consumer (`_anchor_detach`) and resolve on its answer, so an
+   * attach made after `await detach()` finds the anchor free. Never rejects: the Detached is handed
+   * over whatever becomes of the request (peer gone, an implementation without the handler, timeout).
+   */
+  #ackDetach(peer: PeerId, h: AnchorHandle, session: bigint): Promise<void> {
+    const body = { handle: u128(h.workerId, h.localId), session_id: u64Hex(session) };
+    return this.#messenger.request(peer, DETACH_HANDLER, body, { timeoutMs: DETACH_ACK_TIMEOUT }).then(noop, noop);
   }
 
   /** Consumer side of a per-stream connection: frames into the anchor's own channel. */
@@ -544,9 +653,20 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     if (feed !== undefined && feed.ended) return null;
     const frame: DecodedFrame = { kind: 0, value: undefined, terminal: false };
     let ended = false;
+    const drop = (error: StreamError): void => {
+      if (!ended) sink.abort?.(error);
+    };
+    const stop = (): void => sink.stop?.();
+    // The mux's watchdog, per connection: three silent windows end the stream Dropped (§9).
+    const watchdog = new PerStreamWatchdog(this.#runtime, this.#config.heartbeatInterval, this.#config.detectionMultiplier, () => buffer.length >= buffer.capacity, (error) => {
+      // As on the mux, an MPSC anchor's senders never count firings.
+      if (feed === undefined) this.#metrics.watchdogFirings++;
+      sink.abort?.(error);
+    });
     const sink: PerStreamSink = {
       resume: null,
       frame: (body) => {
+        watchdog.alive = true;
         decodeFrameInto(body, frame);
         const ok = buffer.push(frame.kind, frame.value, body.byteLength);
         frame.value = undefined;
@@ -554,12 +674,22 @@ export class LanemuxNode implements AnchorHost, MpscHost {
         return ok && buffer.length < buffer.capacity;
       },
       end: () => {
-        if (anchor instanceof StreamAnchor) this.#perStreamDrops.delete(anchor);
+        watchdog.stop();
+        if (anchor instanceof StreamAnchor) {
+          // Only this connection's own entries: a later sender of the anchor may hold them now.
+          if (this.#perStreamDrops.get(anchor) === drop) this.#perStreamDrops.delete(anchor);
+          if (this.#perStreamStops.get(anchor) === stop) this.#perStreamStops.delete(anchor);
+        }
         if (!ended) buffer.pushForced(FrameKind.Dropped, undefined);
         buffer.close();
       },
     };
+    // The transport installs `sink.stop` once this returns.
+    if (bind.stop === true) queueMicrotask(() => sink.stop?.());
     if (feed !== undefined) {
+      feed.lifecycle = (cancel) => {
+        if (!cancel) sink.stop?.();
+      };
       // One MPSC sender's connection: closing the feed drops just this connection.
       feed.release = (error) => {
         if (!ended) sink.abort?.(error);
@@ -570,10 +700,13 @@ export class LanemuxNode implements AnchorHost, MpscHost {
       return sink;
     }
     if (!(anchor instanceof StreamAnchor)) return null;
-    this.#perStreamDrops.set(anchor, (error) => {
-      if (!ended) sink.abort?.(error);
-    });
-    anchor._feed(buffer, 'legacy', null, () => {
+    bind.abort = drop;
+    // Only the last sender to attach is live; one that detached needs neither (its connection is ending).
+    if (anchor._isTail(buffer)) {
+      this.#perStreamDrops.set(anchor, drop);
+      this.#perStreamStops.set(anchor, stop);
+    }
+    anchor._setOnTake(buffer, () => {
       if (buffer.length < buffer.capacity) sink.resume?.();
     });
     return sink;
@@ -597,7 +730,14 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     const parsed = attachResponseSchema.safeParse(raw);
     if (!parsed.success) throw new StreamError('ERR_ATTACH_REFUSED', `malformed attach answer: ${parsed.error.issues[0]?.message ?? ''}`);
     if ('Err' in parsed.data) throw new StreamError('ERR_ATTACH_REFUSED', `attach refused: ${parsed.data.Err.reason}`);
-    return this.#openAttached<T>(peer, h, parsed.data.Ok, options.signal, (init) => new StreamSender<T>(init));
+    return this.#openAttached<T>(peer, h, parsed.data.Ok, options.signal, (init) => new StreamSender<T>(init), true);
+  }
+
+  /** Why no mux stream may be opened toward `peer`: its HELLO does not list the mux key (docs/protocol.md §3.1). Null if it may. */
+  #noMuxToward(peer: PeerId): StreamError | null {
+    const keys = this.#messenger.peer(peer)?.transportKeys;
+    if (keys === undefined || keys.includes(MESSENGER_MUX_KEY)) return null;
+    return new StreamError('ERR_ATTACH_REFUSED', `peer ${peer} did not advertise ${MESSENGER_MUX_KEY} in its HELLO (keys: ${keys.join(', ') || 'none'}): no mux stream is opened toward it`);
   }
 
   #peerOf(h: AnchorHandle): PeerId {
@@ -610,9 +750,11 @@ export class LanemuxNode implements AnchorHost, MpscHost {
 
   /** Send an attach request (`_anchor_attach` or `_mpsc_anchor_attach`) offering this node's transports. */
   async #requestAttach(peer: PeerId, handler: string, h: AnchorHandle, options: AttachOptions): Promise<unknown> {
-    const body: Record<string, unknown> = { handle: u128(h.workerId, h.localId), supported_transport_keys: this.#offeredKeys };
+    // The mux is offered only to a peer whose HELLO lists it (docs/protocol.md §3.1).
+    const keys = this.#noMuxToward(peer) === null ? this.#offeredKeys : this.#offeredKeys.filter((k) => k !== MESSENGER_MUX_KEY);
+    const body: Record<string, unknown> = { handle: u128(h.workerId, h.localId), supported_transport_keys: keys };
     if (options.laneKey !== undefined) body['lane_key'] = `0x${BigInt.asUintN(64, options.laneKey).toString(16)}`;
-    if (options.ticket !== undefined) body['session_id'] = `0x${parseTicket(options.ticket).routing_session_id.toString(16)}`;
+    if (options.ticket !== undefined) body['session_id'] = `0x${ticketFor(h, parseTicket(options.ticket)).routing_session_id.toString(16)}`;
     try {
       return await this.#messenger.request(peer, handler, body, {
         timeoutMs: options.timeoutMs ?? 10_000,
@@ -631,17 +773,26 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     ok: { streaming_transport_key: string; heartbeat_interval_ms: number; routing_session_id: bigint; initial_credit: number; slot_byte_budget: number; lane: number; endpoint?: string | undefined },
     signal: AbortSignal | undefined,
     factory: SenderFactory<T>,
+    detachAck = false,
   ): Promise<StreamSender<T>> {
     if (ok.streaming_transport_key === MESSENGER_MUX_KEY) {
       if (this.#mux === null) throw new StreamError('ERR_ATTACH_REFUSED', `the consumer answered ${MESSENGER_MUX_KEY}, which this node did not offer`);
+      const noMux = this.#noMuxToward(peer);
+      if (noMux !== null) throw noMux;
       // Zero credit fails the attach: resolveLimits names the key and "initial_credit = 0".
       const limits = resolveLimits({ initialCredit: ok.initial_credit, slotByteBudget: ok.slot_byte_budget }, { transportKey: ok.streaming_transport_key });
-      return this.#openMux<T>(peer, ok.lane, h.localId, ok.routing_session_id, limits, ok.heartbeat_interval_ms, signal, 'attach', factory);
+      return this.#openMux<T>(peer, ok.lane, h.localId, ok.routing_session_id, limits, ok.heartbeat_interval_ms, signal, 'attach', factory, detachAck ? h : null);
     }
     if (ok.streaming_transport_key === TCP_STREAM_KEY && this.#perStream !== null && ok.endpoint !== undefined) {
       const conn = await this.#perStream.connect(ok.endpoint, h.localId, ok.routing_session_id, signal ? { signal } : {});
-      const sender = factory({ transport: TCP_STREAM_KEY, signal, onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>) });
-      const port = new PerStreamPort(conn);
+      const sender = factory({
+        transport: TCP_STREAM_KEY,
+        signal,
+        onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>),
+        onDetach: detachAck ? () => this.#ackDetach(peer, h, ok.routing_session_id) : undefined,
+      });
+      // Idle heartbeats at the consumer's interval (its watchdog), and its stop request.
+      const port = new PerStreamPort(conn, { runtime: this.#runtime, heartbeatMs: ok.heartbeat_interval_ms, onStop: () => sender._lifecycle(false) });
       conn.onClose((error) => {
         sender._closed(error);
         // The connection closed: after a clean end every frame was handed on.
@@ -671,7 +822,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
   #openFromTicket<T>(handle: string, ticket: string, signal: AbortSignal | undefined): Promise<StreamSender<T>> {
     this.#assertOpen();
     const h = parseHandle(handle);
-    const t = parseTicket(ticket);
+    const t = ticketFor(h, parseTicket(ticket));
     if (h.workerId === this.workerId) {
       throw new StreamError('ERR_TRANSPORT_ERROR', 'this ticket was minted by this worker: use attachAnchor for a same-worker stream');
     }
@@ -680,8 +831,10 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     }
     const peer = workerKey(h.workerId);
     if (this.#messenger.peer(peer) === undefined) throw new StreamError('ERR_UNKNOWN_PEER', `no connected peer has worker id ${peer}`);
+    const noMux = this.#noMuxToward(peer);
+    if (noMux !== null) throw noMux;
     const limits = resolveLimits({ initialCredit: t.initial_credit, slotByteBudget: t.slot_byte_budget }, { transportKey: t.streaming_transport_key });
-    return this.#openMux<T>(peer, t.lane, h.localId, t.routing_session_id, limits, t.heartbeat_interval_ms, signal, 'open');
+    return this.#openMux<T>(peer, t.lane, h.localId, t.routing_session_id, limits, t.heartbeat_interval_ms, signal, 'open', plainSender as SenderFactory<T>, h);
   }
 
   async #openMux<T>(
@@ -693,7 +846,9 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     heartbeatMs: number,
     signal: AbortSignal | undefined,
     op: string,
-    factory: SenderFactory<T> = plainSender as SenderFactory<T>,
+    factory: SenderFactory<T>,
+    /** The anchor of a single-sender stream, whose detach the consumer acknowledges; null for MPSC. */
+    detachOf: AnchorHandle | null,
   ): Promise<StreamSender<T>> {
     const mux = this.#mux!;
     const node = this;
@@ -705,6 +860,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
         this.#liveSenders.delete(sender as StreamSender<unknown>);
         if (hb !== null) mux.removeHeartbeat(hb);
       },
+      onDetach: detachOf === null ? undefined : () => this.#ackDetach(peer, detachOf, session),
     });
     const owner = new MuxSenderOwner(sender as StreamSender<unknown>);
     let slot: EgressSlot;
@@ -720,7 +876,7 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     if (!sender.closed) {
       this.#liveSenders.add(sender as StreamSender<unknown>);
       if (heartbeatMs > 0) {
-        hb = new SenderHeartbeat(sender as StreamSender<unknown>, heartbeatMs, this.#runtime.now());
+        hb = new SenderHeartbeat(sender as StreamSender<unknown>, heartbeatMs);
         mux.addHeartbeat(hb);
       }
     }
@@ -731,18 +887,26 @@ export class LanemuxNode implements AnchorHost, MpscHost {
     const anchor = this.#anchors.get(localId);
     if (anchor === undefined || anchor.finished) throw new StreamError('ERR_ATTACH_REFUSED', 'unknown or finished anchor');
     const bind = anchor.bind;
-    if (anchor.feedKind !== 'none') {
+    if (!anchor._attachable) {
       // A same-worker attach releases an unclaimed pre-bind; a claimed one is AlreadyAttached.
-      if (bind !== null && bind.peer === null && !bind.claimed && !bind.ended) {
+      if (bind !== null && bind === anchor._tailBind && bind.peer === null && !bind.claimed && !bind.ended) {
         this.#mux?.releaseBind(bind);
         anchor._unfeed();
-      } else throw new StreamError('ERR_ALREADY_ATTACHED', 'the anchor already has a sender');
+      } else if (anchor._waitingFull) throw new StreamError('ERR_ATTACH_REFUSED', WAITING_FULL);
+      else throw new StreamError('ERR_ALREADY_ATTACHED', 'the anchor already has a sender');
     }
     const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
     const port = new LocalPort(buffer);
-    anchor._feed(buffer, 'local', null, () => port.drained());
+    // At once, or behind a sender that detached (read first).
+    anchor._feed(buffer, 'local', null, () => port.drained(), null, null, (error) => port.fail(error));
     this.#locals.set(anchor, port);
-    const sender = new StreamSender<T>({ transport: null, signal: options.signal, onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>) });
+    const sender = new StreamSender<T>({
+      transport: null,
+      signal: options.signal,
+      onDone: () => this.#liveSenders.delete(sender as StreamSender<unknown>),
+      // The anchor is this node's: the detach is known the moment it is handed over.
+      onDetach: () => anchor._localDetached(buffer),
+    });
     // A same-worker terminal is in the anchor's channel the moment it is handed over.
     port.onTerminal = () => sender._retire('Sent');
     port.onFailed = () => {
@@ -825,9 +989,13 @@ export class LanemuxNode implements AnchorHost, MpscHost {
       const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
       const feed = new MpscFeed(senderId, 'legacy', buffer, from, null);
       const key = `${anchor.localId}:${session}`;
-      this.#perStreamBinds.set(key, { anchor, buffer, feed });
-      // Until the connection arrives, closing the feed just forgets the pending attach.
+      const pending: { anchor: MpscAnchor<unknown>; buffer: SlotBuffer; feed: MpscFeed; stop?: boolean } = { anchor, buffer, feed };
+      this.#perStreamBinds.set(key, pending);
+      // Until the connection arrives, closing the feed just forgets the pending attach, and a stop waits for it.
       feed.release = () => this.#perStreamBinds.delete(key);
+      feed.lifecycle = (cancel) => {
+        if (!cancel) pending.stop = true;
+      };
       this.#runtime.setTimer(() => {
         if (this.#perStreamBinds.get(key)?.feed !== feed) return;
         this.#perStreamBinds.delete(key);
@@ -953,24 +1121,23 @@ export class LanemuxNode implements AnchorHost, MpscHost {
 }
 
 /**
- * Create a node. Validates `mux` (a bad value throws `ERR_INVALID_CONFIG` naming the field) and
- * honours the kill switch `LANEMUX_MUX_DISABLE` (or `VELO_MESSENGER_MUX_DISABLE`) ∈ {1, true, yes, on}.
+ * Create a node. Validates every option, `mux` included: a bad value rejects with one `ConfigError`
+ * (`ERR_INVALID_CONFIG`) naming every bad field, as do unknown options, options that only shape a
+ * messenger the node builds beside a ready-made `messenger`, and a `messenger` that does not advertise
+ * `messenger-mux-v2` while the mux is on. Honours the kill switch `LANEMUX_MUX_DISABLE` (or `VELO_MESSENGER_MUX_DISABLE`) ∈ {1, true, yes, on}.
  */
 export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
+  // Every option, the mux config and the kill switch: one ConfigError naming every bad field.
+  const config = validateNodeOptions(options);
   const runtime = options.runtime ?? systemRuntime();
-  const kill = runtime.env('LANEMUX_MUX_DISABLE') ?? runtime.env('VELO_MESSENGER_MUX_DISABLE');
-  const config = resolveMuxConfig(options.mux, kill);
   let messenger = options.messenger;
   let built: LanemuxNode | undefined;
   if (messenger === undefined) {
-    if (!options.transports || options.transports.length === 0) {
-      throw new ConfigError('transports', 'give a messenger or at least one transport');
-    }
     const keys: string[] = [];
     if (config.enabled) keys.push(MESSENGER_MUX_KEY);
     if (options.perStream) keys.push(options.perStream.key);
     messenger = await createMessenger({
-      transports: options.transports,
+      transports: options.transports!,
       transportKeys: keys,
       // Every link is health-checked (a dead one closes, so idle sockets cannot pin a peer place); the
       // mux adds its own check for peers with live slots (epoch death on failure).

@@ -8,6 +8,7 @@ import { EgressKind } from '../mux/egress-slot.ts';
 import type { EgressSlot } from '../mux/egress-slot.ts';
 import { FRAME_DETACHED, FRAME_DROPPED, FRAME_FINALIZED, FrameKind, encodeFrame } from '../wire/frame.ts';
 import type { SlotBuffer } from '../mux/slot-buffer.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { StreamError } from './errors.ts';
 
 export { Offer };
@@ -132,9 +133,21 @@ export class LocalPort implements SenderPort {
   }
 }
 
+/** Options of {@link PerStreamPort}. */
+export interface PerStreamPortOptions {
+  /** The clock of the idle heartbeats (the node's runtime). Without it the port never heartbeats. */
+  readonly runtime?: Runtime;
+  /** `heartbeat_interval_ms` of the attach answer; 0 (the default) sends no heartbeats. */
+  readonly heartbeatMs?: number;
+  /** The consumer asked the producer to stop (its `requestStop`). */
+  readonly onStop?: () => void;
+}
+
 /**
  * A producer's frames over a dedicated per-stream connection (the legacy path): one write per
- * frame, back-pressure from the socket.
+ * frame, back-pressure from the socket. While idle it heartbeats at the consumer's interval, so the
+ * consumer's watchdog (protocol.md §9) keeps a quiet stream: one timer per connection, and a frame
+ * only sets a flag.
  */
 export class PerStreamPort implements SenderPort {
   readonly #conn: import('./per-stream.ts').PerStreamConnection;
@@ -142,12 +155,24 @@ export class PerStreamPort implements SenderPort {
   closeError: LanemuxError | null = null;
   #ended = false;
   #bytesWhilePaused = 0;
+  readonly #runtime: Runtime | null;
+  readonly #heartbeatMs: number;
+  #timer: TimerHandle | null = null;
+  /** A frame went out since the last heartbeat tick. */
+  #active = false;
 
-  constructor(conn: import('./per-stream.ts').PerStreamConnection) {
+  constructor(conn: import('./per-stream.ts').PerStreamConnection, options: PerStreamPortOptions = {}) {
     this.#conn = conn;
     conn.onClose((error) => {
+      this.#stopHeartbeats();
       if (this.closeError === null && !this.#ended) this.closeError = error ?? new StreamErrorLike('the per-stream connection closed');
     });
+    const onStop = options.onStop;
+    if (onStop !== undefined) conn.onStop?.(onStop);
+    const ms = options.heartbeatMs ?? 0;
+    this.#runtime = options.runtime ?? null;
+    this.#heartbeatMs = ms > 0 && this.#runtime !== null ? ms : 0;
+    if (this.#heartbeatMs > 0) this.#timer = this.#runtime!.setTimer(this.#tick, this.#heartbeatMs);
   }
   get paused(): boolean {
     return this.#paused !== null;
@@ -156,11 +181,13 @@ export class PerStreamPort implements SenderPort {
     if (this.closeError !== null || this.#ended) return Offer.Closed;
     // A producer that does not wait for `send()` while the socket is draining gets a hard cap.
     if (this.#paused !== null && kind < FrameKind.Finalized && this.#bytesWhilePaused >= PER_STREAM_PAUSED_CAP) return Offer.Refused;
+    this.#active = true;
     const body = encodeFrame(frameOf(kind, value));
     if (this.#paused !== null) this.#bytesWhilePaused += body.byteLength;
     const r = this.#conn.write(body);
     if (kind >= FrameKind.Finalized) {
       this.#ended = true;
+      this.#stopHeartbeats();
       this.#conn.end();
       return Offer.Ok;
     }
@@ -190,7 +217,26 @@ export class PerStreamPort implements SenderPort {
   depart(): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#stopHeartbeats();
     this.#conn.destroy();
+  }
+
+  /**
+   * One heartbeat window: a heartbeat only if nothing went out in it, and never behind a full
+   * socket (it would wait behind the queue; the consumer excuses a producer it holds back).
+   */
+  readonly #tick = (): void => {
+    this.#timer = null;
+    if (this.#ended || this.closeError !== null) return;
+    if (!this.#active && this.#paused === null) this.offer(FrameKind.Heartbeat, undefined);
+    this.#active = false;
+    if (!this.#ended && this.closeError === null) this.#timer = this.#runtime!.setTimer(this.#tick, this.#heartbeatMs);
+  };
+
+  #stopHeartbeats(): void {
+    if (this.#timer === null) return;
+    this.#runtime!.clearTimer(this.#timer);
+    this.#timer = null;
   }
 }
 

@@ -21,6 +21,11 @@ export interface SenderInit {
   readonly signal?: AbortSignal | undefined;
   /** Called once the sender is done (terminal handed over, closed or aborted). */
   readonly onDone?: (() => void) | undefined;
+  /**
+   * Called once `detach()` handed its Detached over: tells the consumer, and `detach()` resolves
+   * with what it returns (a remote consumer's acknowledgement; nothing to wait for on the same worker).
+   */
+  readonly onDetach?: (() => Promise<void> | void) | undefined;
 }
 
 /** Marks a signal not aborted yet (a reason may be any value, `undefined` included). */
@@ -42,6 +47,7 @@ export class StreamSender<T = unknown> {
   #cancelReason: unknown = NOT_ABORTED;
   readonly #transport: string | null;
   readonly #onDone: (() => void) | undefined;
+  readonly #onDetach: (() => Promise<void> | void) | undefined;
   #abortListener: (() => void) | null = null;
   #signal: AbortSignal | undefined;
   #finished = false;
@@ -50,6 +56,7 @@ export class StreamSender<T = unknown> {
   constructor(init: SenderInit) {
     this.#transport = init.transport;
     this.#onDone = init.onDone;
+    this.#onDetach = init.onDetach;
     this.#signal = init.signal;
   }
 
@@ -177,9 +184,20 @@ export class StreamSender<T = unknown> {
     return this.#end(FrameKind.Finalized);
   }
 
-  /** Leave the stream without ending it (`Detached`): the anchor may be attached again. */
+  /**
+   * Leave the stream without ending it (`Detached`): the anchor may be attached again. Resolves once
+   * the consumer's node has acknowledged the detach (at once on the same worker), so an
+   * `attachAnchor` made after `await detach()` is accepted whether or not the consumer has read
+   * this far: it reads this sender's items, then the next sender's. If no acknowledgement comes
+   * (peer gone, a consumer that does not send one, 10 s), it resolves anyway: the Detached itself
+   * was handed over, and an attach before the consumer reads it may then be refused.
+   */
   detach(): Promise<void> {
-    return this.#end(FrameKind.Detached);
+    const p = this.#end(FrameKind.Detached);
+    const ack = this.#onDetach;
+    // #end gives the shared RESOLVED exactly when the terminal was taken.
+    if (p !== RESOLVED || ack === undefined) return p;
+    return ack() ?? RESOLVED;
   }
 
   #end(kind: number): Promise<void> {

@@ -27,7 +27,7 @@
 import type { AdmissionLimits } from './admission.ts';
 import type { Authenticate, CredentialSource } from './auth.ts';
 import { ByteStreamConnection, dialByteStream, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
-import { asTransportError } from './errors.ts';
+import { listenFailure } from './errors.ts';
 import { defaultFramePolicy, type FramePolicy } from './frame-pool.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from './port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from './runtime-guard.ts';
@@ -93,7 +93,7 @@ interface BunNet {
 
 /**
  * Create a Bun TCP transport adapter (name `bun-tcp`, or `bun-tls` with the `tls` option). Throws
- * `ERR_UNSUPPORTED_RUNTIME` outside Bun, `ERR_CONFIG` for a bad option (the defaults are Node's
+ * `ERR_UNSUPPORTED_RUNTIME` outside Bun, a `ConfigError` (`ERR_INVALID_CONFIG`) for a bad option (the defaults are Node's
  * `tcpTransport`'s).
  */
 export function bunTcpTransport(options: BunTcpTransportOptions = {}): TransportAdapter {
@@ -193,7 +193,7 @@ class BunTcpAdapter implements TransportAdapter {
         ...(t !== undefined ? { tls: listenTls(t) } : {}),
       });
     } catch (e) {
-      throw asTransportError('ERR_CONFIG', `bunTcpTransport cannot listen on ${o.host}:${o.port}`, e);
+      throw listenFailure('bunTcpTransport', o.host, o.port, e);
     }
     return formatTcpAddress(o.host, this.#listener.port, o.scheme);
   }

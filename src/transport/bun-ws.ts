@@ -25,7 +25,7 @@
  * @packageDocumentation
  */
 import type { AdmissionLimits } from './admission.ts';
-import { TransportError, asTransportError } from './errors.ts';
+import { TransportError, listenFailure } from './errors.ts';
 import { MessageSocketConnection, type MessageSocketDriver } from './message-socket-conn.ts';
 import { parseOptions } from './options.ts';
 import { failDial } from './fail-dial.ts';
@@ -153,7 +153,7 @@ class BunWsServerAdapter implements TransportAdapter {
         },
       });
     } catch (e) {
-      throw asTransportError('ERR_CONFIG', `bunWebSocketServerTransport cannot listen on ${o.host}:${o.port}`, e);
+      throw listenFailure('bunWebSocketServerTransport', o.host, o.port, e);
     }
     return formatWsAddress(o.host, this.#server.port, o.path);
   }

@@ -13,7 +13,7 @@
  *
  * TLS (`tls://host:port`) has the option shape of Node's, within what Deno offers: no client
  * certificates asked for when listening (`requestCert`), no `servername` other than the address's
- * host and no `rejectUnauthorized: false`; each is refused with `ERR_CONFIG`. `ca` adds to Deno's
+ * host and no `rejectUnauthorized: false`; each is refused with a `ConfigError` (`ERR_INVALID_CONFIG`). `ca` adds to Deno's
  * root store rather than replacing it. A connection is handed over once its handshake is done.
  * Deno cannot disable Nagle on a connection `Deno.listenTls` accepts (a `TlsConn` has no
  * `setNoDelay`): what a Deno TLS listener sends may wait for a delayed ACK (~40 ms on Linux) when it
@@ -33,7 +33,8 @@ import { acceptLoop, type AcceptLoop } from './accept-loop.ts';
 import type { AdmissionLimits } from './admission.ts';
 import type { Authenticate, CredentialSource } from './auth.ts';
 import { ByteStreamConnection, dialByteStream, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
-import { TransportError, asTransportError } from './errors.ts';
+import { listenFailure } from './errors.ts';
+import { ConfigError } from '../errors.ts';
 import { defaultFramePolicy, type FramePolicy } from './frame-pool.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from './port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from './runtime-guard.ts';
@@ -84,7 +85,7 @@ interface DenoNet {
 
 /**
  * Create a Deno TCP transport adapter (name `deno-tcp`, or `deno-tls` with the `tls` option).
- * Throws `ERR_UNSUPPORTED_RUNTIME` outside Deno, `ERR_CONFIG` for a bad option (the defaults are
+ * Throws `ERR_UNSUPPORTED_RUNTIME` outside Deno, a `ConfigError` (`ERR_INVALID_CONFIG`) for a bad option (the defaults are
  * Node's `tcpTransport`'s).
  */
 export function denoTcpTransport(options: DenoTcpTransportOptions = {}): TransportAdapter {
@@ -97,12 +98,12 @@ export function denoTcpTransport(options: DenoTcpTransportOptions = {}): Transpo
 
 /** Refuse the TLS options Deno's API cannot honour, rather than silently ignore them. */
 function checkDenoTls(t: TlsSettings): void {
-  const refuse = (what: string): never => {
-    throw new TransportError('ERR_CONFIG', `invalid options for denoTcpTransport: ${what}`);
+  const refuse = (field: string, what: string): never => {
+    throw new ConfigError(field, what, { where: 'denoTcpTransport' });
   };
-  if (t.requestCert) refuse('tls.requestCert is not available on Deno (Deno.listenTls cannot ask for client certificates)');
-  if (!t.rejectUnauthorized) refuse('tls.rejectUnauthorized: false is not available on Deno (Deno.connectTls always verifies; trust the server with tls.ca)');
-  if (t.servername !== undefined) refuse("tls.servername is not available on Deno (Deno.connectTls checks the address's host; dial the name the certificate carries)");
+  if (t.requestCert) refuse('tls.requestCert', 'tls.requestCert is not available on Deno (Deno.listenTls cannot ask for client certificates)');
+  if (!t.rejectUnauthorized) refuse('tls.rejectUnauthorized', 'tls.rejectUnauthorized: false is not available on Deno (Deno.connectTls always verifies; trust the server with tls.ca)');
+  if (t.servername !== undefined) refuse('tls.servername', "tls.servername is not available on Deno (Deno.connectTls checks the address's host; dial the name the certificate carries)");
 }
 
 class DenoTcpAdapter implements TransportAdapter {
@@ -149,7 +150,7 @@ class DenoTcpAdapter implements TransportAdapter {
         listener = this.#deno.listenTls({ hostname: o.host, port: o.port, transport: 'tcp', cert: t.cert as string, key: t.key as string });
       }
     } catch (e) {
-      throw asTransportError('ERR_CONFIG', `denoTcpTransport cannot listen on ${o.host}:${o.port}`, e);
+      throw listenFailure('denoTcpTransport', o.host, o.port, e);
     }
     this.#listener = listener;
     const policy = this.#policy(host.framePolicy);

@@ -27,9 +27,9 @@
  */
 import { acceptLoop } from './accept-loop.ts';
 import { z } from 'zod/mini';
-import { LanemuxError } from '../errors.ts';
+import { ConfigError, LanemuxError } from '../errors.ts';
 import type { AdmissionLimits } from './admission.ts';
-import { TransportError } from './errors.ts';
+import { TransportError, describeThrown, listenFailure } from './errors.ts';
 import { FRAME_PREFIX_BYTES, writeFrame } from './frame.ts';
 import { encodeGoaway } from './hello.ts';
 import { admissionSchema, parseOptions } from './options.ts';
@@ -204,7 +204,7 @@ function listenOn(endpoint: DenoQuicEndpoint, o: Resolved, cert: string, key: st
       maxConcurrentUnidirectionalStreams: 16,
     });
   } catch (e) {
-    throw new TransportError('ERR_CONFIG', `webTransportServerTransport: cannot listen (bad cert/key?): ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    throw new ConfigError('cert', `cannot listen (bad cert/key?): ${describeThrown(e)}`, { fields: ['cert', 'key'], where: 'webTransportServerTransport', cause: e });
   }
 }
 
@@ -227,7 +227,12 @@ function dispatch(bound: BoundEndpoint, listener: DenoQuicListener): void {
 }
 
 function bind(api: DenoWebTransportApi, o: Resolved): BoundEndpoint {
-  const endpoint = new api.QuicEndpoint({ hostname: o.hostname, port: o.port });
+  let endpoint: DenoQuicEndpoint;
+  try {
+    endpoint = new api.QuicEndpoint({ hostname: o.hostname, port: o.port });
+  } catch (e) {
+    throw listenFailure('webTransportServerTransport', o.hostname, o.port, e);
+  }
   let listener: DenoQuicListener;
   try {
     listener = listenOn(endpoint, o, o.cert, o.key);

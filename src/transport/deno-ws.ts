@@ -30,7 +30,7 @@
  * @packageDocumentation
  */
 import type { AdmissionLimits } from './admission.ts';
-import { TransportError, asTransportError } from './errors.ts';
+import { TransportError, listenFailure } from './errors.ts';
 import { MessageSocketConnection, type MessageSocketDriver } from './message-socket-conn.ts';
 import { parseOptions } from './options.ts';
 import { failDial } from './fail-dial.ts';
@@ -104,7 +104,7 @@ class DenoWsServerAdapter implements TransportAdapter {
         handler,
       );
     } catch (e) {
-      throw asTransportError('ERR_CONFIG', `denoWebSocketServerTransport cannot listen on ${o.host}:${o.port}`, e);
+      throw listenFailure('denoWebSocketServerTransport', o.host, o.port, e);
     }
     return formatWsAddress(o.host, this.#server.addr.port, o.path);
   }

@@ -20,7 +20,7 @@
  *
  * @packageDocumentation
  */
-import { TransportError } from './errors.ts';
+import { ConfigError } from '../errors.ts';
 import { toHex } from './runtime.ts';
 
 /** Longest validity Chromium accepts for a hash-pinned certificate: 14 days, in ms. */
@@ -70,10 +70,10 @@ export interface DevCertificate {
 /** Generate a self-signed ECDSA P-256 certificate for development and tests. */
 export async function createDevCertificate(options: DevCertificateOptions = {}): Promise<DevCertificate> {
   const subtle = globalThis.crypto?.subtle;
-  if (subtle === undefined) throw new TransportError('ERR_CONFIG', 'createDevCertificate needs WebCrypto (crypto.subtle), which this runtime lacks (browsers: a secure context)');
+  if (subtle === undefined) throw new ConfigError('crypto.subtle', 'needs WebCrypto (crypto.subtle), which this runtime lacks (browsers: a secure context)', { where: 'createDevCertificate' });
   const validityMs = options.validityMs ?? DEFAULT_DEV_CERT_VALIDITY_MS;
   if (!Number.isFinite(validityMs) || validityMs <= 0 || validityMs > MAX_DEV_CERT_VALIDITY_MS) {
-    throw new TransportError('ERR_CONFIG', `createDevCertificate: validityMs must be in (0, ${MAX_DEV_CERT_VALIDITY_MS}] (14 days: Chromium refuses a longer hash-pinned certificate), got ${validityMs}`);
+    throw new ConfigError('validityMs', `validityMs must be in (0, ${MAX_DEV_CERT_VALIDITY_MS}] (14 days: Chromium refuses a longer hash-pinned certificate), got ${validityMs}`, { where: 'createDevCertificate' });
   }
   const dnsNames = options.dnsNames ?? ['localhost'];
   const ips = (options.ipAddresses ?? ['127.0.0.1', '::1']).map(parseIp);
@@ -161,7 +161,7 @@ export async function createCertificateRotation(options: CertificateRotationOpti
   const { overlapMs = 3600_000, ...certOptions } = options;
   const validityMs = certOptions.validityMs ?? DEFAULT_DEV_CERT_VALIDITY_MS;
   if (!Number.isFinite(overlapMs) || overlapMs < 0 || overlapMs >= validityMs / 2) {
-    throw new TransportError('ERR_CONFIG', `createCertificateRotation: overlapMs must be in [0, validityMs/2), got ${overlapMs}`);
+    throw new ConfigError('overlapMs', `overlapMs must be in [0, validityMs/2), got ${overlapMs}`, { where: 'createCertificateRotation' });
   }
   const after = (c: DevCertificate): Promise<DevCertificate> => createDevCertificate({ ...certOptions, notBefore: new Date(c.notAfter.getTime() - overlapMs) });
   let current = await createDevCertificate(certOptions);
@@ -195,7 +195,7 @@ export async function createCertificateRotation(options: CertificateRotationOpti
 /** Parse a 64-hex-digit SHA-256 (as printed by `openssl x509 -fingerprint -sha256`, colons allowed). */
 export function certificateHashFromHex(hex: string): CertificateHash {
   const clean = hex.replace(/[:\s]/g, '');
-  if (!/^[0-9a-fA-F]{64}$/.test(clean)) throw new TransportError('ERR_CONFIG', `not a SHA-256 hex digest: ${hex.slice(0, 80)}`);
+  if (!/^[0-9a-fA-F]{64}$/.test(clean)) throw new ConfigError('hex', `not a SHA-256 hex digest: ${hex.slice(0, 80)}`, { where: 'certificateHashFromHex' });
   const value = new Uint8Array(32);
   for (let i = 0; i < 32; i++) value[i] = parseInt(clean.slice(2 * i, 2 * i + 2), 16);
   return { algorithm: 'sha-256', value };
@@ -270,7 +270,7 @@ function utf8(s: string): Uint8Array<ArrayBuffer> {
 }
 
 function ascii(s: string): Uint8Array<ArrayBuffer> {
-  if (!/^[\x21-\x7e]+$/.test(s)) throw new TransportError('ERR_CONFIG', `not an ASCII DNS name: ${JSON.stringify(s)}`);
+  if (!/^[\x21-\x7e]+$/.test(s)) throw new ConfigError('dnsNames', `not an ASCII DNS name: ${JSON.stringify(s)}`, { where: 'createDevCertificate' });
   return new TextEncoder().encode(s);
 }
 
@@ -296,7 +296,7 @@ function ecdsaSignatureDer(p1363: Uint8Array): Uint8Array<ArrayBuffer> {
 /** IPv4 dotted quad or IPv6 (with `::`) to network-order bytes. */
 function parseIp(ip: string): Uint8Array<ArrayBuffer> {
   const bad = (): never => {
-    throw new TransportError('ERR_CONFIG', `not an IP address literal: ${JSON.stringify(ip)}`);
+    throw new ConfigError('ipAddresses', `not an IP address literal: ${JSON.stringify(ip)}`, { where: 'createDevCertificate' });
   };
   if (/^\d{1,3}(\.\d{1,3}){3}$/.test(ip)) {
     const parts = ip.split('.').map(Number);

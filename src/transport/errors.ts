@@ -6,7 +6,7 @@
  *
  * @packageDocumentation
  */
-import { LanemuxError } from '../errors.ts';
+import { ConfigError, LanemuxError } from '../errors.ts';
 import type { LanemuxErrorOptions } from '../errors.ts';
 
 /** Stable codes of transport errors. */
@@ -37,8 +37,12 @@ export type TransportErrorCode =
   | 'ERR_UNSUPPORTED_ADDRESS'
   /** The node holds `maxPeers` peers and none is idle, or `maxHandshakes` authentications are in flight. */
   | 'ERR_TOO_MANY_PEERS'
-  /** Invalid options; the message names the field. */
-  | 'ERR_CONFIG'
+  /**
+   * A listener's address is taken: the port (or memory name) is already listening. Retryable: it
+   * may be free later. The message names `host:port`. (Invalid options are a `ConfigError`,
+   * `ERR_INVALID_CONFIG`, not a transport error.)
+   */
+  | 'ERR_ADDRESS_IN_USE'
   /** A protocol rule broken by the peer that has no more specific code. */
   | 'ERR_PROTOCOL'
   /**
@@ -86,7 +90,7 @@ const TRANSPORT_CODES: ReadonlySet<string> = new Set<TransportErrorCode>([
   'ERR_BAD_LANE',
   'ERR_UNSUPPORTED_ADDRESS',
   'ERR_TOO_MANY_PEERS',
-  'ERR_CONFIG',
+  'ERR_ADDRESS_IN_USE',
   'ERR_PROTOCOL',
   'ERR_DUPLICATE_LINK',
   'ERR_UNAUTHENTICATED',
@@ -101,6 +105,36 @@ export function asTransportError(code: TransportErrorCode, context: string, caus
   if (cause instanceof LanemuxError) return cause;
   const detail = describeThrown(cause);
   return new TransportError(code, `${context}: ${detail}`, { cause, retryable: code === 'ERR_PEER_GONE' || code === 'ERR_CONNECT' });
+}
+
+/**
+ * What a listener that could not listen on `host:port` reports (`where` names the adapter): a busy
+ * address is `ERR_ADDRESS_IN_USE` (retryable); anything else (a host on no local interface, a
+ * privileged port, a bad certificate) is a {@link ConfigError} naming host and port. Never the raw
+ * socket error.
+ */
+export function listenFailure(where: string, host: string, port: number | string, cause: unknown): LanemuxError {
+  const at = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  if (isAddressInUse(cause)) {
+    return new TransportError('ERR_ADDRESS_IN_USE', `${where} cannot listen on ${at}: the address is already in use`, { cause, retryable: true });
+  }
+  if (cause instanceof LanemuxError) return cause;
+  return new ConfigError('port', `cannot listen on ${at}: ${describeThrown(cause)}`, { fields: ['host', 'port'], where, cause });
+}
+
+/**
+ * True for "address in use" from any runtime: Node and Bun set `code: 'EADDRINUSE'`, Deno throws
+ * `Deno.errors.AddrInUse` (name `AddrInUse`); Bun.serve may only say so in its message.
+ */
+function isAddressInUse(e: unknown): boolean {
+  try {
+    if (typeof e !== 'object' || e === null) return false;
+    const { code, name } = e as { code?: unknown; name?: unknown };
+    if (code === 'EADDRINUSE' || name === 'AddrInUse') return true;
+    return /EADDRINUSE|address already in use|addr(?:ess)? ?in ?use|port \d+ in use/i.test(describeThrown(e));
+  } catch {
+    return false;
+  }
 }
 
 /**

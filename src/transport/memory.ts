@@ -132,7 +132,7 @@ class MemoryAdapter implements TransportAdapter {
     if (!this.#listen) return undefined;
     const name = this.#name ?? `node-${++this.#network.counter}`;
     if (this.#network.listeners.has(name)) {
-      throw new TransportError('ERR_CONFIG', `memory://${name} is already listening on this network`);
+      throw new TransportError('ERR_ADDRESS_IN_USE', `memoryTransport cannot listen on memory://${name}: the name is already listening on this network`, { retryable: true });
     }
     this.#name = name;
     this.#network.listeners.set(name, { host, conns: this.#conns });

@@ -4,12 +4,16 @@
  * and the benchmark baseline, so it deliberately does what the mux avoids: Nagle off and one
  * `socket.write` (one segment) per frame.
  *
- * Wire format, producer → consumer only (the consumer never writes):
+ * Wire format (docs/protocol.md §9), producer → consumer:
  *
  * ```text
  * preface  [u64 BE anchorId][u64 BE sessionId]        16 bytes, once
  * frame    [u32 BE length][length bytes: StreamFrame]  repeated; 0-byte bodies are allowed
  * ```
+ *
+ * and consumer → producer, only to carry a stop: `[u32 BE 1][u8 0]`, at most once per connection.
+ * The producer skips every other body unread (reserved), so nothing the consumer writes can make
+ * it allocate; an older producer discards the whole direction.
  *
  * The producer ends a stream with a FIN after its last frame. The consumer refuses a connection,
  * or drops one that breaks framing, with an RST (`resetAndDestroy`), so the producer sees an error
@@ -49,6 +53,11 @@ export const TCP_STREAM_PREFACE_BYTES = 16;
 
 /** Bytes of each frame's length prefix (`u32`, big-endian). */
 export const TCP_STREAM_PREFIX_BYTES = 4;
+
+/** The consumer's stop request, consumer → producer: a 1-byte body, action 0 (protocol.md §9). */
+const STOP_FRAME: Uint8Array = /*@__PURE__*/ Uint8Array.of(0, 0, 0, 1, 0);
+/** Action byte of a 1-byte consumer → producer body: stop. Other values are reserved. */
+const ACTION_STOP = 0;
 
 /** Options of {@link tcpStreamTransport}. */
 export interface TcpStreamTransportOptions {
@@ -117,7 +126,7 @@ type Resolved = Omit<z.output<typeof optionsSchema>, 'framePolicy'> & { readonly
 
 /**
  * Create the Node TCP per-stream transport (key `tcp-stream`). Options are validated at once; a bad
- * value throws `ERR_CONFIG` naming the field.
+ * value throws a `ConfigError` (`ERR_INVALID_CONFIG`) naming the field.
  *
  * Defaults: host `127.0.0.1`, port 0, `maxFrameBytes` 1 MiB, `highWaterMark` 64 KiB,
  * `maxConnections` 65,536, `prefaceTimeoutMs` 10 s, `connectTimeoutMs` 10 s, a frame policy of its own.
@@ -180,13 +189,6 @@ function reset(socket: net.Socket): void {
 function peerOf(socket: net.Socket): string {
   return `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`;
 }
-
-/**
- * A sink that also lets its owner drop the connection (the consumer cancelled the stream). Not yet
- * part of `PerStreamSink`: proposed for `src/stream/per-stream.ts`; the transport installs it
- * already, and a sink that never calls it loses nothing.
- */
-type AbortableSink = PerStreamSink & { abort?: ((error: LanemuxError) => void) | null };
 
 /** What connections need from their transport. */
 interface Owner {
@@ -393,6 +395,8 @@ class Inbound {
   #socketError: Error | undefined;
   /** The sink has been ended (or the connection refused): nothing more is delivered. */
   #finished = false;
+  /** The stop request went out (once per connection). */
+  #stopSent = false;
 
   constructor(socket: net.Socket, owner: Owner, accept: (anchorId: bigint, sessionId: bigint) => PerStreamSink | null) {
     this.#socket = socket;
@@ -472,7 +476,8 @@ class Inbound {
     }
     this.#sink = sink;
     sink.resume = this.#resume;
-    (sink as AbortableSink).abort = this.#abort;
+    sink.abort = this.#abort;
+    sink.stop = this.#stop;
     return true;
   }
 
@@ -490,6 +495,17 @@ class Inbound {
   /** Installed as `sink.abort`: the consumer gave up on the stream; the producer sees a reset. */
   readonly #abort = (error: LanemuxError): void => {
     this.#fail(error);
+  };
+
+  /**
+   * Installed as `sink.stop`: the consumer's stop request, written once. Not after the producer's
+   * FIN (Node ended our side with it) nor after the end: the stream is over then anyway.
+   */
+  readonly #stop = (): void => {
+    if (this.#finished || this.#stopSent) return;
+    this.#stopSent = true;
+    const s = this.#socket;
+    if (!s.destroyed && !s.writableEnded) s.write(STOP_FRAME);
   };
 
   /** Installed as `sink.resume`: called often (after every take), so cheap when not paused. */
@@ -544,7 +560,8 @@ class Inbound {
     const sink = this.#sink;
     if (sink !== null) {
       sink.resume = null;
-      (sink as AbortableSink).abort = null;
+      sink.abort = null;
+      sink.stop = null;
       try {
         sink.end(error);
       } catch {
@@ -582,6 +599,12 @@ class Outbound implements PerStreamConnection {
   #closeError: LanemuxError | null = null;
   #drain: Drain | null = null;
   #listeners: Array<(error: LanemuxError | null) => void> = [];
+  /** Consumer → producer frames, parsed in place: prefix bytes seen, the length, body bytes left. */
+  #inPrefix = 0;
+  #inLength = 0;
+  #inLeft = 0;
+  #stopped = false;
+  #stopListeners: Array<() => void> = [];
 
   constructor(socket: net.Socket, owner: Owner, endpoint: string) {
     this.#socket = socket;
@@ -591,8 +614,8 @@ class Outbound implements PerStreamConnection {
     socket.on('error', (e: Error) => {
       this.#socketError ??= e;
     });
-    // The consumer never writes; read and discard so its FIN (or RST) is seen.
-    socket.on('data', () => {});
+    // The consumer writes only its stop request; keep reading so its FIN (or RST) is seen too.
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('end', () => {
       if (!this.#ending) this.#remoteEndedFirst = true;
     });
@@ -657,6 +680,62 @@ class Outbound implements PerStreamConnection {
     this.#listeners.push(listener);
   }
 
+  onStop(listener: () => void): void {
+    if (this.#stopped) {
+      queueMicrotask(listener);
+      return;
+    }
+    this.#stopListeners.push(listener);
+  }
+
+  /** Consumer → producer bytes: `[u32 length][body]` frames; a 1-byte body 0 is a stop, the rest is skipped. */
+  #onData(chunk: Uint8Array): void {
+    const n = chunk.byteLength;
+    let i = 0;
+    while (i < n) {
+      if (this.#inPrefix < TCP_STREAM_PREFIX_BYTES) {
+        // Multiply, not shift: a length of 2^31 or more must stay positive.
+        this.#inLength = this.#inLength * 256 + chunk[i++]!;
+        if (++this.#inPrefix === TCP_STREAM_PREFIX_BYTES) {
+          this.#inLeft = this.#inLength;
+          if (this.#inLeft === 0) this.#nextInFrame();
+        }
+        continue;
+      }
+      if (this.#inLength === 1) {
+        const action = chunk[i++]!;
+        this.#nextInFrame();
+        if (action === ACTION_STOP) this.#onStop();
+        continue;
+      }
+      // A reserved body: skipped by count, never buffered.
+      const take = Math.min(this.#inLeft, n - i);
+      i += take;
+      this.#inLeft -= take;
+      if (this.#inLeft === 0) this.#nextInFrame();
+    }
+  }
+
+  #nextInFrame(): void {
+    this.#inPrefix = 0;
+    this.#inLength = 0;
+    this.#inLeft = 0;
+  }
+
+  #onStop(): void {
+    if (this.#stopped || this.#closed) return;
+    this.#stopped = true;
+    const listeners = this.#stopListeners;
+    this.#stopListeners = [];
+    for (const l of listeners) {
+      try {
+        l();
+      } catch {
+        // A listener's failure must not keep the others from hearing about the stop.
+      }
+    }
+  }
+
   #writeError(): LanemuxError {
     if (this.#localError !== null) return this.#localError;
     if (this.#closeError !== null) return this.#closeError;
@@ -690,6 +769,7 @@ class Outbound implements PerStreamConnection {
       else d.reject(error);
     }
     this.#owner.forgetOutbound(this);
+    this.#stopListeners = [];
     const listeners = this.#listeners;
     this.#listeners = [];
     for (const l of listeners) {

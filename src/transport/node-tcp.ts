@@ -29,7 +29,7 @@ import tls from 'node:tls';
 import type { LanemuxError } from '../errors.ts';
 import type { Authenticate, CredentialSource } from './auth.ts';
 import { AdmissionGate, type AdmissionLimits } from './admission.ts';
-import { TransportError, asTransportError } from './errors.ts';
+import { TransportError, asTransportError, listenFailure } from './errors.ts';
 import { FRAME_PREFIX_BYTES, FrameDecoder, writeFrame } from './frame.ts';
 import { defaultFramePolicy, type FramePolicy } from './frame-pool.ts';
 import { encodeGoaway } from './hello.ts';
@@ -65,7 +65,8 @@ export type { PemInput, SocketTlsOptions as TcpTlsOptions } from './socket-optio
 
 /**
  * Create a Node TCP transport adapter (name `tcp`, or `tls` with the `tls` option). Options are
- * validated at once; a bad value throws `ERR_CONFIG` naming the field.
+ * validated at once; a bad value throws a `ConfigError` (`ERR_INVALID_CONFIG`) naming every bad field.
+ * A port already taken fails `listen` with `ERR_ADDRESS_IN_USE` (retryable) naming host and port.
  *
  * Defaults: host `127.0.0.1`, port 0, listening, `highWaterMark` 1 MiB, `maxPendingBytes` 8 MiB,
  * `connectTimeoutMs` 10 s, `closeGraceMs` 2 s, no TLS, no credential or authenticate of its own.
@@ -156,9 +157,10 @@ class TcpAdapter implements TransportAdapter {
     }
     this.#server = server;
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
+      const fail = (e: unknown): void => reject(listenFailure(o.tls === undefined ? 'tcpTransport' : 'tcpTransport (tls)', o.host, o.port, e));
+      server.once('error', fail);
       server.listen(o.port, o.host, () => {
-        server.off('error', reject);
+        server.off('error', fail);
         resolve();
       });
     });

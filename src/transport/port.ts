@@ -271,6 +271,12 @@ export interface LinkHandler {
   contested?(link: PeerLink): void;
   /** At `maxPeers`: the link to close for a new peer (idle longest, no live work), if any. */
   evictable?(): PeerLink | undefined;
+  /**
+   * A dial stopped for good (see `Messenger.onDialEnded`): nothing will dial `address` again until
+   * the next `connect`. Not called when the transport closes, nor for the dial of a crossed pair
+   * that ended because the peer's own link to us was kept (`ERR_DUPLICATE_LINK`).
+   */
+  dialEnded?(address: string, error: LanemuxError): void;
 }
 
 /** Per-link receiver. */

@@ -7,7 +7,7 @@
  * @packageDocumentation
  */
 import { z } from 'zod/mini';
-import type { LanemuxError } from '../errors.ts';
+import { ConfigError, type LanemuxError } from '../errors.ts';
 import { authenticateOption, credentialOption, type Authenticate, type CredentialSource } from './auth.ts';
 import { TransportError, asTransportError, describeThrown } from './errors.ts';
 import { admissionSchema, parseOptions } from './options.ts';
@@ -136,10 +136,10 @@ export function parseTcpOptions(input: unknown, where: string): TcpOptions {
   const t = o.tls;
   if (t === undefined) return { ...o, tls: undefined, scheme: 'tcp' };
   if ((t.key === undefined) !== (t.cert === undefined)) {
-    throw new TransportError('ERR_CONFIG', `invalid options for ${where}: tls.key and tls.cert go together (a certificate and its private key)`);
+    throw new ConfigError(t.key === undefined ? 'tls.key' : 'tls.cert', 'tls.key and tls.cert go together (a certificate and its private key)', { fields: ['tls.key', 'tls.cert'], where });
   }
   if (o.listen && t.key === undefined) {
-    throw new TransportError('ERR_CONFIG', `invalid options for ${where}: a TLS listener needs tls.key and tls.cert (or set listen: false to only dial)`);
+    throw new ConfigError('tls.key', 'a TLS listener needs tls.key and tls.cert (or set listen: false to only dial)', { fields: ['tls.key', 'tls.cert'], where });
   }
   const text = (v: PemInput): string => (typeof v === 'string' ? v : new TextDecoder().decode(v));
   const ca = t.ca === undefined ? undefined : (Array.isArray(t.ca) ? (t.ca as readonly PemInput[]) : [t.ca as PemInput]).map(text);

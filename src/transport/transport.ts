@@ -22,7 +22,7 @@
  *
  * @packageDocumentation
  */
-import { LanemuxError } from '../errors.ts';
+import { ConfigError, LanemuxError } from '../errors.ts';
 import { TransportError, asTransportError, describeThrown } from './errors.ts';
 import {
   HELLO_FRAME_LIMIT,
@@ -87,8 +87,8 @@ export type RefusalReason = 'unauthenticated' | 'worker_id_in_use' | 'handshake_
  */
 export const GOAWAY_CLOSE_GRACE_MS = 1_000;
 
-/** Codes after which a dial never retries: the peer will refuse us again the same way. */
-const TERMINAL_CODES: ReadonlySet<string> = new Set(['ERR_VERSION_MISMATCH', 'ERR_HANDSHAKE', 'ERR_MALFORMED_ENVELOPE', 'ERR_DUPLICATE_LINK', 'ERR_UNAUTHENTICATED']);
+/** Codes after which a dial never retries: the peer will refuse us again the same way (or our own configuration is wrong). */
+const TERMINAL_CODES: ReadonlySet<string> = new Set(['ERR_VERSION_MISMATCH', 'ERR_HANDSHAKE', 'ERR_MALFORMED_ENVELOPE', 'ERR_DUPLICATE_LINK', 'ERR_UNAUTHENTICATED', 'ERR_INVALID_CONFIG']);
 
 /** A fresh claim token: 128 bits from the CSPRNG, as 32 lower-case hex digits. */
 function newClaimToken(): string {
@@ -741,7 +741,7 @@ class Dial implements HandshakeOwner {
 
   #sendHello(port: ConnPort, attempt: Attempt, credential: unknown): void {
     if (credential !== undefined && (typeof credential !== 'string' || credential.length > MAX_CREDENTIAL_LENGTH)) {
-      this.#failAttempt(new TransportError('ERR_CONFIG', `the credential for ${this.address} must be a string of at most ${MAX_CREDENTIAL_LENGTH} characters`));
+      this.#failAttempt(new ConfigError('credential', `the credential for ${this.address} must be a string of at most ${MAX_CREDENTIAL_LENGTH} characters, got ${typeof credential === 'string' ? `${credential.length} characters` : typeof credential}`));
       return;
     }
     const id = this.#t.options.identity;
@@ -913,7 +913,7 @@ class Dial implements HandshakeOwner {
         const next = this.#next;
         this.#next = undefined;
         next.resolve(other);
-        this.stop(error);
+        this.stop(error, true);
         return;
       }
     }
@@ -933,8 +933,12 @@ class Dial implements HandshakeOwner {
     return this.#lane0 !== undefined && this.#adapter.reconnects === true;
   }
 
-  /** Stop for good; a pending connect rejects with `error`. */
-  stop(error: LanemuxError): void {
+  /**
+   * Stop for good; a pending connect rejects with `error`. The application is told (`dialEnded`)
+   * unless the node is closing or a link to the peer survives the stop (`linked`: a crossed dial
+   * whose waiters got the peer's link).
+   */
+  stop(error: LanemuxError, linked = false): void {
     if (this.#stopped) return;
     this.#stopped = true;
     this.#t.forgetDial(this);
@@ -954,6 +958,8 @@ class Dial implements HandshakeOwner {
     const next = this.#next;
     this.#next = undefined;
     next?.reject(error);
+    // Last, once the dial is fully down: a listener may connect to the address again at once.
+    if (!linked && !this.#t.isClosed && error.code !== 'ERR_DUPLICATE_LINK') this.#t.dialEnded(this.address, error);
   }
 }
 
@@ -1006,6 +1012,15 @@ class TransportImpl implements Transport {
   /** Count a refusal or eviction. */
   refused(reason: RefusalReason): void {
     this.options.onRefusal?.(reason);
+  }
+
+  /** A dial stopped for good: tell the handler (never throws into the dial). */
+  dialEnded(address: string, error: LanemuxError): void {
+    try {
+      this.options.handler.dialEnded?.(address, error);
+    } catch {
+      // The handler reports its own listeners' failures; nothing may break the dial's teardown.
+    }
   }
 
   /**

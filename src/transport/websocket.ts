@@ -39,7 +39,7 @@
 import { credentialOption, type CredentialSource } from './auth.ts';
 import ReconnectingWebSocket from 'partysocket/ws';
 import { z } from 'zod/mini';
-import type { LanemuxError } from '../errors.ts';
+import { ConfigError, type LanemuxError } from '../errors.ts';
 import { AdmissionGate, type AdmissionLimits } from './admission.ts';
 import { TransportError } from './errors.ts';
 import { describeBytes, encodeGoaway } from './hello.ts';
@@ -115,7 +115,7 @@ export function webSocketClientTransport(options: WebSocketClientTransportOption
   const o = parseOptions(optionsSchema, options, 'webSocketClientTransport');
   const ctor = o.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
   if (ctor === undefined) {
-    throw new TransportError('ERR_CONFIG', 'webSocketClientTransport: no global WebSocket in this runtime; pass `WebSocket` (e.g. from the ws package on Node 20)');
+    throw new ConfigError('WebSocket', 'no global WebSocket in this runtime; pass `WebSocket` (e.g. from the ws package on Node 20)', { where: 'webSocketClientTransport' });
   }
   return new WsClientAdapter(o, ctor);
 }

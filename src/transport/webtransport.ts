@@ -40,7 +40,7 @@
  */
 import { credentialOption, type CredentialSource } from './auth.ts';
 import { z } from 'zod/mini';
-import type { LanemuxError } from '../errors.ts';
+import { ConfigError, type LanemuxError } from '../errors.ts';
 import { TransportError, asTransportError, describeThrown } from './errors.ts';
 import { admissionSchema, parseOptions } from './options.ts';
 import { int, num, parse } from '../validate.ts';
@@ -90,7 +90,7 @@ export interface WebTransportClientTransportOptions {
    * pass current and next during a rotation; at most 16): a list, or a function (sync or async) called
    * before every connect and reconnect, which picks up a restarted server's new certificate. A
    * function that throws fails that attempt (retried like any other); one that returns something that
-   * is not such a list fails the dial with `ERR_CONFIG`. Defaults to none: the certificate must be CA-signed.
+   * is not such a list fails the dial with a `ConfigError` (`ERR_INVALID_CONFIG`). Defaults to none: the certificate must be CA-signed.
    */
   readonly serverCertificateHashes?: WebTransportHashSource;
   /** Congestion-control hint for the session. Defaults to `'default'`. */
@@ -158,10 +158,11 @@ export function webTransportClientTransport(options: WebTransportClientTransport
   const o = parseOptions(optionsSchema, options, 'webTransportClientTransport');
   const ctor = o.WebTransport ?? (globalThis as { WebTransport?: WebTransportConstructor }).WebTransport;
   if (ctor === undefined) {
-    throw new TransportError(
-      'ERR_CONFIG',
-      'webTransportClientTransport: this runtime has no WebTransport (Node and Bun lack it; Deno needs --unstable-net; ' +
+    throw new ConfigError(
+      'WebTransport',
+      'this runtime has no WebTransport (Node and Bun lack it; Deno needs --unstable-net; ' +
         'browsers need a secure context). Use webSocketClientTransport there, or pass `WebTransport`.',
+      { where: 'webTransportClientTransport' },
     );
   }
   return new WtClientAdapter(o, ctor);
@@ -284,7 +285,7 @@ class WtClientAdapter implements TransportAdapter {
     }
     const parsed = parse(hashesSchema, got);
     if (!parsed.success) {
-      throw new TransportError('ERR_CONFIG', `webtransport to ${address}: serverCertificateHashes() must return at most 16 { algorithm: 'sha-256', value: BufferSource } entries: ${z.prettifyError(parsed.error)}`);
+      throw new ConfigError('serverCertificateHashes', `webtransport to ${address}: serverCertificateHashes() must return at most 16 { algorithm: 'sha-256', value: BufferSource } entries: ${z.prettifyError(parsed.error)}`, { where: 'webTransportClientTransport' });
     }
     return copy(parsed.data);
   }
@@ -486,7 +487,7 @@ function failureKind(e: unknown): string {
     const own = KINDS.get(e);
     if (own !== undefined) return own;
     const code = (e as { code?: unknown }).code;
-    if (code === 'ERR_UNSUPPORTED_ADDRESS' || code === 'ERR_CONFIG' || code === 'ERR_CLOSED') return 'fatal';
+    if (code === 'ERR_UNSUPPORTED_ADDRESS' || code === 'ERR_INVALID_CONFIG' || code === 'ERR_CLOSED') return 'fatal';
   }
   const text = describeThrown(e);
   if (/certificate|UnknownIssuer|BadSignature|NotValidForName|CERT_|x509/i.test(text)) return 'certificate';

@@ -22,9 +22,9 @@ import type { Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { z } from 'zod/mini';
-import type { LanemuxError } from '../errors.ts';
+import { ConfigError, type LanemuxError } from '../errors.ts';
 import { AdmissionGate, type AdmissionLimits } from './admission.ts';
-import { TransportError } from './errors.ts';
+import { TransportError, listenFailure } from './errors.ts';
 import { describeBytes, encodeGoaway } from './hello.ts';
 import { admissionSchema, parseOptions } from './options.ts';
 import { int } from '../validate.ts';
@@ -116,9 +116,10 @@ class WsServerAdapter implements TransportAdapter {
     this.#wss = wss;
     if (o.server === undefined) {
       await new Promise<void>((resolve, reject) => {
-        wss.once('error', reject);
+        const fail = (e: unknown): void => reject(listenFailure('webSocketServerTransport', o.host, o.port, e));
+        wss.once('error', fail);
         wss.once('listening', () => {
-          wss.off('error', reject);
+          wss.off('error', fail);
           resolve();
         });
       });
@@ -142,7 +143,7 @@ class WsServerAdapter implements TransportAdapter {
     } catch {
       addr = null;
     }
-    if (addr === null || typeof addr !== 'object') throw new TransportError('ERR_CONFIG', 'webSocketServerTransport: the HTTP server is not listening');
+    if (addr === null || typeof addr !== 'object') throw new ConfigError('server', 'the HTTP server is not listening (call server.listen() first)', { where: 'webSocketServerTransport' });
     const hostName = o.server !== undefined ? addr.address : o.host;
     // An https.Server (a tls.Server) behind this adapter serves `wss://`.
     const scheme = o.server instanceof TlsServer ? 'wss' : 'ws';

@@ -141,6 +141,22 @@ export class BatchEncoder {
     this.#view.setUint32(at, delta >>> 0);
   }
 
+  /**
+   * Add `delta` to the `CreditUpdate` appended to the open batch at `recordOffset` (the encoder's
+   * `byteLength` just before that append), so one record carries a slot's grants (protocol.md §10.7).
+   * Returns false, changing nothing, when the sum would pass 2^32 − 1.
+   */
+  addToCreditUpdate(recordOffset: number, delta: number): boolean {
+    const at = recordOffset + RECORD_HEADER_LEN;
+    if (!this.#open || recordOffset < BATCH_HEADER_LEN || at + 4 > this.#len || this.#buf[recordOffset] !== RecordType.CreditUpdate) {
+      throw new WireError('ERR_INVALID_ARGUMENT', `no CreditUpdate at offset ${recordOffset} of the open batch`);
+    }
+    const sum = this.#view.getUint32(at) + delta;
+    if (sum > 0xffff_ffff) return false;
+    this.#view.setUint32(at, sum);
+    return true;
+  }
+
   /** Append a `SlotHeartbeat` (empty body). */
   appendSlotHeartbeat(slot: number, frameSeq: number): void {
     this.#record(RecordType.SlotHeartbeat, slot, frameSeq, 0);

@@ -90,6 +90,7 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
       initial_credit: 5,
       slot_byte_budget: 1_048_576,
       ...(anchor.bind!.lane !== 0 ? { lane: anchor.bind!.lane } : {}),
+      anchor_id: `0x${anchor.localId.toString(16)}`,
     });
     expect(anchor.bind!.buffer.capacity).toBe(6); // C + 1
     const mark = ctap.msgs.length;
@@ -105,7 +106,7 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
     expect(await read).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
   });
 
-  it('a lane-0 ticket has exactly the five pre-lanes fields (byte-identical MessagePack); another lane adds `lane` last', async () => {
+  it('a lane-0 ticket has the five pre-lanes fields then `anchor_id` (the encoder\'s bytes); another lane adds `lane` before it', async () => {
     const { consumer } = await tappedPair();
     const a0 = consumer.createAnchor();
     const t0 = consumer.prebindAnchor(a0)!;
@@ -113,13 +114,13 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
     const t1 = consumer.prebindAnchor(a1)!;
     expect([a0.bind!.lane, a1.bind!.lane]).toEqual([0, 1]);
     const b0 = ticketBody(t0);
-    expect(Object.keys(b0)).toEqual(['streaming_transport_key', 'heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget']);
-    // The same five values encoded as a pre-lanes ticket: the same bytes.
+    expect(Object.keys(b0)).toEqual(['streaming_transport_key', 'heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget', 'anchor_id']);
+    // The same values through the MessagePack encoder: the same bytes.
     expect(t0).toBe(b64url(msgpackEncode(b0)));
     // Serialisable both ways: the exported codec round-trips both tickets.
     expect(encodeTicket(parseTicket(t0))).toBe(t0);
     expect(encodeTicket(parseTicket(t1))).toBe(t1);
-    expect(Object.keys(ticketBody(t1))).toEqual(['streaming_transport_key', 'heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget', 'lane']);
+    expect(Object.keys(ticketBody(t1))).toEqual(['streaming_transport_key', 'heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget', 'lane', 'anchor_id']);
     expect(ticketBody(t1)['lane']).toBe(1);
   });
 

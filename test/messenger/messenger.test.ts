@@ -422,9 +422,9 @@ describe('links', () => {
     await expect(m.connect(`tcp://127.0.0.1:${port}`, { signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
   });
 
-  it('validates options with a clear ERR_CONFIG', async () => {
-    await expect(createMessenger({ transports: [memoryTransport({ network })], lanes: 17 })).rejects.toMatchObject({ code: 'ERR_CONFIG' });
-    await expect(createMessenger({ transports: [] })).rejects.toMatchObject({ code: 'ERR_CONFIG' });
+  it('validates options with a clear ERR_INVALID_CONFIG', async () => {
+    await expect(createMessenger({ transports: [memoryTransport({ network })], lanes: 17 })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
+    await expect(createMessenger({ transports: [] })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
     expect(() => tcpTransport({ port: 70000 })).toThrow(/port/);
   });
 });

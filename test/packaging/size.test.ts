@@ -21,11 +21,13 @@ const TARGET = 15 * 1024;
  * zero-RTT stream); 56.4 kB with authentication, worker-id claims, eviction and idle links
  * (2026-12-01), ~58.7 kB with the receive window; 61.0 kB (from 58.9) with connect failures that say
  * why (refused, HTTP 404, not a lanemux server), the item codec's checks (ERR_INVALID_ITEM, 64-bit
- * integers) and one `for await` reader per anchor, nearly all of it error text; plus ~2 % slack for
- * unrelated edits. Lower it as the bundle shrinks (a consumer-only browser entry is where the real
+ * integers) and one `for await` reader per anchor, nearly all of it error text; 65.0 kB with the
+ * conformance fixes (re-attach after detach, the per-stream watchdog and stop, heartbeats at the
+ * advertised interval, one CreditUpdate per slot per batch, every createNode option validated by name,
+ * `dialEnded`, HELLO `keys` honoured); plus ~2 % slack for unrelated edits. Lower it as the bundle shrinks (a consumer-only browser entry is where the real
  * budget will be met).
  */
-const CURRENT_CEILING = 62 * 1024;
+const CURRENT_CEILING = 66 * 1024;
 
 const DEPS = ['zod', '@msgpack/msgpack', 'partysocket'] as const;
 const ENTRY = `export * from '${ROOT}/src/index.ts';\nexport * from '${ROOT}/src/transport/websocket.ts';\n`;

@@ -28,14 +28,15 @@ export interface EdgeHarness {
 }
 
 export function adapterEdges(h: EdgeHarness): void {
-  it('a busy port is a clear ERR_CONFIG naming host and port, for TCP and WebSocket', async () => {
+  it('a busy port is a clear, retryable ERR_ADDRESS_IN_USE naming host and port, for TCP and WebSocket', async () => {
     const first = h.tcp({ port: 0 });
     const address = (await first.listen(host)) as string;
     const port = Number(new URL(address).port);
     try {
       for (const second of [h.tcp({ port }), h.wsServer({ port })]) {
         const e = await second.listen(host).then(() => undefined, (x: unknown) => x);
-        expect(isLanemuxError(e, 'ERR_CONFIG')).toBe(true);
+        expect(isLanemuxError(e, 'ERR_ADDRESS_IN_USE')).toBe(true);
+        expect((e as LanemuxError).retryable).toBe(true);
         expect((e as Error).message).toContain(`127.0.0.1:${port}`);
         await second.close();
       }

@@ -32,7 +32,7 @@ function slow(bytes: Uint8Array): { ok: true; data: unknown } | { ok: false } {
 const hex = (v: bigint): string => `0x${BigInt.asUintN(64, v).toString(16)}`;
 const b64url = (bytes: Uint8Array): string => btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 
-/** The body lanemux writes for `t` (lane omitted when 0), through the real encoder. */
+/** The body lanemux writes for `t` (lane omitted when 0, anchor_id last when present), through the real encoder. */
 function referenceBytes(t: StreamOpenTicket): Uint8Array {
   const body: Record<string, unknown> = {
     streaming_transport_key: t.streaming_transport_key,
@@ -42,6 +42,7 @@ function referenceBytes(t: StreamOpenTicket): Uint8Array {
     slot_byte_budget: t.slot_byte_budget,
   };
   if (t.lane !== 0) body['lane'] = t.lane;
+  if (t.anchor_id !== undefined) body['anchor_id'] = hex(t.anchor_id);
   return new Encoder().encode(body);
 }
 
@@ -64,6 +65,8 @@ function tickets(r: () => number, n: number): StreamOpenTicket[] {
       initial_credit: pick(r, INTS),
       slot_byte_budget: pick(r, INTS),
       lane: r() < 0.5 ? 0 : Math.floor(r() * 17),
+      // Tickets lanemux mints carry the anchor's id; another implementation's may not.
+      ...(r() < 0.7 ? { anchor_id: pick(r, SESSIONS) } : {}),
     });
   }
   return out;
@@ -78,6 +81,7 @@ function variants(r: () => number, t: StreamOpenTicket): Uint8Array[] {
     ['initial_credit', t.initial_credit],
     ['slot_byte_budget', t.slot_byte_budget],
     ['lane', t.lane],
+    ...(t.anchor_id !== undefined ? [['anchor_id', hex(t.anchor_id)] as [string, unknown]] : []),
   ];
   const enc = new Encoder({ useBigInt64: true });
   const asMap = (entries: Array<[string, unknown]>): Uint8Array => {
@@ -227,6 +231,8 @@ describe('zero-RTT ticket fast paths', () => {
   it('parseTicket round-trips and keeps zod\'s message for a bad field', () => {
     const t: StreamOpenTicket = { streaming_transport_key: 'messenger-mux-v2', heartbeat_interval_ms: 5000, routing_session_id: 2n ** 63n + 5n, initial_credit: 32, slot_byte_budget: 2 ** 20, lane: 3 };
     expect(parseTicket(encodeTicket(t))).toStrictEqual(t);
+    const bound: StreamOpenTicket = { ...t, anchor_id: 2n ** 63n - 1n };
+    expect(parseTicket(encodeTicket(bound))).toStrictEqual(bound);
     const bad = b64url(referenceBytes({ ...t, lane: 16 }));
     expect(() => parseTicket(bad)).toThrow('ticket field lane: Too big: expected number to be <=15');
   });

@@ -3,7 +3,7 @@
  * order on a microtask, every batch written is recorded, and admission can be stalled (the gate
  * then holds exactly one frame) or refused.
  */
-import type { Admission, Messenger, MessageHandler, MessengerErrorEvent, MessengerStats, PeerGoneEvent, PeerInfo, RequestHandler } from '../../src/messenger/types.ts';
+import type { Admission, DialEndedEvent, Messenger, MessageHandler, MessengerErrorEvent, MessengerStats, PeerGoneEvent, PeerInfo, RequestHandler } from '../../src/messenger/types.ts';
 
 let nextWorker = 0x1000n;
 
@@ -198,6 +198,10 @@ export class LoopMessenger implements Messenger {
     this.remote?.resumeDelivery();
   }
   onError(_listener: (e: MessengerErrorEvent) => void): () => void {
+    return () => {};
+  }
+  /** A loop pair never dials. */
+  onDialEnded(_listener: (e: DialEndedEvent) => void): () => void {
     return () => {};
   }
   stats(): MessengerStats {

@@ -10,6 +10,7 @@ import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
 import { IncompleteFramePool, type FramePolicy } from '../../src/transport/frame-pool.ts';
 import { decodeGoaway, encodeHello } from '../../src/transport/hello.ts';
 import { PROTOCOL_VERSION, type TransportAdapter } from '../../src/transport/port.ts';
+import { MESSENGER_MUX_KEY } from '../../src/wire/constants.ts';
 
 export interface FrameBoundsHarness {
   /** Adapter name, for test titles. */
@@ -113,7 +114,7 @@ function goawayOf(link: Stalling): { code: string; message: string } | undefined
 
 /** A victim node over `adapter` + policy, and an honest node streaming tokens to one of its anchors. */
 async function setup(h: FrameBoundsHarness, policy: FramePolicy, open: { messengers: Messenger[]; nodes: LanemuxNode[] }) {
-  const messenger = await createMessenger({ transports: [withPolicy(h.server(), policy)], healthCheck: false });
+  const messenger = await createMessenger({ transports: [withPolicy(h.server(), policy)], healthCheck: false, transportKeys: [MESSENGER_MUX_KEY] });
   open.messengers.push(messenger);
   const victim = await createNode({ messenger });
   open.nodes.push(victim);

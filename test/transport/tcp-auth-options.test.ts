@@ -25,7 +25,7 @@ describe('tcpTransport: credential and authenticate', () => {
     expect(plain.credential).toBeUndefined();
   });
 
-  it('refuses a credential over 8 KiB or of another type, and an authenticate that is not a function, with ERR_CONFIG', () => {
+  it('refuses a credential over 8 KiB or of another type, and an authenticate that is not a function, with ERR_INVALID_CONFIG', () => {
     expect(() => tcpTransport({ credential: 'x'.repeat(8193) })).toThrow(/invalid options for tcpTransport: .*credential/s);
     expect(() => tcpTransport({ credential: 42 as never })).toThrow(/credential/);
     expect(() => tcpTransport({ authenticate: 'yes' as never })).toThrow(/invalid options for tcpTransport: .*authenticate/s);

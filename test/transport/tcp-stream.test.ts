@@ -476,7 +476,7 @@ describe('tcp-stream transport: dialling', () => {
     await expect(producer.connect('tcp-stream://127.0.0.1:1', -1n, 1n)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
     await expect(producer.connect('tcp-stream://127.0.0.1:1', 1n, 1n << 64n)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
     expect(() => tcpStreamTransport({ maxFrameBytes: 0 })).toThrow(/maxFrameBytes/);
-    expect(() => tcpStreamTransport({ port: -1 })).toThrow(expect.objectContaining({ code: 'ERR_CONFIG' }));
+    expect(() => tcpStreamTransport({ port: -1 })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_CONFIG' }));
   });
 
   it('a refused dial fails with a retryable ERR_CONNECT', async () => {

@@ -50,7 +50,7 @@ async function tokens(server: LanemuxNode, client: LanemuxNode, n = 200): Promis
 }
 
 describe('tcpTransport({ tls }): options and addresses', () => {
-  it('refuses a TLS listener without a key and certificate, and a key without its certificate, with ERR_CONFIG naming them', () => {
+  it('refuses a TLS listener without a key and certificate, and a key without its certificate, with ERR_INVALID_CONFIG naming them', () => {
     expect(() => tcpTransport({ tls: {} })).toThrow(/a TLS listener needs tls\.key and tls\.cert \(or set listen: false to only dial\)/);
     expect(() => tcpTransport({ listen: false, tls: { key: 'k' } })).toThrow(/tls\.key and tls\.cert go together/);
     expect(() => tcpTransport({ listen: false, tls: { handshakeTimeoutMs: 0 } })).toThrow(/invalid options for tcpTransport: .*tls\.handshakeTimeoutMs/s);
@@ -62,7 +62,7 @@ describe('tcpTransport({ tls }): options and addresses', () => {
       }
       return undefined;
     })();
-    expect(isLanemuxError(e, 'ERR_CONFIG')).toBe(true);
+    expect(isLanemuxError(e, 'ERR_INVALID_CONFIG')).toBe(true);
   });
 
   it('dials and prints only tls:// with tls, only tcp:// without, so neither side is reached in the wrong mode', async () => {

@@ -99,11 +99,11 @@ describe('dev certificate (WebCrypto, hand-written DER)', () => {
   });
 
   it('refuses validity over 14 days and bad SAN entries', async () => {
-    await expect(createDevCertificate({ validityMs: 14 * DAY + 1000 })).rejects.toMatchObject({ code: 'ERR_CONFIG' });
-    await expect(createDevCertificate({ validityMs: 0 })).rejects.toMatchObject({ code: 'ERR_CONFIG' });
-    await expect(createDevCertificate({ ipAddresses: ['300.1.1.1'] })).rejects.toMatchObject({ code: 'ERR_CONFIG' });
-    await expect(createDevCertificate({ ipAddresses: ['1::2::3'] })).rejects.toMatchObject({ code: 'ERR_CONFIG' });
-    await expect(createDevCertificate({ dnsNames: ['bad name'] })).rejects.toMatchObject({ code: 'ERR_CONFIG' });
+    await expect(createDevCertificate({ validityMs: 14 * DAY + 1000 })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
+    await expect(createDevCertificate({ validityMs: 0 })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
+    await expect(createDevCertificate({ ipAddresses: ['300.1.1.1'] })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
+    await expect(createDevCertificate({ ipAddresses: ['1::2::3'] })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
+    await expect(createDevCertificate({ dnsNames: ['bad name'] })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
     const max = await createDevCertificate({ validityMs: MAX_DEV_CERT_VALIDITY_MS });
     expect(max.notAfter.getTime() - max.notBefore.getTime()).toBe(MAX_DEV_CERT_VALIDITY_MS);
   });
@@ -130,6 +130,6 @@ describe('dev certificate (WebCrypto, hand-written DER)', () => {
     expect(r.current).toBe(next);
     expect(r.next.notBefore.getTime()).toBe(next.notAfter.getTime() - 3600_000);
     expect(r.hashes()[0]).toEqual(next.serverCertificateHash);
-    await expect(createCertificateRotation({ validityMs: DAY, overlapMs: DAY })).rejects.toMatchObject({ code: 'ERR_CONFIG' });
+    await expect(createCertificateRotation({ validityMs: DAY, overlapMs: DAY })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
   });
 });

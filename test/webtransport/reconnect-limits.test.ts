@@ -1,7 +1,7 @@
 // The WebTransport client's reconnecting dial, on a scripted WebTransport (no network): the hashes
 // function is called before every session and each session gets what it returned then; the dial
 // gives up after maxSameFailures failures of one kind (not after failures of changing kinds); a
-// function that returns something that is not a hash list fails the dial at once with ERR_CONFIG.
+// function that returns something that is not a hash list fails the dial at once with ERR_INVALID_CONFIG.
 import { describe, expect, it } from 'vitest';
 import type { LanemuxError } from '../../src/errors.ts';
 import type { DialRequest } from '../../src/transport/port.ts';
@@ -75,19 +75,19 @@ describe('webtransport client: serverCertificateHashes as a function', () => {
     await r.close();
   });
 
-  it('one that returns something other than a hash list fails the dial at once with ERR_CONFIG, opening no session', async () => {
+  it('one that returns something other than a hash list fails the dial at once with ERR_INVALID_CONFIG, opening no session', async () => {
     const { ctor, seen } = scripted([]);
     const r = await dialOnce({ WebTransport: ctor, ...FAST, serverCertificateHashes: (() => 'deadbeef') as never });
     expect(r.opened).toBe(false);
-    expect(r.error?.code).toBe('ERR_CONFIG');
+    expect(r.error?.code).toBe('ERR_INVALID_CONFIG');
     expect(r.error?.message).toContain('serverCertificateHashes() must return');
     expect(seen).toHaveLength(0);
     await r.close();
   });
 
   it('a value that is neither a list nor a function is refused when the adapter is made', () => {
-    expect(() => webTransportClientTransport({ WebTransport: scripted([]).ctor, serverCertificateHashes: 'x' as never })).toThrow(expect.objectContaining({ code: 'ERR_CONFIG' }));
-    expect(() => webTransportClientTransport({ WebTransport: scripted([]).ctor, maxSameFailures: 0 })).toThrow(expect.objectContaining({ code: 'ERR_CONFIG' }));
+    expect(() => webTransportClientTransport({ WebTransport: scripted([]).ctor, serverCertificateHashes: 'x' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_CONFIG' }));
+    expect(() => webTransportClientTransport({ WebTransport: scripted([]).ctor, maxSameFailures: 0 })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_CONFIG' }));
   });
 });
 

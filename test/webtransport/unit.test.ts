@@ -27,8 +27,8 @@ describe('WebTransport on Node', () => {
   });
 
   it('the client needs a WebTransport constructor and says where to get one', () => {
-    expect(() => webTransportClientTransport()).toThrow(expect.objectContaining({ code: 'ERR_CONFIG', message: expect.stringContaining('webSocketClientTransport') }));
-    expect(() => webTransportClientTransport({ connectTimeoutMs: -1, WebTransport: FakeWt })).toThrow(expect.objectContaining({ code: 'ERR_CONFIG' }));
+    expect(() => webTransportClientTransport()).toThrow(expect.objectContaining({ code: 'ERR_INVALID_CONFIG', message: expect.stringContaining('webSocketClientTransport') }));
+    expect(() => webTransportClientTransport({ connectTimeoutMs: -1, WebTransport: FakeWt })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_CONFIG' }));
   });
 });
 
