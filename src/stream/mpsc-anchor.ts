@@ -492,13 +492,17 @@ export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<
   }
 
   /**
-   * Cancel the anchor: every sender's slot closes (`CloseSlot{UnknownSlot}` on the mux, the
-   * connection on the per-stream path), so each producer's next `send()` fails; unread records are
+   * Cancel the anchor: every sender's slot closes (`CloseSlot{UnknownSlot}` with
+   * `LifecycleSlot{cancel}` on the mux, so its next `send()` fails `ERR_STREAM_CANCELLED`; the
+   * connection on the per-stream path is reset); unread records are
    * discarded and the anchor is forgotten. Idempotent.
    */
   cancel(): void {
     if (this.finished) return;
     this.#finish(true);
+    // The cancel's LifecycleSlot goes with each sender's CloseSlot, so every producer learns
+    // ERR_STREAM_CANCELLED, as a plain anchor's does, not a bare UnknownSlot.
+    for (const feed of this.#feeds.values()) if (!feed.ended) feed.lifecycle?.(true);
     this.#closeFeeds(new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the MPSC stream'), true);
     this.#wake();
   }

@@ -74,7 +74,7 @@ describe('MPSC anchors over TCP', () => {
     await waitFor(() => anchor.buffered === 4, 5_000, 'first records');
     anchor.cancel();
     await Promise.all(senders.map((s) => new Promise<void>((r) => (s.cancelSignal.aborted ? r() : s.cancelSignal.addEventListener('abort', () => r())))));
-    for (const s of senders) await expect(s.send('late')).rejects.toMatchObject({ code: 'ERR_UNKNOWN_SLOT' });
+    for (const s of senders) await expect(s.send('late')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
     await waitFor(() => consumer.metricsRegistry.liveSlots + p1.metricsRegistry.liveSlots + p2.metricsRegistry.liveSlots === 0, 5_000, 'every slot closed');
   }, 20_000);
 
@@ -156,7 +156,7 @@ describe('MPSC anchors over TCP', () => {
     await expect(modern.attachMpscAnchor(other.handle)).rejects.toThrow(/no common streaming transport/);
   }, 30_000);
 
-  it('cancel reaches every transport: the tcp-stream sender\'s connection is reset, the mux sender gets UnknownSlot', async () => {
+  it('cancel reaches every transport: the tcp-stream sender\'s connection is reset, the mux sender learns ERR_STREAM_CANCELLED', async () => {
     const consumer = await tcpNode({ perStream: tcpStreamTransport() });
     const legacy = await tcpNode({ listen: false, perStream: tcpStreamTransport(), mux: { enabled: false } });
     const modern = await tcpNode({ listen: false });
@@ -171,7 +171,7 @@ describe('MPSC anchors over TCP', () => {
     anchor.cancel();
     await Promise.all([a, b].map((s) => new Promise<void>((r) => (s.cancelSignal.aborted ? r() : s.cancelSignal.addEventListener('abort', () => r())))));
     await expect(a.send('late')).rejects.toBeDefined();
-    await expect(b.send('late')).rejects.toMatchObject({ code: 'ERR_UNKNOWN_SLOT' });
+    await expect(b.send('late')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
     expect(await a.retired()).toBe('Discarded');
   }, 20_000);
 });

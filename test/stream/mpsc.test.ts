@@ -136,7 +136,7 @@ describe('MPSC anchors (loop messenger)', () => {
     expect(producer.metricsRegistry.withheldRecords).toBe(0);
   });
 
-  it('cancel closes every sender (CloseSlot{UnknownSlot} to each remote one): each next send fails', async () => {
+  it('cancel closes every sender (CloseSlot{UnknownSlot} with LifecycleSlot{cancel} to each remote one): each next send fails ERR_STREAM_CANCELLED', async () => {
     const { consumer, producer } = await pair();
     const anchor = consumer.createMpscAnchor<string>();
     const remote = await Promise.all([producer.attachMpscAnchor<string>(anchor.handle), producer.attachMpscAnchor<string>(anchor.handle)]);
@@ -147,7 +147,7 @@ describe('MPSC anchors (loop messenger)', () => {
     expect(anchor.finished).toBe(true);
     expect(await anchor.next()).toEqual({ done: true, value: undefined });
     await Promise.all(remote.map(cancelled));
-    for (const s of remote) await expect(s.send('y')).rejects.toMatchObject({ code: 'ERR_UNKNOWN_SLOT' });
+    for (const s of remote) await expect(s.send('y')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
     await expect(local.send('y')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
     expect(consumer.metrics()['velo_streaming_anchor_operations_total{operation="cancel",outcome="success",transport_scheme="mpsc"}']).toBe(1);
     await waitFor(() => consumer.metricsRegistry.liveSlots + producer.metricsRegistry.liveSlots === 0, 'slots closed');
@@ -274,7 +274,7 @@ describe('MPSC anchors (loop messenger)', () => {
     expect(await m.request(peer, '_mpsc_anchor_cancel', { handle: u128(h.workerId, h.localId) })).toEqual({ Ok: null });
     expect(anchor.finished).toBe(true);
     await cancelled(b);
-    await expect(b.send('b2')).rejects.toMatchObject({ code: 'ERR_UNKNOWN_SLOT' });
+    await expect(b.send('b2')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
   });
 
   it('the mux watchdog drops a silent remote sender alone; a same-worker sender goes on', async () => {
