@@ -6,7 +6,7 @@
 // which consumes every token of its requests. The same workload runs once per mode — legacy
 // per-stream TCP, mux Auto, mux Manual — and the demo ends with one table per mode.
 import { parseArgs } from 'node:util';
-import { runDecodeSim } from '../test/bench/decode-sim.mjs';
+import { runDecodeSim } from '../bench/decode-sim.mjs';
 
 const { values: opt } = parseArgs({
   options: {

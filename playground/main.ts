@@ -12,7 +12,7 @@ import type { LanemuxNode, StreamAnchor } from '../src/index.ts';
 import { createMessenger } from '../src/messenger/index.ts';
 import type { Messenger } from '../src/messenger/index.ts';
 import type { TransportAdapter } from '../src/transport/port.ts';
-import { webSocketClientTransport } from '../src/transport/websocket.ts';
+import { webSocketClientTransport } from '../src/adapters/websocket.ts';
 import { Series, drawBars, drawCreditGrid, drawLines } from './charts.ts';
 import type { EngineInfo, EngineReport } from './protocol.ts';
 

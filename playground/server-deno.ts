@@ -12,8 +12,8 @@
 // - Each engine generation listens on a fresh UDP port (port 0): the page reads the current address
 //   from /engine.json every time it (re)connects.
 // It prints one JSON line `{"ready":true,"info":...,"address":...}` once it listens.
-import { createDevCertificate } from '../src/transport/dev-cert.ts';
-import { webTransportServerTransport } from '../src/transport/deno-webtransport.ts';
+import { createDevCertificate } from '../src/adapters/dev-cert.ts';
+import { webTransportServerTransport } from '../src/adapters/deno-webtransport.ts';
 // @ts-expect-error engine.mjs is plain JavaScript without declarations (Deno runs it as is).
 import { createEngine } from './engine.mjs';
 

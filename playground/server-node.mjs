@@ -14,7 +14,7 @@ import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { extname, join, normalize, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { webSocketServerTransport } from '../dist/transport/ws-server.js';
+import { webSocketServerTransport } from '../dist/adapters/ws-server.js';
 import { createEngine } from './engine.mjs';
 
 const { values: opt } = parseArgs({

@@ -3,9 +3,9 @@
  * WebSocket path does not carry it.
  */
 import { LanemuxError } from '../src/errors.ts';
-import { certificateHashFromHex } from '../src/transport/dev-cert.ts';
+import { certificateHashFromHex } from '../src/adapters/dev-cert.ts';
 import type { TransportAdapter } from '../src/transport/port.ts';
-import { webTransportClientTransport } from '../src/transport/webtransport.ts';
+import { webTransportClientTransport } from '../src/adapters/webtransport.ts';
 import type { EngineInfo } from './protocol.ts';
 
 /** A WebTransport client adapter that trusts the engine's self-signed certificate by its hash. */

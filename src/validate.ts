@@ -10,6 +10,7 @@
  */
 import { en } from 'zod/locales';
 import { z } from 'zod/mini';
+import { ConfigError } from './errors.ts';
 
 /** The parse context every lanemux parse uses: zod's English messages. */
 const MESSAGES: z.core.ParseContext<z.core.$ZodIssue> = { error: en().localeError };
@@ -55,4 +56,47 @@ export function num(min: number, max?: number): z.ZodMiniNumber<number> {
 /** A string of at most `max` characters (and at least `min`). */
 export function str(max: number, min = 0): z.ZodMiniString<string> {
   return z.string().check(...(min > 0 ? [z.minLength(min)] : []), z.maxLength(max));
+}
+
+/** Parse `input` with `schema`, or throw a {@link ConfigError} naming the function and every bad field. */
+export function parseOptions<S extends z.ZodMiniType>(schema: S, input: unknown, where: string): z.output<S> {
+  const r = parse(schema, input ?? {});
+  if (!r.success) throw configError(r.error, { where });
+  return r.data;
+}
+
+/**
+ * The {@link ConfigError} for a failed parse: its fields are the issues' dotted paths (`prefix`
+ * before each, every unrecognized key on its own). With `where` the message is zod's pretty listing
+ * of every issue; without, `invalid config <field>: <reason>` and the other issues after it.
+ */
+export function configError(error: z.core.$ZodError, options: { readonly where?: string; readonly prefix?: string } = {}): ConfigError {
+  const prefix = options.prefix ?? '';
+  const fields = issueFields(error.issues, prefix);
+  const first = fields[0] ?? (prefix.replace(/\.$/, '') || 'options');
+  if (options.where !== undefined) return new ConfigError(first, z.prettifyError(error), { fields, where: options.where });
+  let detail = error.issues[0]?.message ?? 'invalid';
+  for (let i = 1; i < error.issues.length; i++) {
+    const issue = error.issues[i]!;
+    detail += `; ${issueField(issue, prefix)}: ${issue.message}`;
+  }
+  return new ConfigError(first, detail, { fields });
+}
+
+/** The dotted field an issue is about (its unrecognized keys joined with commas). */
+function issueField(issue: z.core.$ZodIssue, prefix: string): string {
+  const path = issue.path.map(String).join('.');
+  if (issue.code === 'unrecognized_keys') return issue.keys.map((k) => prefix + (path ? `${path}.${k}` : k)).join(',');
+  return path ? prefix + path : prefix.replace(/\.$/, '') || 'options';
+}
+
+/** Every field the issues name, in order, without repeats (each unrecognized key on its own). */
+export function issueFields(issues: readonly z.core.$ZodIssue[], prefix = ''): string[] {
+  const out: string[] = [];
+  for (const issue of issues) {
+    const path = issue.path.map(String).join('.');
+    const named = issue.code === 'unrecognized_keys' ? issue.keys.map((k) => prefix + (path ? `${path}.${k}` : k)) : [path ? prefix + path : prefix.replace(/\.$/, '') || 'options'];
+    for (const f of named) if (!out.includes(f)) out.push(f);
+  }
+  return out;
 }

@@ -44,7 +44,7 @@ describe('npm run bench -- --quick', () => {
   it('runs every scenario and reports sane figures', { timeout: 150_000 }, () => {
     ensureBuild();
     const out = join(work, 'bench.json');
-    const r = spawnSync(process.execPath, [join(root, 'test', 'bench', 'run.mjs'), '--quick', '--json', out], { cwd: root, encoding: 'utf8', timeout: 140_000 });
+    const r = spawnSync(process.execPath, [join(root, 'bench', 'run.mjs'), '--quick', '--json', out], { cwd: root, encoding: 'utf8', timeout: 140_000 });
     expect(r.status, `bench exited ${r.status}:\n${r.stderr.slice(-3000)}`).toBe(0);
     const { summary, failures } = JSON.parse(readFileSync(out, 'utf8'));
     expect(failures).toBe(0);

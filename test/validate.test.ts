@@ -7,9 +7,9 @@ import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod/mini';
 import { ConfigError, parseTicket, resolveMuxConfig } from '../src/index.ts';
-import { attachRequestSchema } from '../src/stream/control.ts';
-import { memoryTransport } from '../src/transport/memory.ts';
-import { webSocketClientTransport } from '../src/transport/websocket.ts';
+import { attachRequestSchema } from '../src/stream/attach-messages.ts';
+import { memoryTransport } from '../src/adapters/memory.ts';
+import { webSocketClientTransport } from '../src/adapters/websocket.ts';
 
 const b64url = (bytes: Uint8Array): string => btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 

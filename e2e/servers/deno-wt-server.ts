@@ -1,6 +1,6 @@
 /**
  * The Deno e2e server: a lanemux node behind a WebTransport endpoint (the Deno server adapter,
- * `src/transport/deno-webtransport.ts`), serving `generate` like the Node server.
+ * `src/adapters/deno-webtransport.ts`), serving `generate` like the Node server.
  *
  * Run (from the repo root, npm packages from the local node_modules):
  *   deno run --unstable-net --node-modules-dir=manual --allow-net --allow-read --allow-env \
@@ -11,7 +11,7 @@
  */
 import { createNode, MESSENGER_MUX_KEY } from '../../src/index.ts';
 import { createMessenger } from '../../src/messenger/index.ts';
-import { webTransportServerTransport } from '../../src/transport/deno-webtransport.ts';
+import { webTransportServerTransport } from '../../src/adapters/deno-webtransport.ts';
 import { serveGenerate } from './generate.ts';
 
 // The few Deno globals this script uses (the project's type check runs with Node's types).

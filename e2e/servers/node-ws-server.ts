@@ -11,7 +11,7 @@ import { createNode, MESSENGER_MUX_KEY } from '../../src/index.ts';
 import type { LanemuxNode, MuxConfig } from '../../src/index.ts';
 import { createMessenger } from '../../src/messenger/index.ts';
 import type { Messenger } from '../../src/messenger/index.ts';
-import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
+import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 import { serveGenerate } from './generate.ts';
 import type { ServedStream } from './generate.ts';
 

@@ -1,5 +1,5 @@
 /**
- * Byte budgets of the receive side (protocol.md §8 `slot_byte_budget`, `peer_byte_budget`; §10.2 hold): a slot's
+ * Byte budgets of the receive side (`slot_byte_budget` of the attach answer, docs/protocol.md §8; `peerByteBudget`; the hold of §10.2): a slot's
  * hold budget and a peer's budget shared by all its lanes.
  */
 import { assertCount } from './count.ts';

@@ -1,5 +1,5 @@
 /**
- * Credit class of a record (protocol.md §3.1, §15.2 item 2; behaviours CREDIT-05/06).
+ * Credit class of a record (docs/protocol.md §10.2: control records never spend credit).
  */
 import { CreditError } from './errors.ts';
 import { RecordType } from '../wire/constants.ts';
@@ -29,7 +29,7 @@ export function classify(recordType: number, terminal: boolean): CreditClass {
     case RecordType.Data:
       return terminal ? CreditClass.Terminal : CreditClass.Data;
     case RecordType.SlotHeartbeat:
-      // Delivered as the Heartbeat frame: Data class, it spends credit (§15.2 item 2).
+      // Delivered as the Heartbeat frame: Data class, it spends credit (docs/protocol.md §10.2).
       return CreditClass.Data;
     case RecordType.OpenSlot:
     case RecordType.CloseSlot:

@@ -1,6 +1,6 @@
 /**
  * Guards for credit counts (internal). The model's counts are unbounded naturals; lanemux keeps them in plain
- * `number`s and treats one that is not a safe natural as a defect (credit-model.md §5).
+ * `number`s and treats one that is not a safe natural as a defect.
  */
 import { CreditError } from './errors.ts';
 

@@ -11,11 +11,11 @@ export type CreditErrorCode =
   | 'ERR_CREDIT_EXHAUSTED'
   /** A second terminal on one slot: the terminal reserve is spent once. */
   | 'ERR_TERMINAL_ALREADY_SPENT'
-  /** The credit gate was closed; carries the first close reason (credit-model.md L13). */
+  /** The credit gate was closed; carries the first close reason. */
   | 'ERR_CREDIT_CLOSED'
-  /** The peer sent beyond its granted window (credit-model.md L12; wire: `CloseSlot{ProtocolError}`). */
+  /** The peer sent beyond its granted window (wire: `CloseSlot{ProtocolError}`, docs/protocol.md §10.3). */
   | 'ERR_CREDIT_VIOLATION'
-  /** The peer advertised `initial_credit = 0`: a legacy peer, not offering the mux (protocol.md §7). */
+  /** The peer advertised `initial_credit = 0`: a legacy peer, not offering the mux (docs/protocol.md §8). */
   | 'ERR_INITIAL_CREDIT_ZERO'
   /** A byte reservation does not fit the free space right now (retryable). */
   | 'ERR_BUDGET_EXHAUSTED'
@@ -28,7 +28,7 @@ export type CreditErrorCode =
 export class CreditError extends LanemuxError<CreditErrorCode> {}
 
 /**
- * Rejection of a credit waiter whose gate closed (credit-model.md L13, §9 sender side 4). Every waiter of a
+ * Rejection of a credit waiter whose gate closed. Every waiter of a
  * gate, and every later acquire, gets the **first** close reason.
  */
 export class CreditClosed extends CreditError {
@@ -64,7 +64,7 @@ export function creditErrorOf(kind: CreditFailure, detail?: string): CreditError
 }
 
 /**
- * A credit violation: the peer sent a record its window did not allow (credit-model.md L12). The mux answers it
+ * A credit violation: the peer sent a record its window did not allow. The mux answers it
  * with `CloseSlot{ProtocolError}` for that slot only; other slots continue.
  *
  * @param kind - what the receiving account answered (`DataExhausted` or `TerminalAlreadySpent`), or `window`.

@@ -1,11 +1,11 @@
 /**
- * The sender side of the credit model: the model {@link Gate} (credit-model.md §5.2) and the async
- * {@link CreditGate} that adds only waiting and waking on top of it (§9 "lanemux's shape").
+ * The sender side of the credit model: the model {@link Gate} and the async
+ * {@link CreditGate} that adds only waiting and waking on top of it.
  */
 import { assertCount, checkedAdd } from './count.ts';
 import { CreditClosed } from './errors.ts';
 
-/** Answer of a non-waiting acquire (credit-model.md §5.1 `Acquire`). */
+/** Answer of a non-waiting acquire. */
 export const Acquire = {
   /** The credit was taken. */
   Acquired: 'acquired',
@@ -18,7 +18,7 @@ export const Acquire = {
 export type Acquire = (typeof Acquire)[keyof typeof Acquire];
 
 /**
- * The model's sender-side window (credit-model.md §5.2): `available` credit and an optional close reason.
+ * The model's sender-side window: `available` credit and an optional close reason.
  * Every method is a plain function of the state; nothing waits.
  */
 export class Gate {
@@ -105,7 +105,7 @@ const RESOLVED: Promise<void> = /*@__PURE__*/ Promise.resolve();
  * - `acquire(n)` asks the model in the same synchronous turn: acquired → resolves (a shared resolved promise);
  *   closed → rejects with {@link CreditClosed}; wait → queues the waiter.
  * - `grant` and `close` apply the model, then re-run the queued acquires in FIFO order, still in the same turn, so
- *   no wakeup is lost. After `close` every waiter rejects with the **first** reason (credit-model.md L13).
+ *   no wakeup is lost. After `close` every waiter rejects with the **first** reason.
  * - Waiters are served strictly in order: a later, smaller acquire never overtakes a queued one.
  *
  * @example

@@ -1,5 +1,5 @@
 /**
- * Which gate a grant credits (credit-model.md §5.4 `grantTarget`).
+ * Which gate a grant credits (`grantTarget`).
  *
  * A stream key is `string | null`: `null` is "no stream", distinct from the empty string.
  */

@@ -2,9 +2,9 @@
  * `lanemux/credit`: the pure credit model of lanemux. No timers, no I/O; every decision is a plain function of
  * its inputs.
  *
- * - The model (credit-model.md §5): the sender's {@link Gate} (with the async {@link CreditGate} and the
+ * - The model: the sender's {@link Gate} (with the async {@link CreditGate} and the
  *   {@link CreditRouter} on top) and the receiver's {@link Window}; {@link negotiate} and {@link grantTarget}.
- * - lanemux's record credit (protocol.md §9–§10): {@link classify} records, the owner's {@link SenderLedger}
+ * - lanemux's record credit (docs/protocol.md §10.7): {@link classify} records, the owner's {@link SenderLedger}
  *   (C data credits plus one terminal reserve, grants saturating at 2^32−1), the receiver's
  *   {@link ReceiverAccount} (C+1 buffer, credit released only on consumption) and {@link ByteBudget}s.
  * - Limits read from the wire: {@link resolveLimits} (`initial_credit = 0` is a legacy peer; budget 0 → 1 MiB).

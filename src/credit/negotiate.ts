@@ -1,6 +1,6 @@
 /**
- * Negotiating credit limits: the model's `negotiate` (credit-model.md §3, §5.4) and lanemux's reading of the limits
- * a peer advertises in an attach answer or ticket (protocol.md §7 "Zero semantics").
+ * Negotiating credit limits: the model's `negotiate` and lanemux's reading of the limits
+ * a peer advertises in an attach answer or ticket (docs/protocol.md §8: the defaults of an attach answer).
  */
 import { assertCount } from './count.ts';
 import { DEFAULT_SLOT_BYTE_BUDGET, MAX_CREDIT } from './constants.ts';
@@ -56,7 +56,7 @@ export interface ResolveLimitsOptions {
 }
 
 /**
- * Applies the zero semantics of protocol.md §7 to limits read from the wire:
+ * Applies the zero semantics of docs/protocol.md §8 to limits read from the wire:
  * - `initialCredit` 0 fails (a legacy peer; the mux is unusable with it), whatever the budget;
  * - `slotByteBudget` 0 resolves to {@link DEFAULT_SLOT_BYTE_BUDGET} (1,048,576);
  * - non-zero values pass through unchanged. The sender opens already holding C: no minimum is taken.

@@ -1,5 +1,5 @@
 /**
- * The receiver's per-slot credit account (protocol.md §10.2 "Data / SlotHeartbeat", §10.3).
+ * The receiver's per-slot credit account (docs/protocol.md §10.2, §10.7).
  */
 import { CreditClass } from './classify.ts';
 import { assertCount } from './count.ts';

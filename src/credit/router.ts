@@ -1,5 +1,5 @@
 /**
- * Delivers grants to the gates of a request (credit-model.md §9 sender side): gates register under
+ * Delivers grants to the gates of a request : gates register under
  * (request, stream), a grant picks its gate with `grantTarget`, and closing a request closes all its gates (L13).
  */
 import { assertCount } from './count.ts';

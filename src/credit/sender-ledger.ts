@@ -1,5 +1,5 @@
 /**
- * The owner's per-slot credit ledger (protocol.md §9.1 step 2.3, §9.3, §9.4): C data credits plus one terminal
+ * The owner's per-slot credit ledger (docs/protocol.md §10.7): C data credits plus one terminal
  * reserve. Control records are never blocked.
  */
 import { CreditClass } from './classify.ts';

@@ -1,9 +1,9 @@
 /**
- * The receiver side of the credit model: {@link Window} (credit-model.md §5.3).
+ * The receiver side of the credit model: {@link Window}.
  */
 import { assertCount, checkedAdd } from './count.ts';
 
-/** Answer of {@link Window.arrive} (credit-model.md §5.1 `Arrival`). */
+/** Answer of {@link Window.arrive}. */
 export const Arrival = {
   /** The record was within the window. */
   Accepted: 'accepted',
@@ -19,7 +19,7 @@ export function batchFor(window: number): number {
 }
 
 /**
- * The receiver's count of one stream's window (credit-model.md §5.3).
+ * The receiver's count of one stream's window.
  *
  * - `remaining`: what the sender may still send, as the receiver counts it.
  * - `pending`: consumed but not yet granted back.

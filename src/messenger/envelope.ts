@@ -11,8 +11,8 @@
  */
 import { z } from 'zod/mini';
 import { MAX_LANES } from '../transport/port.ts';
-import { encodeShared } from '../wire/msgpack.ts';
-import { str } from '../validate.ts';
+import { decodeBounded, encodeShared } from '../wire/msgpack.ts';
+import { parse, str } from '../validate.ts';
 
 /** Message kinds (first byte). 0x00 and 0x0A–0xEF are invalid; 0xF0–0xFF belong to the transport. */
 export const Kind = {
@@ -42,7 +42,7 @@ export const BATCH_ENVELOPE_BYTES = 1;
 /** Longest handler name in bytes of UTF-8. */
 export const MAX_HANDLER_NAME_BYTES = 255;
 
-/** The 16 reserved batch handler names, index = lane (protocol.md §1 item 3). */
+/** The 16 reserved batch handler names, index = lane (docs/protocol.md §4.1). */
 export const BATCH_HANDLER_NAMES: readonly string[] = Array.from({ length: MAX_LANES }, (_, k) => (k === 0 ? '_stream_batch' : `_stream_batch.${k}`));
 
 const RESERVED = new Set(BATCH_HANDLER_NAMES);
@@ -131,4 +131,14 @@ export type ErrorBody = z.output<typeof errorBodySchema>;
 /** MessagePack of an error body (shared buffer: send it at once). */
 export function encodeErrorBody(body: ErrorBody): Uint8Array {
   return encodeShared(body);
+}
+
+/** An error body from a peer (ERROR_RESPONSE, NOTICE), or undefined if it is not valid MessagePack or not a valid body. */
+export function decodeErrorBody(bytes: Uint8Array): ErrorBody | undefined {
+  try {
+    const r = parse(errorBodySchema, decodeBounded(bytes));
+    return r.success ? r.data : undefined;
+  } catch {
+    return undefined;
+  }
 }

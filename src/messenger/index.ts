@@ -4,7 +4,7 @@
  * @packageDocumentation
  */
 export { createMessenger } from './messenger.ts';
-export type { MessengerOptions, HealthCheckOptions } from './messenger.ts';
+export type { MessengerOptions, HealthCheckOptions } from './options.ts';
 export type {
   Admission,
   DialEndedEvent,

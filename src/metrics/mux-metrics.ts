@@ -1,5 +1,5 @@
 /**
- * The mux's metrics under the reference's series names (protocol.md §16), so dashboards built for
+ * The mux's metrics under the reference's series names, so dashboards built for
  * the reference carry over. Hot paths bump plain fields (`m.readerStall++`) or index a typed array
  * by a constant: no label lookup and no allocation per record. `snapshot()` renders the names.
  *

@@ -1,11 +1,17 @@
 /**
- * The egress batcher of one (peer, lane) (protocol.md §9; seed chapter "Egress", "Flush policy").
+ * The egress batcher of one (peer, lane) (docs/protocol.md §10, §8.1; the flush policies of `FlushPolicy`, config.ts).
  *
  * It owns the slots it opened on that lane, one reusable batch encoder, the flush gate and the
  * coalesced control inbox. Producers stage records synchronously into the open batch when their
  * slot holds credit; otherwise records wait in the slot's withheld FIFO. A write that the
  * transport does not admit at once parks the batcher: nothing is staged until it is admitted, so
  * producers wait on their slots — back-pressure without queues. A refused write is epoch death.
+ *
+ * One state machine, hence one file: open → staged → written or parked → admitted, with epoch death
+ * and retirement, and every transition reads the same state (the open batch, the park flag, the
+ * slot table, fences, the ready and window-blocked lists). What is not the machine lives beside it:
+ * per-record sizes and appends in egress-record.ts, the flush decision in flush-gate.ts, coalesced
+ * replies in control-inbox.ts, the slot table in slot-table.ts.
  */
 import { SenderLedger } from '../credit/sender-ledger.ts';
 import type { LanemuxError } from '../errors.ts';
@@ -25,8 +31,8 @@ import {
   RecordType,
 } from '../wire/constants.ts';
 import { BatchEncoder } from '../wire/encoder.ts';
-import { FRAME_HEARTBEAT, isHeartbeatFrame, itemBytesLength, itemStringLength, itemStringMaxLength } from '../wire/frame.ts';
-import { formatSlotId } from '../wire/slot-id.ts';
+import { FRAME_HEARTBEAT, isHeartbeatFrame, itemStringLength } from '../wire/frame.ts';
+import { formatSlotId, slotGeneration, slotIndex } from '../wire/slot-id.ts';
 import { formatMuxSlot } from './rendezvous.ts';
 import { UNBOUNDED_EGRESS, type PeerEgress } from './peer-egress.ts';
 import type { ResolvedMuxConfig } from './config.ts';
@@ -36,6 +42,8 @@ import type { EgressSlotOwner, SlotBatcher } from './egress-slot.ts';
 import type { InboxDrain } from './control-inbox.ts';
 import { MuxError } from './errors.ts';
 import { FlushGate, StagedKind } from './flush-gate.ts';
+import { SlotTable } from './slot-table.ts';
+import { appendRecord, bodyUpperBound, peerCloseError, recordBytes, windowBytes } from './egress-record.ts';
 
 /** The transport as a batcher uses it. */
 export interface BatchSink {
@@ -78,7 +86,7 @@ export const MAX_LIVE_SLOTS_PER_BATCHER = 65_536;
 
 const TYPE_COUNT = 6;
 
-/** Batch cap: max(29, min(maxBatchBytes, eager budget, 65,536)) (protocol.md §9.7). */
+/** Batch cap: max(29, min(maxBatchBytes, eager budget, 65,536)) (docs/protocol.md §8.1). */
 export function batchCap(maxBatchBytes: number, eagerBudget: number): number {
   const budget = eagerBudget > 0 ? eagerBudget : Number.POSITIVE_INFINITY;
   return Math.max(MIN_BATCH_CAP, Math.min(maxBatchBytes, budget, COALESCE_THRESHOLD));
@@ -105,10 +113,8 @@ export class Batcher implements SlotBatcher {
   readonly #cap: number;
   readonly #peerEgress: PeerEgress;
   #linkEpoch: number | undefined;
-  #slots: Array<EgressSlot | undefined> = [];
-  #generations = new Uint8Array(64);
-  #free: number[] = [];
-  #nextIndex = 0;
+  /** Owned slots by SlotId; freed indexes are reused LIFO at their next generation. */
+  readonly #slots = new SlotTable<EgressSlot>();
   #parked = false;
   #kicked = false;
   #wakeScheduled = false;
@@ -292,21 +298,15 @@ export class Batcher implements SlotBatcher {
         if (this.liveSlots >= MAX_LIVE_SLOTS_PER_BATCHER) {
       return Promise.reject(new MuxError('ERR_TOO_MANY_SLOTS', `peer ${this.peer} lane ${this.lane} already holds ${this.liveSlots} live slots`));
     }
-    const index = this.#free.length > 0 ? this.#free.pop()! : this.#nextIndex++;
-    if (index >= this.#generations.length) {
-      const g = new Uint8Array(Math.max(index + 1, this.#generations.length * 2));
-      g.set(this.#generations);
-      this.#generations = g;
-    }
-    const id = ((index << 8) | this.#generations[index]!) >>> 0;
+    const id = this.#slots.allocate();
     const slot = new EgressSlot(this, id, anchorId, sessionId, new SenderLedger(credit), owner, slotByteBudget, this.#peerEgress);
-    this.#slots[index] = slot;
-    this.inbox.publish(index, this.#generations[index]!, sessionId);
+    this.#slots.put(slot);
+    this.inbox.publish(slotIndex(id), slotGeneration(id), sessionId);
     this.liveSlots++;
     this.#host.metrics.liveSlots++;
     this.#host.metrics.batcherWakes[WakeSource.open]! += 1;
     if (this.#host.config.asyncOpenAck) {
-      // Ack at once (§9.1 item 3). The slot is fenced only if the OpenSlot is not admitted
+      // Ack at once (`asyncOpenAck`). The slot is fenced only if the OpenSlot is not admitted
       // synchronously: its records wait until the open is on its way.
       slot.openAsync = true;
       if (this.#parked) this.#pendingOpens.push(slot);
@@ -423,7 +423,7 @@ export class Batcher implements SlotBatcher {
   }
 
   /**
-   * Stage one record of `slot` into the open batch (§9.3 step 2). Returns EMIT_OK, EMIT_PARKED
+   * Stage one record of `slot` into the open batch. Returns EMIT_OK, EMIT_PARKED
    * (a clamp flush parked the batcher; nothing staged) or EMIT_TOO_LARGE (the slot was failed).
    */
   #emit(slot: EgressSlot, kind: number, value: unknown): number {
@@ -478,7 +478,7 @@ export class Batcher implements SlotBatcher {
   }
 
   /**
-   * A record over the batch cap goes alone, as a rendezvous transfer (§9.3 step 2.2): flush what is
+   * A record over the batch cap goes alone, as a rendezvous transfer (docs/protocol.md §8.1): flush what is
    * staged, encode the singleton batch (it takes a batch_seq), stage it for the peer to pull and
    * fence the slot until the descriptor is admitted. A terminal goes with its CloseSlot and closes
    * the slot. Over `stagedPayloadMax` the stream fails with ERR_RECORD_TOO_LARGE.
@@ -550,7 +550,7 @@ export class Batcher implements SlotBatcher {
     return EMIT_OK;
   }
 
-  /** A staged singleton was refused by the transport: epoch death for the live generation (§9.4). */
+  /** A staged singleton was refused by the transport: epoch death for the live generation (docs/protocol.md §8.1). */
   #singletonFailed(slot: EgressSlot, error: unknown, terminal: boolean, windowBytes: number, windowEpoch: number): void {
     // Its descriptor never left: the receiver will not release what was charged for it.
     this.#peerEgress.uncharge(windowBytes, windowEpoch);
@@ -589,7 +589,7 @@ export class Batcher implements SlotBatcher {
     this.#wake(WakeSource.inlet_closed);
   }
 
-  /** Release a slot's withheld records while credit, the fence and the batch allow (§9.4). */
+  /** Release a slot's withheld records while credit, the fence and the batch allow. */
   #release(slot: EgressSlot): void {
     const m = this.#host.metrics;
     while (slot.queued > 0 && !slot.closed && !slot.fenced && !this.#parked) {
@@ -643,12 +643,7 @@ export class Batcher implements SlotBatcher {
     }
     const m = this.#host.metrics;
     m.withheldRecords -= slot.clearQueue();
-    const index = slot.index;
-    if (this.#slots[index] === slot) {
-      this.#slots[index] = undefined;
-      this.#generations[index] = (this.#generations[index]! + 1) & 0xff;
-      this.#free.push(index);
-    }
+    this.#slots.release(slot);
     this.liveSlots--;
     m.liveSlots--;
     slot.failWaiters(slot.closeError);
@@ -663,13 +658,12 @@ export class Batcher implements SlotBatcher {
 
   /** The owned slot for a SlotId at its live generation, if any. */
   slotFor(id: number): EgressSlot | undefined {
-    const s = this.#slots[id >>> 8];
-    return s !== undefined && s.id === id ? s : undefined;
+    return this.#slots.get(id);
   }
 
   /** Every live owned slot. */
   *slots(): IterableIterator<EgressSlot> {
-    for (const s of this.#slots) if (s !== undefined) yield s;
+    yield* this.#slots.values();
   }
 
   // ───────────────────────── waking and flushing ─────────────────────────
@@ -773,8 +767,8 @@ export class Batcher implements SlotBatcher {
   }
 
   /**
-   * Peer replies: CreditUpdate first, then CloseSlot/RejectSlot, then lifecycle (§9.5). A cancel's
-   * CloseSlot{UnknownSlot} and LifecycleSlot{cancel} go as a pair in one batch (§10.3): the producer
+   * Peer replies: CreditUpdate first, then CloseSlot/RejectSlot, then lifecycle. A cancel's
+   * CloseSlot{UnknownSlot} and LifecycleSlot{cancel} go as a pair in one batch (docs/protocol.md §10.3): the producer
    * then applies both in one drain, lifecycle first, even when the replies fill several batches.
    */
   #stageReplies(d: InboxDrain): void {
@@ -801,7 +795,7 @@ export class Batcher implements SlotBatcher {
   /**
    * Stage a reply record (frame_seq 0, the peer's SlotId). `pairBytes`: room kept for one more
    * record of that size, so the record that follows shares this batch. A CreditUpdate for a slot the
-   * open batch already credits is added into that record: one per slot per batch (§10.7).
+   * open batch already credits is added into that record: one per slot per batch (docs/protocol.md §10.7).
    */
   #stageControl(now: number, type: number, peerSlot: number, value: number, session: bigint, pairBytes = 0): void {
     if (type === RecordType.CreditUpdate && !this.#parked && this.#enc.isOpen) {
@@ -956,7 +950,7 @@ export class Batcher implements SlotBatcher {
 
   #afterUnpark(): void {
     // Everything withheld while parked may move now; the kick (if any) survives.
-    for (const s of this.#slots) if (s !== undefined && s.queued > 0) this.#markReady(s);
+    for (const s of this.#slots.values()) if (s.queued > 0) this.#markReady(s);
     this.#runWake();
   }
 
@@ -978,7 +972,7 @@ export class Batcher implements SlotBatcher {
   // ───────────────────────── failure and retirement ─────────────────────────
 
   /**
-   * Epoch death (§9.7): fail every live slot once, discard the staged batch (re-posting its credit
+   * Epoch death (docs/protocol.md §3.5, §10.1): fail every live slot once, discard the staged batch (re-posting its credit
    * replies), take a new epoch and restart batch_seq at 0.
    */
   epochDeath(error: LanemuxError): void {
@@ -1010,7 +1004,7 @@ export class Batcher implements SlotBatcher {
     this.#windowBlocked = [];
     this.#windowHead = 0;
     const live: EgressSlot[] = [];
-    for (const s of this.#slots) if (s !== undefined) live.push(s);
+    for (const s of this.#slots.values()) live.push(s);
     for (const g of guards) g.owner.onRetired('Discarded');
     for (const s of live) this.#closeSlotLocally(s, error, false);
     for (const s of pendingOpens) this.#closeSlotLocally(s, error, false);
@@ -1051,8 +1045,7 @@ export class Batcher implements SlotBatcher {
     const credit = this.#leftoverCredit;
     this.#leftoverCredit = [];
     if (graceful && !this.#parked) {
-      for (const s of this.#slots) {
-        if (s === undefined) continue;
+      for (const s of this.#slots.values()) {
         m.withheldRecords -= s.clearQueue();
         if (!this.#parked) this.#emitClose(s, CloseReason.PeerGone, err);
         // A clamp flush that parked leaves the close unwritten: fail the producer all the same.
@@ -1071,7 +1064,7 @@ export class Batcher implements SlotBatcher {
     for (const g of this.#inflightGuards) g.owner.onRetired('Discarded');
     this.#guards = [];
     this.#inflightGuards = [];
-    for (const s of this.#slots) if (s !== undefined) this.#closeSlotLocally(s, err, false);
+    for (const s of this.#slots.values()) this.#closeSlotLocally(s, err, false);
     const d = this.inbox.close();
     m.stagedRecords -= this.#gate.staged;
     this.#gate.reset();
@@ -1109,48 +1102,3 @@ const EMIT_PARKED = 1;
 const EMIT_TOO_LARGE = 2;
 /** The peer window is full: nothing staged, the slot waits for a release. */
 const EMIT_WINDOW = 3;
-
-/**
- * Why the consumer closed an owned slot, as its producer is told. UnknownSlot after a cancel of the
- * same session is the cancel (`ERR_STREAM_CANCELLED`, a stream error code): a producer waiting in
- * `send` learns it as one whose next `send` would.
- */
-function peerCloseError(slot: EgressSlot, reason: number): MuxError {
-  if (reason === CloseReason.ProtocolError) {
-    return new MuxError(
-      'ERR_PROTOCOL',
-      `the consumer ended the stream on ${formatSlotId(slot.id)} for a protocol error (ProtocolError: credit overspend, hold overflow, receive-window overrun, or a slot index out of range or in use)`,
-    );
-  }
-  if (slot.cancelled) return new MuxError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream');
-  return new MuxError(
-    'ERR_UNKNOWN_SLOT',
-    `the consumer has no stream on ${formatSlotId(slot.id)} (UnknownSlot): it never bound one for this session, its accept window expired, its watchdog ended it, or its reader went away`,
-  );
-}
-
-/** Append one data record of `kind` (an Item string, Item bytes, or a pre-encoded body). */
-function appendRecord(enc: BatchEncoder, slot: number, seq: number, kind: number, value: unknown): void {
-  if (kind === EgressKind.ItemString) enc.appendItemString(slot, seq, value as string);
-  else if (kind === EgressKind.ItemBytes) enc.appendItemBytes(slot, seq, value as Uint8Array);
-  else enc.appendData(slot, seq, value as Uint8Array);
-}
-
-function bodyUpperBound(kind: number, value: unknown): number {
-  if (kind === EgressKind.ItemString) return itemStringMaxLength(value as string);
-  if (kind === EgressKind.ItemBytes) return itemBytesLength((value as Uint8Array).byteLength);
-  return (value as Uint8Array).byteLength;
-}
-
-/** What a queued record will charge the peer window, at most: its body, or a singleton's whole batch. */
-function windowBytes(kind: number, value: unknown, cap: number): number {
-  const body = bodyUpperBound(kind, value);
-  const batch = BATCH_HEADER_LEN + RECORD_HEADER_LEN + body + (kind === EgressKind.Terminal ? CLOSE_RECORD_LEN : 0);
-  return batch > cap ? batch : body;
-}
-
-function recordBytes(kind: number, value: unknown): number {
-  if (kind === EgressKind.ItemString) return RECORD_HEADER_LEN + itemStringLength(value as string);
-  return RECORD_HEADER_LEN + bodyUpperBound(kind, value);
-}
-

@@ -1,11 +1,13 @@
 /**
- * Receiver-side reservations of (anchor, session) that an OpenSlot claims (protocol.md §10.4, §11).
+ * Receiver-side reservations of (anchor, session) that an OpenSlot claims (docs/protocol.md §8, §10.2).
  * A bind owns the C+1 slot buffer from the start, so the consumer reads one buffer whether the
  * stream was attached, pre-bound, or is still waiting for its OpenSlot.
  */
+import type { ReceiverAccount } from '../credit/receiver-account.ts';
 import type { PeerId } from '../messenger/types.ts';
-import { SlotBuffer } from './slot-buffer.ts';
-import type { IngressSlot } from './ingress.ts';
+import { FrameKind } from '../wire/frame.ts';
+import type { SlotId } from '../wire/slot-id.ts';
+import { SlotBuffer, type WindowSink } from './slot-buffer.ts';
 
 /** Why a bound stream ended, as the anchor learns it. */
 export type BindEnd =
@@ -24,6 +26,24 @@ export interface BindOwner {
   onClaimed(bind: Bind): void;
   /** The bind ended; its buffer is closed (unread frames stay readable unless discarded). */
   onEnded(bind: Bind, end: BindEnd): void;
+}
+
+/**
+ * The live ingress slot of a claimed bind, as the bind's users see it (`IngressSlot` implements it;
+ * declared here so bind.ts does not import the ingress).
+ */
+export interface BoundSlot {
+  readonly id: SlotId;
+  readonly closed: boolean;
+  /** The receiver's credit account of the stream. */
+  readonly account: ReceiverAccount;
+  /** Records delivered (watchdog liveness). */
+  readonly arrivals: number;
+  /** The peer and lane the slot arrived on. */
+  readonly peer: PeerId;
+  readonly lane: number;
+  /** The consumer is gone: retire the slot and tell the owner `CloseSlot{UnknownSlot}`. */
+  consumerGone(): void;
 }
 
 /** One reservation of (anchor, session). */
@@ -45,10 +65,10 @@ export class Bind {
   claimed = false;
   ended = false;
   /** The live ingress slot once claimed. */
-  slot: IngressSlot | null = null;
+  slot: BoundSlot | null = null;
   /** Early lifecycle signal before the OpenSlot: 0 none, 1 stop, 2 cancel. */
   earlySignal = 0;
-  /** Watchdog windows an answered attach has waited for its OpenSlot (protocol.md §10.8). */
+  /** Watchdog windows an answered attach has waited for its OpenSlot (docs/protocol.md §10.8 "Watchdog"). */
   deadWindows = 0;
 
   constructor(anchorId: bigint, sessionId: bigint, limit: number, slotByteBudget: number, lane: number, peer: PeerId | null, owner: BindOwner, deadline: number) {
@@ -61,5 +81,20 @@ export class Bind {
     this.owner = owner;
     this.deadline = deadline;
     this.buffer = new SlotBuffer(limit + 1);
+  }
+
+  /** An OpenSlot claimed the bind: its buffer charges `window` and reports each drain to `onDrain`. */
+  claim(slot: BoundSlot, window: WindowSink, onDrain: (bytes: number) => void): void {
+    this.claimed = true;
+    this.slot = slot;
+    this.buffer.window = window;
+    this.buffer.onDrain = onDrain;
+  }
+
+  /** The slot retired: stop drain reports, inject `Dropped` when asked, close the buffer. */
+  closeBuffer(dropped: boolean): void {
+    this.buffer.onDrain = null;
+    if (dropped) this.buffer.pushForced(FrameKind.Dropped, undefined);
+    this.buffer.close();
   }
 }

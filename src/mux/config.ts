@@ -1,5 +1,5 @@
 /**
- * `MuxConfig`: the mux's knobs, validated with zod/mini at construction (protocol.md §8, §12.6).
+ * `MuxConfig`: the mux's knobs, validated with zod/mini at construction (every knob documented on `MuxConfig` below).
  * A bad value is an error naming the field; every limit is finite.
  */
 import { z } from 'zod/mini';
@@ -7,9 +7,9 @@ import { ConfigError } from '../errors.ts';
 import { DEFAULT_INITIAL_CREDIT, DEFAULT_PEER_BYTE_BUDGET, DEFAULT_SLOT_BYTE_BUDGET, MAX_CREDIT } from '../credit/constants.ts';
 import { DEFAULT_MAX_BATCH_BYTES, MIN_BATCH_CAP } from '../wire/constants.ts';
 import { int, num, parse } from '../validate.ts';
-import { configError } from '../transport/options.ts';
+import { configError } from '../validate.ts';
 
-/** When the batcher writes (seed chapter, "Flush policy"). */
+/** When the batcher writes its open batch. */
 export type FlushPolicy =
   | { readonly kind: 'auto'; readonly onAdmission: true }
   | {
@@ -25,7 +25,7 @@ export type FlushPolicy =
   /**
    * Only `flushBatch()` writes application records (plus clamps, terminals, closes and credit
    * replies past their linger). A credit grant that arrives after a pass's flush releases the
-   * withheld records only at the next `flushBatch()` (protocol.md §15.2.5): a producer that waits
+   * withheld records only at the next `flushBatch()`: a producer that waits
    * for its consumer before it flushes again must flush on a timer too, or use `auto`.
    */
   | { readonly kind: 'manual' };

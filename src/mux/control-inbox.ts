@@ -1,5 +1,5 @@
 /**
- * A batcher's control inbox: coalesced state, not a queue (protocol.md §9.5). Ingress and the
+ * A batcher's control inbox: coalesced state, not a queue. Ingress and the
  * consumer post grants, closes, rejects and lifecycle signals; the batcher drains it once per wake.
  * Its size is bounded by what the batcher allocated (owned keys) and what ingress admitted
  * (replies); only the reject lane has a cap (8,192).

@@ -1,53 +1,79 @@
 /**
- * A FIFO of binds waiting for their accept deadline. One constant window per queue means deadlines
- * arrive in order, so the sweep expires from the head and never needs a timer per bind
- * (protocol.md §10.4). Claimed and ended binds are skipped and compacted away.
+ * A FIFO of entries waiting for a deadline. One constant window per queue means deadlines arrive
+ * in order, so the sweep expires from the head and never needs a timer per entry. Entries that no
+ * longer wait (`waiting` false: a bind claimed or ended, an anchor that got a sender) are skipped
+ * and compacted away. The mux keeps its accept windows here (docs/protocol.md §8: an answered
+ * attach or a pre-bind waits for its OpenSlot), the node its unattached anchors.
  */
-import type { Bind } from './bind.ts';
 
-export class DeadlineQueue {
-  #q: Bind[] = [];
+/** What a queue holds: anything with a deadline (runtime ms). */
+export interface Deadlined {
+  readonly deadline: number;
+}
+
+export class DeadlineQueue<E extends Deadlined> {
+  #q: E[] = [];
   #head = 0;
+  readonly #waiting: (entry: E) => boolean;
 
-  push(bind: Bind): void {
-    this.#q.push(bind);
+  /** `waiting(entry)`: the entry still waits for its deadline (false: skip it, it may be dropped). */
+  constructor(waiting: (entry: E) => boolean) {
+    this.#waiting = waiting;
   }
 
-  /** True while some bind may still be waiting. */
+  push(entry: E): void {
+    this.#q.push(entry);
+  }
+
+  /** True while some entry may still be waiting. */
   get pending(): boolean {
     return this.#head < this.#q.length;
   }
 
-  /** Call `fn` on every bind still waiting (unclaimed, not ended), oldest first. */
-  forEachWaiting(fn: (bind: Bind) => void): void {
+  /** The oldest entry not yet popped (waiting or not), if any: its deadline is the next to check. */
+  peek(): E | undefined {
+    return this.#head < this.#q.length ? this.#q[this.#head] : undefined;
+  }
+
+  /** Call `fn` on every entry still waiting, oldest first. */
+  forEachWaiting(fn: (entry: E) => void): void {
     const q = this.#q;
+    const waiting = this.#waiting;
     for (let i = this.#head; i < q.length; i++) {
-      const b = q[i]!;
-      if (!b.claimed && !b.ended) fn(b);
+      const e = q[i]!;
+      if (waiting(e)) fn(e);
     }
   }
 
   /**
-   * Pop every bind whose deadline passed and that is still unclaimed, calling `expire` on each.
-   * `liveBinds` bounds how much finished work the queue may keep before it compacts.
+   * Pop every entry whose deadline passed and that still waits, calling `expire` on each (entries
+   * that no longer wait are popped as they reach the head). `live` bounds how much finished work
+   * the queue may keep before it compacts.
    */
-  expire(now: number, liveBinds: number, expire: (bind: Bind) => void): void {
+  expire(now: number, live: number, expire: (entry: E) => void): void {
     const q = this.#q;
+    const waiting = this.#waiting;
     while (this.#head < q.length) {
-      const b = q[this.#head]!;
-      if (!b.claimed && !b.ended && b.deadline > now) break;
+      const e = q[this.#head]!;
+      if (waiting(e) && e.deadline > now) break;
       this.#head++;
-      if (!b.claimed && !b.ended) expire(b);
+      if (waiting(e)) expire(e);
     }
     if (this.#head > 1024 && this.#head * 2 > q.length) {
       q.splice(0, this.#head);
       this.#head = 0;
     }
-    // Claimed and ended binds need no deadline: drop them so the queue does not keep a whole
+    // Entries that no longer wait need no deadline: drop them so the queue does not keep a whole
     // window of finished streams alive.
-    if (q.length - this.#head > 2 * liveBinds + 1024) {
-      this.#q = q.slice(this.#head).filter((b) => !b.claimed && !b.ended);
+    if (q.length - this.#head > 2 * live + 1024) {
+      this.#q = q.slice(this.#head).filter(waiting);
       this.#head = 0;
     }
+  }
+
+  /** Forget every entry. */
+  clear(): void {
+    this.#q = [];
+    this.#head = 0;
   }
 }

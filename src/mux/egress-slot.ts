@@ -1,7 +1,8 @@
 /**
- * The producer side of one slot (protocol.md §9.2): credit ledger, next frame_seq, the withheld
+ * The producer side of one slot (docs/protocol.md §10.2, §10.7): credit ledger, next frame_seq, the withheld
  * FIFO bounded by the slot byte budget, and the state the producer's `send` waits on.
  */
+import { slotIndex } from '../wire/slot-id.ts';
 import { UNBOUNDED_EGRESS, type PeerEgress } from './peer-egress.ts';
 import type { SenderLedger } from '../credit/sender-ledger.ts';
 import type { LanemuxError } from '../errors.ts';
@@ -35,7 +36,7 @@ export const Offer = {
 } as const;
 export type Offer = (typeof Offer)[keyof typeof Offer];
 
-/** Outcome of a stream's retirement (seed chapter, "Retirement"). */
+/** Outcome of a stream's retirement: whether every record was handed on. */
 export type Retirement = 'Sent' | 'Discarded';
 
 /** Callbacks from the batcher to the stream layer's sender. */
@@ -116,7 +117,7 @@ export class EgressSlot {
     this.peerEgress = peerEgress;
     this.batcher = batcher;
     this.id = id;
-    this.index = id >>> 8;
+    this.index = slotIndex(id);
     this.anchorId = anchorId;
     this.sessionId = sessionId;
     this.ledger = ledger;

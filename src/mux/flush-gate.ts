@@ -1,6 +1,6 @@
 /**
- * The flush gate: a pure decision of when a batcher writes its open batch (protocol.md §9.6,
- * seed chapter "Flush policy", "Reply linger"). No timers: the batcher passes `now` in and arms
+ * The flush gate: a pure decision of when a batcher writes its open batch (the
+ * policies of `FlushPolicy` in config.ts, and the reply linger). No timers: the batcher passes `now` in and arms
  * one timer at {@link FlushGate.deadline}.
  */
 import type { FlushPolicy } from './config.ts';

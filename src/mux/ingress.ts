@@ -1,8 +1,12 @@
 /**
- * The receiver side of one (peer, lane) (protocol.md §10; seed chapter "Ordering is per slot",
- * "Credit return"). The batch handler never awaits: it checks epoch, lane, generation and
- * frame_seq, admits credit, and pushes decoded frames into each slot's C+1 buffer (or the hold,
- * when ahead of sequence). Credit returns only when the consumer takes a record.
+ * The receiver side of one (peer, lane) (docs/protocol.md §10.2, §10.7, §8.1). The batch handler
+ * never awaits: it checks epoch, lane, generation and frame_seq, admits credit, and pushes decoded
+ * frames into each slot's C+1 buffer (or the hold, when ahead of sequence). Credit returns only
+ * when the consumer takes a record.
+ *
+ * One state machine per slot (open → delivering, holding ahead of sequence, close deferred behind
+ * a gap or a staged record → retired) over the table's shared epoch, hold budgets and window, hence
+ * one file; the slot table itself is slot-table.ts, the bind it fills bind.ts.
  */
 import { ByteBudget, reservePair, releasePair } from '../credit/byte-budget.ts';
 import { CreditClass } from '../credit/classify.ts';
@@ -10,17 +14,16 @@ import { ReceiverAccount } from '../credit/receiver-account.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import { DropReason } from '../metrics/mux-metrics.ts';
 import type { PeerId } from '../messenger/types.ts';
-import { CloseReason, RecordType } from '../wire/constants.ts';
+import { CloseReason, MPSC_ANCHOR_BIT, RecordType } from '../wire/constants.ts';
 import type { BatchReader } from '../wire/decoder.ts';
 import { FRAME_HEARTBEAT, FrameKind, decodeFrameAt } from '../wire/frame.ts';
 import type { DecodedFrame } from '../wire/frame.ts';
 import { seqGap, seqNewer } from '../wire/seq.ts';
-import type { Bind, BindEnd } from './bind.ts';
+import { slotIndex } from '../wire/slot-id.ts';
+import type { Bind, BindEnd, BoundSlot } from './bind.ts';
 import { MAX_QUEUED_TRANSFERS } from './rendezvous.ts';
 import type { WindowSink } from './slot-buffer.ts';
-
-/** Bit 63 of an anchor id marks an MPSC anchor (protocol.md §8): its senders never count watchdog firings. */
-export const MPSC_ANCHOR_BIT = 1n << 63n;
+import { SlotTable } from './slot-table.ts';
 
 /** Receiver bound: indices per (peer, lane) table. */
 export const MAX_INGRESS_SLOTS_PER_PEER = 65_536;
@@ -99,7 +102,7 @@ interface Held {
 }
 
 /** One live ingress slot. */
-export class IngressSlot {
+export class IngressSlot implements BoundSlot {
   readonly id: number;
   readonly table: IngressTable;
   readonly bind: Bind;
@@ -140,6 +143,21 @@ export class IngressSlot {
     this.holdBudget = new ByteBudget(bind.slotByteBudget);
   }
 
+  /** The peer the slot arrived from. */
+  get peer(): PeerId {
+    return this.table.peer;
+  }
+
+  /** The lane it arrived on. */
+  get lane(): number {
+    return this.table.lane;
+  }
+
+  /** The consumer is gone: retire the slot and tell the owner `CloseSlot{UnknownSlot}`. */
+  consumerGone(): void {
+    this.table.consumerGone(this);
+  }
+
   /** True when the sender holds no data credit and nothing waits behind a gap (watchdog exemption). */
   get senderStarved(): boolean {
     return this.account.remaining === 0 && (this.hold === null || this.hold.size === 0);
@@ -154,10 +172,11 @@ export class IngressTable {
   readonly lane: number;
   readonly peerBudget: ByteBudget;
   readonly #host: IngressHost;
-  #slots: Array<IngressSlot | undefined> = [];
+  /** Received slots at the ids the peer chose (this side never allocates). */
+  readonly #slots = new SlotTable<IngressSlot>();
   /**
    * Slots moved aside by a reused index: their close arrived but waits behind a rendezvous record
-   * still being pulled (seed chapter "Ordering is per slot"). Keyed by full SlotId.
+   * still being pulled (docs/protocol.md §8.1 "Index reuse"). Keyed by full SlotId.
    */
   #aside: Map<number, IngressSlot> | null = null;
   liveSlots = 0;
@@ -190,7 +209,7 @@ export class IngressTable {
 
   /** Every live slot (those moved aside included). */
   *slots(): IterableIterator<IngressSlot> {
-    for (const s of this.#slots) if (s !== undefined) yield s;
+    yield* this.#slots.values();
     if (this.#aside !== null) yield* [...this.#aside.values()];
   }
 
@@ -200,8 +219,8 @@ export class IngressTable {
   }
 
   /**
-   * A staged transfer for (epoch, slot, session) was refused or failed (seed chapter "A record
-   * refused for its size"): the consumer ends with a TransportError carrying `message` (even if a
+   * A staged transfer for (epoch, slot, session) was refused or failed (docs/protocol.md §8.1):
+   * the consumer ends with a TransportError carrying `message` (even if a
    * terminal already overtook the record and waits in the hold), and the slot retires at once.
    * Returns false when no live slot matches: a stale refusal does nothing.
    */
@@ -219,7 +238,7 @@ export class IngressTable {
   /** The live slot (aside included) named by a staged transfer, if any. */
   #staged(epoch: bigint, slot: number, session: bigint): IngressSlot | undefined {
     if (this.epoch !== epoch) return undefined;
-    const s = this.#slots[slot >>> 8]?.id === slot ? this.#slots[slot >>> 8] : this.#aside?.get(slot);
+    const s = this.#slots.get(slot) ?? this.#aside?.get(slot);
     return s !== undefined && !s.closed && s.bind.sessionId === session ? s : undefined;
   }
 
@@ -231,11 +250,11 @@ export class IngressTable {
 
   /** The live slot at an index, if any. */
   slotAt(index: number): IngressSlot | undefined {
-    return this.#slots[index];
+    return this.#slots.at(index);
   }
 
   /**
-   * Apply one batch (§10.1). `reader` must already be reset on the payload and have a header.
+   * Apply one batch (docs/protocol.md §10.1, §10.2). `reader` must already be reset on the payload and have a header.
    * `staged` is the length of a rendezvous singleton batch (its whole length counts against the
    * peer window), 0 for a batch that came down its lane. Never throws and never awaits.
    */
@@ -414,7 +433,7 @@ export class IngressTable {
 
   /** Checked lookup: generation mismatch and empty index are metered drops. */
   #lookup(id: number): IngressSlot | undefined {
-    const s = this.#slots[id >>> 8];
+    const s = this.#slots.at(slotIndex(id));
     if (s !== undefined && s.id === id) return s;
     if (this.#aside !== null) {
       const a = this.#aside.get(id);
@@ -483,12 +502,12 @@ export class IngressTable {
 
   #open(id: number, seq: number, anchorId: bigint, sessionId: bigint): void {
     const m = this.#host.metrics;
-    const index = id >>> 8;
+    const index = slotIndex(id);
     if (index >= MAX_INGRESS_SLOTS_PER_PEER) {
       this.#host.replyReject(this.peer, this.lane, id, CloseReason.ProtocolError);
       return;
     }
-    let incumbent = this.#slots[index];
+    let incumbent = this.#slots.at(index);
     const aside = this.#aside?.get(id);
     if (aside !== undefined) {
       // The generation wrapped onto a slot still waiting aside: records naming this id could belong
@@ -506,7 +525,7 @@ export class IngressTable {
       }
       // Its close has arrived, deferred behind a hold: the sender is done with it. Keep it by full id.
       (this.#aside ??= new Map()).set(incumbent.id, incumbent);
-      this.#slots[index] = undefined;
+      this.#slots.clearAt(index);
       incumbent = undefined;
     }
     const bind = this.#host.findBind(anchorId, sessionId, this.peer);
@@ -521,13 +540,10 @@ export class IngressTable {
     // A duplicate open of a live SlotId retires the incumbent through the ordinary close path.
     if (incumbent !== undefined) this.#retire(incumbent, true, null);
     const s = new IngressSlot(id, this, bind, (seq + 1) >>> 0);
-    this.#slots[index] = s;
+    this.#slots.put(s);
     this.liveSlots++;
     m.liveSlots++;
-    bind.claimed = true;
-    bind.slot = s;
-    bind.buffer.window = s.window;
-    bind.buffer.onDrain = (bytes) => {
+    bind.claim(s, s.window, (bytes) => {
       s.drained++;
       s.drainedBytes += bytes;
       if (!s.listed && !s.closed) {
@@ -538,7 +554,7 @@ export class IngressTable {
           this.#host.ringDoorbell(this);
         }
       }
-    };
+    });
     this.#host.bindClaimed(bind);
     bind.owner.onClaimed(bind);
     // No CreditUpdate on open: the sender already holds C.
@@ -569,8 +585,7 @@ export class IngressTable {
   /** Periodic walk: reconcile every live slot. Returns the number of slots visited. */
   sweep(): number {
     let n = 0;
-    for (const s of this.#slots) {
-      if (s === undefined) continue;
+    for (const s of this.#slots.values()) {
       this.reconcile(s);
       n++;
     }
@@ -585,8 +600,11 @@ export class IngressTable {
   }
 
   /** The consumer is gone: retire the slot and tell the owner `CloseSlot{UnknownSlot}`. */
-  consumerGone(s: IngressSlot): void {
-    if (s.closed) return;
+  consumerGone(slot: BoundSlot): void {
+    if (slot.closed) return;
+    // A live slot is in the table or aside; only this table's own can be retired here.
+    const s = this.#slots.get(slot.id) ?? this.#aside?.get(slot.id);
+    if (s !== slot) return;
     this.#host.replyClose(this.peer, this.lane, s.id, CloseReason.UnknownSlot);
     this.#retire(s, false, 'released');
   }
@@ -594,7 +612,7 @@ export class IngressTable {
   /** Watchdog firing: discard unread records, inject Dropped, tell the owner. */
   watchdogFire(s: IngressSlot): void {
     if (s.closed) return;
-    // An MPSC anchor's senders never count firings (protocol.md §14): bit 63 of the anchor id marks MPSC.
+    // An MPSC anchor's senders never count firings (docs/protocol.md §10.8): bit 63 of the anchor id marks MPSC.
     if ((s.bind.anchorId & MPSC_ANCHOR_BIT) === 0n) this.#host.metrics.watchdogFirings++;
     s.bind.buffer.clear();
     this.#host.replyClose(this.peer, this.lane, s.id, CloseReason.UnknownSlot);
@@ -604,8 +622,7 @@ export class IngressTable {
   /** Retire every live slot (epoch retired, peer gone, shutdown): one Dropped each. Returns the count. */
   retireAll(): number {
     let n = 0;
-    for (const s of this.#slots) {
-      if (s === undefined) continue;
+    for (const s of this.#slots.values()) {
       this.#retire(s, true, null);
       n++;
     }
@@ -626,8 +643,7 @@ export class IngressTable {
     if (s.closed) return;
     s.closed = true;
     const m = this.#host.metrics;
-    if (this.#slots[s.id >>> 8] === s) this.#slots[s.id >>> 8] = undefined;
-    else if (this.#aside?.get(s.id) === s) {
+    if (!this.#slots.remove(s) && this.#aside?.get(s.id) === s) {
       this.#aside.delete(s.id);
       if (this.#aside.size === 0) this.#aside = null;
     }
@@ -642,10 +658,8 @@ export class IngressTable {
       s.hold = null;
     }
     const bind = s.bind;
-    bind.buffer.onDrain = null;
     const dropped = injectDropped && !s.terminalDelivered;
-    if (dropped) bind.buffer.pushForced(FrameKind.Dropped, undefined);
-    bind.buffer.close();
+    bind.closeBuffer(dropped);
     this.#host.bindEnded(bind, end ?? (dropped ? 'dropped' : 'terminal'));
   }
 }

@@ -1,8 +1,13 @@
 /**
  * The mux of one node: a batcher per (peer, lane) for egress, an ingress table per (peer, lane),
  * the binds that OpenSlots claim, the credit sweep, doorbells, watchdogs, heartbeats and health
- * checks (protocol.md §9–§14). One sweep timer per node, one doorbell timer per dirty table: never
+ * checks (docs/protocol.md §8, §10). One sweep timer per node, one doorbell timer per dirty table: never
  * a timer per stream.
+ *
+ * Longer than the other files: it is the hub every part reports to (BatcherHost, IngressHost,
+ * PeerWindowHost) and the one timer's state machine (sweep, watchdog windows, heartbeats, health
+ * checks, peer loss) over the same per-peer maps. What stands alone is beside it: heartbeats.ts,
+ * lane-load.ts, deadline-queue.ts, rendezvous.ts, peer-window.ts, peer-egress.ts.
  */
 import { ByteBudget } from '../credit/byte-budget.ts';
 import { ReceiveWindow } from '../credit/peer-window.ts';
@@ -14,24 +19,29 @@ import { FrameKind } from '../wire/frame.ts';
 import type { Messenger, PeerGoneEvent, PeerId } from '../messenger/types.ts';
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { randomU64 } from '../runtime/runtime.ts';
-import { CloseReason, MAX_LANES } from '../wire/constants.ts';
+import { CloseReason, MAX_LANES, MPSC_ANCHOR_BIT } from '../wire/constants.ts';
 import { BatchReader } from '../wire/decoder.ts';
 import { laneForKey } from '../wire/lane-hash.ts';
 import { Batcher } from './batcher.ts';
 import type { BatchSink, BatcherHost } from './batcher.ts';
 import { Bind } from './bind.ts';
 import { DeadlineQueue } from './deadline-queue.ts';
+import { HEARTBEAT_FLOOR_MS, HeartbeatSchedule, type HeartbeatSender } from './heartbeats.ts';
+import { LaneLoad, leastLoaded } from './lane-load.ts';
 import { PeerEgress } from './peer-egress.ts';
 import type { BindEnd, BindOwner } from './bind.ts';
 import type { ResolvedMuxConfig } from './config.ts';
 import type { EgressSlot, EgressSlotOwner } from './egress-slot.ts';
 import { MuxError } from './errors.ts';
-import { IngressTable, MPSC_ANCHOR_BIT, releaseUnkept } from './ingress.ts';
+import { IngressTable, releaseUnkept } from './ingress.ts';
 import { PeerWindowIn, WINDOW_HANDLER, WINDOW_UPDATE_BYTES, decodeWindowUpdate, encodeWindowUpdate } from './peer-window.ts';
 import type { PeerWindowHost } from './peer-window.ts';
 import { PULL_HANDLER, STAGE_HANDLER, StageIn, StageOut } from './rendezvous.ts';
 import type { Admission } from '../messenger/types.ts';
 import type { IngressHost, IngressSlot } from './ingress.ts';
+
+/** A bind waits for its accept deadline until an OpenSlot claims it or it ends. */
+const bindWaiting = (b: Bind): boolean => !b.claimed && !b.ended;
 
 /** Options of {@link Mux}. */
 export interface MuxOptions {
@@ -54,36 +64,6 @@ const CONNECT_ATTEMPTS = 3;
 const SESSION_KEY_MASK = (1n << 52n) - 1n;
 const sessionKey = (session: bigint): number => Number(session & SESSION_KEY_MASK);
 
-/**
- * The shortest heartbeat interval a producer keeps and a consumer's watchdog window lasts, ms: an
- * interval advertised below it is used as this (protocol.md §10.8).
- */
-export const HEARTBEAT_FLOOR_MS = 10;
-
-/** Heartbeats due within this fraction of their interval go together, so a wake serves many streams. */
-const HEARTBEAT_SLACK = 0.1;
-
-/** One producer's heartbeat schedule. */
-interface HeartbeatEntry {
-  readonly sender: HeartbeatSender;
-  readonly queue: HeartbeatQueue;
-  due: number;
-  live: boolean;
-}
-
-/**
- * The heartbeat senders of one interval, in due order: every entry is re-queued one interval after
- * it beats, so the FIFO stays sorted and the head is the next due (no heap, no timer per stream).
- */
-interface HeartbeatQueue {
-  readonly interval: number;
-  /** Entries due within this much of a wake beat in it (a tenth of the interval). */
-  readonly slack: number;
-  entries: HeartbeatEntry[];
-  head: number;
-  /** Removed entries still in `entries[head..]`. */
-  dead: number;
-}
 
 /** The mux of one node. */
 export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
@@ -114,11 +94,10 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
   /** When each peer was last pinged because the window kept its silent slots from counting as dead. */
   #windowPings = new Map<PeerId, number>();
   /** Accept deadlines: one FIFO per constant window (attach binds, pre-binds). */
-  #attachDeadlines = new DeadlineQueue();
-  #prebindDeadlines = new DeadlineQueue();
+  #attachDeadlines = new DeadlineQueue<Bind>(bindWaiting);
+  #prebindDeadlines = new DeadlineQueue<Bind>(bindWaiting);
   /** Lane load per sender (binds answered + live slots) and per node (every bind and live slot). */
-  #peerLoad = new Map<PeerId, Int32Array>();
-  #nodeLoad = new Int32Array(MAX_LANES);
+  readonly #load = new LaneLoad();
   #epoch = 0n;
   #reader = new BatchReader();
   /** The node's one timer: armed for the next sweep or the earliest heartbeat due, whichever is first. */
@@ -127,12 +106,10 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
   /** When the next sweep runs (NaN: none scheduled). */
   #sweepDue = Number.NaN;
   #lastWatchdog = 0;
-  #heartbeats = new Map<HeartbeatSender, HeartbeatEntry>();
-  /** Heartbeat FIFOs by interval (one per distinct consumer interval). */
-  #heartbeatQueues = new Map<number, HeartbeatQueue>();
+  #heartbeats = new HeartbeatSchedule();
   /**
    * Attach binds the consumer cancelled before their OpenSlot arrived, by session key, until that
-   * OpenSlot (answered with the cancel, §10.3) or their accept deadline.
+   * OpenSlot (answered with the cancel, docs/protocol.md §10.3) or their accept deadline.
    */
   #cancelledAttaches = new Map<number, Bind>();
   /** Scratch list of the watchdog's silent attach binds (reused). */
@@ -269,7 +246,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       return;
     }
     if (r.lane !== lane) {
-      // Dropped before any table exists: its slot ids belong to another batcher (§5.7).
+      // Dropped before any table exists: its slot ids belong to another batcher (docs/protocol.md §10.2: SlotIds are per (peer, lane) and epoch).
       this.metrics.recordsDropped[DropReason.lane_mismatch]! += r.recordCount;
       releaseUnkept(r, window, staged ? payload.byteLength : 0);
       return;
@@ -404,9 +381,9 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     const slot = bind.slot;
     if (slot === null) return;
     // A pre-bind becomes a live slot of the peer that claimed it.
-    if (bind.peer === null) this.#loadOf(slot.table.peer)[bind.lane]! += 1;
-    else this.#nodeLoad[bind.lane]! += 1;
-    // A stop or cancel made before the OpenSlot is delivered at claim (protocol.md §13.4).
+    if (bind.peer === null) this.#load.of(slot.peer)[bind.lane]! += 1;
+    else this.#load.node[bind.lane]! += 1;
+    // A stop or cancel made before the OpenSlot is delivered at claim (docs/protocol.md §10.3).
     if (bind.earlySignal > 0) this.signalLifecycle(bind, bind.earlySignal === 2);
   }
 
@@ -414,10 +391,10 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     if (bind.ended) return;
     bind.ended = true;
     this.#binds.delete(sessionKey(bind.sessionId));
-    if (bind.peer === null || bind.claimed) this.#nodeLoad[bind.lane]! -= 1;
-    const peer = bind.peer ?? bind.slot?.table.peer ?? null;
+    if (bind.peer === null || bind.claimed) this.#load.node[bind.lane]! -= 1;
+    const peer = bind.peer ?? bind.slot?.peer ?? null;
     if (peer !== null) {
-      const load = this.#peerLoad.get(peer);
+      const load = this.#load.peek(peer);
       if (load) load[bind.lane]! -= 1;
     }
     bind.owner.onEnded(bind, end);
@@ -484,24 +461,12 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
 
   // ───────────────────────── binds and lanes ─────────────────────────
 
-  #loadOf(peer: PeerId): Int32Array {
-    let l = this.#peerLoad.get(peer);
-    if (!l) {
-      l = new Int32Array(MAX_LANES);
-      this.#peerLoad.set(peer, l);
-    }
-    return l;
-  }
-
-  /** Choose a lane (§5.6): keyed → splitmix64(key) % lanes; else the least-loaded lane, ties low. */
+  /** Choose a lane (docs/protocol.md §10.6): keyed → splitmix64(key) % lanes; else the least-loaded lane, ties low. */
   chooseLane(peer: PeerId | null, key: bigint | undefined): number {
     const lanes = peer === null ? Math.max(1, Math.min(this.#messenger.self.lanes, MAX_LANES)) : this.lanes(peer);
     if (lanes === 1) return 0;
     if (key !== undefined) return laneForKey(key, lanes);
-    const load = peer === null ? this.#nodeLoad : this.#loadOf(peer);
-    let best = 0;
-    for (let l = 1; l < lanes; l++) if (load[l]! < load[best]!) best = l;
-    return best;
+    return leastLoaded(peer === null ? this.#load.node : this.#load.of(peer), lanes);
   }
 
   /**
@@ -519,10 +484,10 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     const bind = new Bind(anchorId, session, this.config.initialCredit, this.config.slotByteBudget, lane, peer, owner, this.runtime.now() + window);
     this.#binds.set(sessionKey(session), bind);
     (peer === null ? this.#prebindDeadlines : this.#attachDeadlines).push(bind);
-    // Node load (the pre-bind choice) is live slots from every peer plus unclaimed pre-binds (§5.6):
+    // Node load (the pre-bind choice) is live slots from every peer plus unclaimed pre-binds (docs/protocol.md §10.6):
     // an answered attach counts there only once its OpenSlot claims it.
-    if (peer === null) this.#nodeLoad[lane]! += 1;
-    else this.#loadOf(peer)[lane]! += 1;
+    if (peer === null) this.#load.node[lane]! += 1;
+    else this.#load.of(peer)[lane]! += 1;
     this.#armSweep();
     return bind;
   }
@@ -531,12 +496,12 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
   releaseBind(bind: Bind): void {
     if (bind.ended) return;
     const slot = bind.slot;
-    if (slot !== null) slot.table.consumerGone(slot);
+    if (slot !== null) slot.consumerGone();
     else {
       bind.buffer.close();
       this.bindEnded(bind, 'released');
       // An attach cancelled before its OpenSlot arrived: its producer is told the cancel when the
-      // OpenSlot comes, not a bare UnknownSlot (protocol.md §10.3).
+      // OpenSlot comes, not a bare UnknownSlot (docs/protocol.md §10.3).
       if (bind.earlySignal === 2 && bind.peer !== null && this.peerAlive(bind.peer)) {
         this.#cancelledAttaches.set(sessionKey(bind.sessionId), bind);
         this.#armSweep();
@@ -570,7 +535,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       bind.earlySignal = Math.max(bind.earlySignal, cancel ? 2 : 1);
       return;
     }
-    this.batcherFor(slot.table.peer, slot.table.lane).inbox.postReplyLifecycle(slot.id, bind.sessionId, cancel);
+    this.batcherFor(slot.peer, slot.lane).inbox.postReplyLifecycle(slot.id, bind.sessionId, cancel);
   }
 
   // ───────────────────────── egress: opening slots ─────────────────────────
@@ -597,79 +562,13 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
    * that lets it share a wake), not on the sweep tick.
    */
   addHeartbeat(sender: HeartbeatSender): void {
-    if (this.#closed || this.#heartbeats.has(sender)) return;
-    const interval = Math.max(HEARTBEAT_FLOOR_MS, sender.interval);
-    if (!Number.isFinite(interval)) return;
-    let q = this.#heartbeatQueues.get(interval);
-    if (q === undefined) {
-      q = { interval, slack: interval * HEARTBEAT_SLACK, entries: [], head: 0, dead: 0 };
-      this.#heartbeatQueues.set(interval, q);
-    }
-    // now + interval is never before a queued due (each is at most a past now + interval): the FIFO stays sorted.
-    const e: HeartbeatEntry = { sender, queue: q, due: this.runtime.now() + interval, live: true };
-    q.entries.push(e);
-    this.#heartbeats.set(sender, e);
-    if (this.#sweepTimer === null || e.due < this.#timerAt) this.#arm();
+    if (this.#closed) return;
+    const due = this.#heartbeats.add(sender, this.runtime.now());
+    if (!Number.isNaN(due) && (this.#sweepTimer === null || due < this.#timerAt)) this.#arm();
   }
 
   removeHeartbeat(sender: HeartbeatSender): void {
-    const e = this.#heartbeats.get(sender);
-    if (e === undefined) return;
-    this.#heartbeats.delete(sender);
-    e.live = false;
-    const q = e.queue;
-    q.dead++;
-    // Streams that end faster than they beat must not pile up a whole interval of dead entries.
-    if (q.dead > 1024 && q.dead * 2 > q.entries.length - q.head) {
-      q.entries = q.entries.slice(q.head).filter((x) => x.live);
-      q.head = 0;
-      q.dead = 0;
-    }
-  }
-
-  /** The earliest heartbeat due (Infinity: none). Drops removed entries at the queue heads. */
-  #nextHeartbeat(): number {
-    let at = Number.POSITIVE_INFINITY;
-    for (const [interval, q] of this.#heartbeatQueues) {
-      const list = q.entries;
-      while (q.head < list.length && !list[q.head]!.live) {
-        q.head++;
-        q.dead--;
-      }
-      if (q.head === list.length) {
-        this.#heartbeatQueues.delete(interval);
-        continue;
-      }
-      const due = list[q.head]!.due;
-      if (due < at) at = due;
-    }
-    return at;
-  }
-
-  /** Beat every producer whose heartbeat is due (within its queue's slack). */
-  #runHeartbeats(now: number): void {
-    for (const q of this.#heartbeatQueues.values()) {
-      const list = q.entries;
-      const limit = now + q.slack;
-      // Entries re-queued by this pass sit past `end`: each beats at most once per pass.
-      const end = list.length;
-      while (q.head < end) {
-        const e = list[q.head]!;
-        if (e.live && e.due > limit) break;
-        q.head++;
-        if (!e.live) {
-          q.dead--;
-          continue;
-        }
-        e.due = now + q.interval;
-        list.push(e);
-        e.sender.heartbeat();
-      }
-      if (q.head > 1024 && q.head * 2 > list.length) {
-        list.splice(0, q.head);
-        q.head = 0;
-      }
-    }
+    this.#heartbeats.remove(sender);
   }
 
   /** `flushBatch()`: kick every batcher. Synchronous; never throws. */
@@ -699,7 +598,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     if (this.#closed) return;
     const now = this.runtime.now();
     if (Number.isNaN(this.#sweepDue)) this.#sweepDue = now + this.config.creditSweepInterval;
-    const at = Math.min(this.#sweepDue, this.#nextHeartbeat());
+    const at = Math.min(this.#sweepDue, this.#heartbeats.next());
     if (this.#sweepTimer !== null) {
       if (this.#timerAt <= at) return;
       this.runtime.clearTimer(this.#sweepTimer);
@@ -717,7 +616,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       if (sweeping) {
         this.#sweepDue = Number.NaN;
         this.sweep();
-      } else this.#runHeartbeats(now);
+      } else this.#heartbeats.run(now);
     } finally {
       // One failing visit must not stop bind expiry, watchdogs and the backstop credit walk.
       if (!sweeping || this.#hasWork()) this.#arm();
@@ -757,7 +656,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       this.#lastWatchdog = now;
       this.#watchdogWindow();
     }
-    if (this.#heartbeats.size > 0) this.#runHeartbeats(now);
+    if (this.#heartbeats.size > 0) this.#heartbeats.run(now);
     // Backstop for records larger than a batch: released bytes the immediate conditions kept back.
     if (this.#windowsIn.size > 0) for (const w of this.#windowsIn.values()) w.flushIfPending();
     this.#stageOut.expire(now);
@@ -777,7 +676,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     this.bindEnded(b, 'expired');
   };
 
-  /** One heartbeat window of every stream watchdog (§14.2). */
+  /** One heartbeat window of every stream watchdog (docs/protocol.md §10.8 "Watchdog"). */
   #watchdogWindow(): void {
     const limit = this.config.detectionMultiplier;
     const tables = this.#tableList;
@@ -893,7 +792,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       this.#failPeer(peer, new MuxError('ERR_EPOCH_DEATH', `health check of ${peer} failed`, { cause, retryable: true }), false);
       try {
         // The code travels in the GOAWAY: the peer learns it failed a health check (docs/protocol.md
-        // §3.4), not that this node closed normally.
+        // docs/protocol.md §3.4), not that this node closed normally.
         this.#messenger.disconnect(peer, new LanemuxErrorClass('ERR_HEALTH_CHECK_FAILED', `health check of ${peer} failed`, { retryable: true, cause }));
       } catch {
         // Already gone.
@@ -944,7 +843,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       this.#tables.delete(peer);
       this.#tableList = this.#tableList.filter((t) => t.peer !== peer);
       this.#budgets.delete(peer);
-      this.#peerLoad.delete(peer);
+      this.#load.forget(peer);
     }
     this.#egress.get(peer)?.close();
     this.#egress.delete(peer);
@@ -963,7 +862,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
   busy(peer: PeerId): boolean {
     for (const b of this.#batchers.get(peer) ?? []) if (b !== undefined && b.liveSlots > 0) return true;
     for (const t of this.#tables.get(peer) ?? []) if (t !== undefined && t.liveSlots > 0) return true;
-    const load = this.#peerLoad.get(peer);
+    const load = this.#load.peek(peer);
     if (load !== undefined) for (let i = 0; i < load.length; i++) if (load[i]! > 0) return true;
     return false;
   }
@@ -1000,16 +899,6 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     this.#sweepTimer = null;
     for (const u of this.#unsubscribe) u();
     this.#heartbeats.clear();
-    this.#heartbeatQueues.clear();
     this.#cancelledAttaches.clear();
   }
 }
-
-/** A producer that heartbeats at its consumer's interval; the mux schedules the beats. */
-export interface HeartbeatSender {
-  /** The interval its consumer advertised (`heartbeat_interval_ms`), ms. */
-  readonly interval: number;
-  /** Send one heartbeat now (the stream drops it when it must wait). */
-  heartbeat(): void;
-}
-

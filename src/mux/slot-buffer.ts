@@ -1,6 +1,6 @@
 /**
- * The mux-owned per-slot buffer the consumer reads directly (seed chapter, "Credit against a
- * mux-owned buffer"): C+1 deep (C data records plus one terminal reserve). Ingress only pushes into
+ * The mux-owned per-slot buffer the consumer reads directly (docs/protocol.md §10.7):
+ * C+1 deep (C data records plus one terminal reserve). Ingress only pushes into
  * space that credit already reserved, so a push never fails in a correct run; the consumer's take
  * is the drain signal that returns credit. Frames are held as a `FrameKind` number and a value.
  */

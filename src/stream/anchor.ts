@@ -8,11 +8,11 @@
  * (`anchor.consume({ item })`: callbacks, no promise per item — for servers that fan thousands of
  * streams out).
  */
-import { defineAsyncDispose } from '../runtime/dispose.ts';
 import type { LanemuxError } from '../errors.ts';
 import type { Bind } from '../mux/bind.ts';
 import type { SlotBuffer } from '../mux/slot-buffer.ts';
 import { FrameKind } from '../wire/frame.ts';
+import { AnchorReader, STEP_DONE, STEP_NONE, STEP_VALUE, readerActive } from './anchor-reader.ts';
 import { enqueueDrain } from './drain-queue.ts';
 import type { Drainable } from './drain-queue.ts';
 import { StreamError } from './errors.ts';
@@ -81,26 +81,20 @@ export interface WaitingFeed {
   readonly release: ((error: StreamError) => void) | null;
 }
 
-const DONE: IteratorResult<never> = Object.freeze({ done: true, value: undefined });
-const STEP_ITEM = 0;
-const STEP_NONE = 1;
-const STEP_DONE = 2;
 /** The consumer slot after `end` ran: the anchor stays claimed by its one push-mode reader. */
 const ENDED: AnchorConsumer<unknown> = { item: () => undefined };
-const readerActive = (): StreamError => new StreamError('ERR_READER_ACTIVE', 'the anchor is read in push mode (consume()); an anchor has one reader');
-/** A second reader while a `for await` loop (or an iterator from `[Symbol.asyncIterator]()`) reads the anchor. */
-const loopActive = (): StreamError =>
-  new StreamError('ERR_READER_ACTIVE', 'the anchor is already read by a for-await loop; an anchor has one reader: read it in that loop, or let it finish or break out of it first');
 /** A consumer callback threw: the stream is cancelled and ends with this (the thrown value is the cause). */
 const consumerThrew = (callback: string, e: unknown): StreamError =>
   new StreamError('ERR_CONSUMER_THREW', `the consumer's ${callback} callback threw: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
 
-/** The consumer's end of a stream. */
-export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drainable {
-  static {
-    // `await using anchor = …` where the runtime has explicit resource management.
-    defineAsyncDispose(StreamAnchor.prototype);
-  }
+/**
+ * The consumer's end of a stream. `next()` filters heartbeats. `SenderError` rejects with
+ * `ERR_SENDER_ERROR` and the stream goes on (call `next()` again). `Dropped` →
+ * `ERR_SENDER_DROPPED`, a protocol `TransportError` → `ERR_TRANSPORT_ERROR`, an undecodable record →
+ * `ERR_DESERIALIZATION`: these end it. Reads reject `ERR_READER_ACTIVE` while `consume()` or a
+ * `for await` loop reads the anchor (the one-reader rule of {@link AnchorReader}).
+ */
+export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Drainable {
 
   /** The handle to give a producer (`attachAnchor`); parse it back with `parseHandle`. */
   readonly handle: string;
@@ -135,11 +129,8 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
   #feedWaiters: Array<() => void> = [];
   #done = false;
   #error: LanemuxError | null = null;
-  #readable: ReadableStream<T> | null = null;
   /** Push mode: the consumer, and whether a drain is queued or a wake-up is armed. */
   #consumer: AnchorConsumer<T> | null = null;
-  /** The iterator of the `for await` loop reading the anchor, until that loop ends. */
-  #loop: AsyncIterableIterator<T> | null = null;
   #paused = false;
   #queued = false;
   #armed = false;
@@ -150,6 +141,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
 
   /** @internal */
   constructor(host: AnchorHost, handle: string, localId: bigint) {
+    super();
     this.#host = host;
     this.handle = handle;
     this.localId = localId;
@@ -254,7 +246,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
    */
   _remoteDetached(session: bigint, peer: string): boolean {
     if (this.#tailBuffer === null || this.#tailSession !== session) return false;
-    const known = this.#tailPeer ?? this.#tailBind?.slot?.table.peer ?? null;
+    const known = this.#tailPeer ?? this.#tailBind?.slot?.peer ?? null;
     if (known !== null && known !== peer) return false;
     this.#tailDetached = true;
     return true;
@@ -317,79 +309,12 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
     for (const f of w) f();
   }
 
-  /**
-   * The next item. Heartbeats are filtered. `SenderError` rejects with `ERR_SENDER_ERROR` and the
-   * stream goes on (call `next()` again). `Dropped` → `ERR_SENDER_DROPPED`, a protocol
-   * `TransportError` → `ERR_TRANSPORT_ERROR`, an undecodable record → `ERR_DESERIALIZATION`: these end it.
-   * Rejects `ERR_READER_ACTIVE` while `consume()` or a `for await` loop reads the anchor.
-   */
-  next(): Promise<IteratorResult<T>> {
-    if (this.#consumer !== null) return Promise.reject(readerActive());
-    if (this.#loop !== null) return Promise.reject(loopActive());
-    return this.#read(null);
+  protected get readerNoun(): string {
+    return 'the anchor';
   }
 
-  /** One read, for `next()` (`loop` null) or a loop's iterator; a read that ends the loop (done, or it threw) frees the anchor. */
-  #read(loop: AsyncIterableIterator<T> | null): Promise<IteratorResult<T>> {
-    // Fast path: an item already buffered costs one settled promise, not an async function.
-    let r: number;
-    try {
-      r = this.#step();
-    } catch (e) {
-      this.#release(loop);
-      return Promise.reject(e);
-    }
-    if (r === STEP_ITEM) return Promise.resolve({ done: false, value: this.#take() });
-    if (r === STEP_DONE) {
-      this.#release(loop);
-      return Promise.resolve(DONE);
-    }
-    return this.#nextSlow(loop);
-  }
-
-  async #nextSlow(loop: AsyncIterableIterator<T> | null): Promise<IteratorResult<T>> {
-    try {
-      for (;;) {
-        await this.waitAvailable();
-        // consume() started while this read was parked: the anchor has one reader.
-        if (this.#consumer !== null) throw readerActive();
-        const r = this.#step();
-        if (r === STEP_ITEM) return { done: false, value: this.#take() };
-        if (r === STEP_DONE) {
-          this.#release(loop);
-          return DONE;
-        }
-      }
-    } catch (e) {
-      this.#release(loop);
-      throw e;
-    }
-  }
-
-  /**
-   * A loop's read ended it: `for await` stops on done and on a rejection (it does not call
-   * `return()` then), so the anchor is free for the next reader. The same iterator may read on
-   * (past a `SenderError`) while nobody else has taken the anchor.
-   */
-  #release(loop: AsyncIterableIterator<T> | null): void {
-    if (loop !== null && this.#loop === loop) this.#loop = null;
-  }
-
-  /**
-   * Synchronous read for hot consumers: move up to `max` items that are already buffered into
-   * `out`, creating no promise, and return how many. 0 means nothing is here now (see
-   * {@link waitAvailable}) or the stream ended (see {@link finished}). Throws as `next()` does; the
-   * items taken before the error stay in `out`.
-   */
-  takeAvailable(out: T[], max = Number.POSITIVE_INFINITY): number {
-    if (this.#consumer !== null) throw readerActive();
-    if (this.#loop !== null) throw loopActive();
-    let n = 0;
-    while (n < max && this.#step() === STEP_ITEM) {
-      out.push(this.#take());
-      n++;
-    }
-    return n;
+  protected override pushReader(): boolean {
+    return this.#consumer !== null;
   }
 
   /** Resolves when `takeAvailable` has something to return, or the stream ended or failed. */
@@ -417,7 +342,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
    */
   consume(consumer: AnchorConsumer<T>): AnchorConsumption {
     if (this.#consumer !== null) throw readerActive();
-    if (this.#loop !== null) throw loopActive();
+    if (this.looping) throw this.loopActive();
     this.#consumer = consumer;
     this.#schedule();
     const self = this;
@@ -459,7 +384,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
     for (;;) {
       let r: number;
       try {
-        r = this.#step();
+        r = this.step();
       } catch (e) {
         const error = e as LanemuxError;
         if (!this.finished && c.senderError !== undefined) {
@@ -490,7 +415,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
       }
       let more: boolean | void;
       try {
-        more = c.item(this.#take() as T);
+        more = c.item(this.take() as T);
       } catch (e) {
         this.cancel();
         this.#end(c, consumerThrew('item', e));
@@ -508,7 +433,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
 
   #pending: unknown = undefined;
 
-  #take(): T {
+  protected take(): T {
     const v = this.#pending as T;
     this.#pending = undefined;
     return v;
@@ -518,7 +443,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
    * Advance over control frames to the next item (left in `#pending`), the end, or "nothing now".
    * Throws the stream's error frames.
    */
-  #step(): number {
+  protected step(): number {
     for (;;) {
       if (this.#error !== null) throw this.#error;
       if (this.#done) return STEP_DONE;
@@ -532,7 +457,7 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
         switch (kind) {
           case FrameKind.Item:
             this.#pending = value;
-            return STEP_ITEM;
+            return STEP_VALUE;
           case FrameKind.Heartbeat:
             continue;
           case FrameKind.SenderError:
@@ -582,45 +507,6 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
     this.#host.anchorDone(this as StreamAnchor<unknown>, cancelled);
   }
 
-  /** Ends iteration early: the same as {@link cancel}. */
-  async return(): Promise<IteratorResult<T>> {
-    this.cancel();
-    return DONE;
-  }
-
-  /**
-   * The iterator of one `for await` loop. An anchor has one reader: while a loop reads it, a second
-   * loop (this call), `next()`, `takeAvailable()` and `consume()` fail with `ERR_READER_ACTIVE`
-   * instead of splitting the items between them. A loop that finished (done, or a read threw: a
-   * `SenderError`, the stream's end) frees the anchor for the next one; breaking out of a loop
-   * cancels the stream (`return()`), which also frees it.
-   */
-  [Symbol.asyncIterator](): AsyncIterableIterator<T> {
-    if (this.#consumer !== null) throw readerActive();
-    if (this.#loop !== null) throw loopActive();
-    const loop: AsyncIterableIterator<T> = {
-      next: () => {
-        if (this.#loop !== loop) {
-          // This loop ended earlier: it may read on only if nobody else reads the anchor now.
-          if (this.#loop !== null) return Promise.reject(loopActive());
-          if (this.#consumer !== null) return Promise.reject(readerActive());
-          this.#loop = loop;
-        }
-        return this.#read(loop);
-      },
-      return: async () => {
-        // A loop that already ended does not cancel the stream another reader now owns.
-        if (this.#loop !== loop && (this.#loop !== null || this.#consumer !== null)) return DONE;
-        this.#release(loop);
-        this.cancel();
-        return DONE;
-      },
-      [Symbol.asyncIterator]: () => loop,
-    };
-    this.#loop = loop;
-    return loop;
-  }
-
   /**
    * Cancel the stream: the producer's sends fail (`CloseSlot{UnknownSlot}` on the mux), unread
    * records are discarded and the anchor is forgotten. Idempotent.
@@ -637,30 +523,5 @@ export class StreamAnchor<T = unknown> implements AsyncIterableIterator<T>, Drai
   /** Ask the producer to stop (it may still send final output and finalize). Idempotent. */
   requestStop(): void {
     if (!this.finished) this.#host.anchorLifecycle(this as StreamAnchor<unknown>, false);
-  }
-
-  /** Close the anchor (alias of {@link cancel}). `[Symbol.asyncDispose]` calls it where the runtime has it. */
-  async close(): Promise<void> {
-    this.cancel();
-  }
-
-  /**
-   * The stream as a WHATWG `ReadableStream`. Its high-water mark is 0, so nothing is read ahead
-   * of the consumer and back-pressure is the slot's credit. Errors as `next()` does (a
-   * `SenderError` errors the ReadableStream; use the iterator to read past one).
-   */
-  get readable(): ReadableStream<T> {
-    this.#readable ??= new ReadableStream<T>(
-      {
-        pull: async (controller) => {
-          const r = await this.next();
-          if (r.done) controller.close();
-          else controller.enqueue(r.value);
-        },
-        cancel: () => this.cancel(),
-      },
-      { highWaterMark: 0 },
-    );
-    return this.#readable;
   }
 }

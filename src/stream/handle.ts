@@ -1,9 +1,10 @@
 /**
- * Anchor handles: a u128 = WorkerId (high 64) ‖ local id (low 64) (protocol.md §7). The WorkerId
+ * Anchor handles: a u128 = WorkerId (high 64) ‖ local id (low 64) (docs/protocol.md §8 "Anchor handle"). The WorkerId
  * half is the batching key; the local id is random (a CSPRNG), so a peer cannot guess an
  * (anchor, session) pair. Bit 63 of the local id marks MPSC anchors.
  */
 import { StreamError } from './errors.ts';
+import { MPSC_ANCHOR_BIT } from '../wire/constants.ts';
 
 /** A parsed anchor handle. */
 export interface AnchorHandle {
@@ -15,8 +16,6 @@ export interface AnchorHandle {
 
 const PREFIX = 'lmx1.';
 const HANDLE_RE = /^lmx1\.([0-9a-f]{16})([0-9a-f]{16})$/;
-/** Bit 63 of the local id marks an MPSC anchor. */
-export const MPSC_BIT = 1n << 63n;
 
 const hex16 = (v: bigint): string => v.toString(16).padStart(16, '0');
 

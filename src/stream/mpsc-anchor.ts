@@ -1,6 +1,6 @@
 /**
- * `MpscAnchor<T>`: the consumer's end of a stream that many senders write into (seed chapter,
- * "MPSC"; protocol.md §10.4 item 4). Every attached sender has its own feed — over the mux its
+ * `MpscAnchor<T>`: the consumer's end of a stream that many senders write into
+ * (docs/protocol.md §8 "MPSC anchors"). Every attached sender has its own feed — over the mux its
  * own bind (session, slot, C+1 buffer and credit C), over the per-stream path its own connection,
  * on the same worker its own bounded local buffer — and the consumer reads them all.
  *
@@ -30,12 +30,12 @@
  * - The node's `unattachedTimeout` with no sender attached (armed at creation and whenever the
  *   last sender's end is read): iteration ends (done), as the reference's registry removal does.
  */
-import { defineAsyncDispose } from '../runtime/dispose.ts';
 import type { LanemuxError } from '../errors.ts';
 import type { PeerId } from '../messenger/types.ts';
 import type { Bind } from '../mux/bind.ts';
 import type { SlotBuffer } from '../mux/slot-buffer.ts';
 import { FrameKind } from '../wire/frame.ts';
+import { AnchorReader, STEP_DONE, STEP_NONE, STEP_VALUE } from './anchor-reader.ts';
 import { StreamError } from './errors.ts';
 
 /** One event of an MPSC stream, tagged with the sender (its id from `attachMpscAnchor`). */
@@ -98,20 +98,16 @@ export class MpscFeed {
   }
 }
 
-const DONE: IteratorResult<never> = Object.freeze({ done: true, value: undefined });
-/** A second reader while a `for await` loop (or an iterator from `[Symbol.asyncIterator]()`) reads the anchor. */
-const loopActive = (): StreamError =>
-  new StreamError('ERR_READER_ACTIVE', 'the MPSC anchor is already read by a for-await loop; an anchor has one reader: read it in that loop, or let it finish or break out of it first');
-const STEP_EVENT = 0;
-const STEP_NONE = 1;
-const STEP_DONE = 2;
+/** `step()` found an event. */
+const STEP_EVENT = STEP_VALUE;
 
-/** The consumer's end of a many-senders stream. Create one with `node.createMpscAnchor()`. */
-export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<T>> {
-  static {
-    // `await using anchor = …` where the runtime has explicit resource management.
-    defineAsyncDispose(MpscAnchor.prototype);
-  }
+/**
+ * The consumer's end of a many-senders stream. Create one with `node.createMpscAnchor()`.
+ * `next()` filters heartbeats; per-sender ends are events, not errors. A read rejects only when the
+ * anchor itself failed (the node closed: `ERR_SENDER_DROPPED`), and `ERR_READER_ACTIVE` while a
+ * `for await` loop reads the anchor (the one-reader rule of {@link AnchorReader}).
+ */
+export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
 
   /** The handle to give producers (`attachMpscAnchor`); bit 63 of its local id marks MPSC. */
   readonly handle: string;
@@ -131,12 +127,10 @@ export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<
   #error: LanemuxError | null = null;
   #sealed = false;
   #idleEpoch = 0;
-  #readable: ReadableStream<MpscEvent<T>> | null = null;
-  /** The iterator of the `for await` loop reading the anchor, until that loop ends. */
-  #loop: AsyncIterableIterator<MpscEvent<T>> | null = null;
 
   /** @internal */
   constructor(host: MpscHost, handle: string, localId: bigint, maxSenders: number) {
+    super();
     this.#host = host;
     this.handle = handle;
     this.localId = localId;
@@ -232,68 +226,8 @@ export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<
     this.#wake();
   }
 
-  /**
-   * The next event. Heartbeats are filtered; per-sender ends are events, not errors. Rejects only
-   * when the anchor itself failed (the node closed: `ERR_SENDER_DROPPED`), and `ERR_READER_ACTIVE`
-   * while a `for await` loop reads the anchor.
-   */
-  next(): Promise<IteratorResult<MpscEvent<T>>> {
-    if (this.#loop !== null) return Promise.reject(loopActive());
-    return this.#read(null);
-  }
-
-  /** One read, for `next()` (`loop` null) or a loop's iterator; a read that ends the loop (done, or it threw) frees the anchor. */
-  #read(loop: AsyncIterableIterator<MpscEvent<T>> | null): Promise<IteratorResult<MpscEvent<T>>> {
-    let r: number;
-    try {
-      r = this.#step();
-    } catch (e) {
-      this.#release(loop);
-      return Promise.reject(e);
-    }
-    if (r === STEP_EVENT) return Promise.resolve({ done: false, value: this.#take() });
-    if (r === STEP_DONE) {
-      this.#release(loop);
-      return Promise.resolve(DONE);
-    }
-    return this.#nextSlow(loop);
-  }
-
-  async #nextSlow(loop: AsyncIterableIterator<MpscEvent<T>> | null): Promise<IteratorResult<MpscEvent<T>>> {
-    try {
-      for (;;) {
-        await this.waitAvailable();
-        const r = this.#step();
-        if (r === STEP_EVENT) return { done: false, value: this.#take() };
-        if (r === STEP_DONE) {
-          this.#release(loop);
-          return DONE;
-        }
-      }
-    } catch (e) {
-      this.#release(loop);
-      throw e;
-    }
-  }
-
-  /** A loop's read ended it (`for await` stops on done and on a rejection): the anchor is free for the next reader. */
-  #release(loop: AsyncIterableIterator<MpscEvent<T>> | null): void {
-    if (loop !== null && this.#loop === loop) this.#loop = null;
-  }
-
-  /**
-   * Synchronous read for hot consumers: move up to `max` events that are already buffered into
-   * `out` without creating a promise, and return how many. 0 means nothing now (see
-   * {@link waitAvailable}) or the anchor ended (see {@link finished}).
-   */
-  takeAvailable(out: MpscEvent<T>[], max = Number.POSITIVE_INFINITY): number {
-    if (this.#loop !== null) throw loopActive();
-    let n = 0;
-    while (n < max && this.#step() === STEP_EVENT) {
-      out.push(this.#take());
-      n++;
-    }
-    return n;
+  protected get readerNoun(): string {
+    return 'the MPSC anchor';
   }
 
   /** Resolves when `takeAvailable` has something to return, or the anchor ended. */
@@ -304,7 +238,7 @@ export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<
     });
   }
 
-  #take(): MpscEvent<T> {
+  protected take(): MpscEvent<T> {
     const e = this.#pending!;
     this.#pending = null;
     return e;
@@ -355,7 +289,7 @@ export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<
   }
 
   /** Advance to the next event (left in `#pending`), the end, or "nothing now". */
-  #step(): number {
+  protected step(): number {
     for (;;) {
       if (this.#error !== null) throw this.#error;
       if (this.#done) return STEP_DONE;
@@ -455,42 +389,6 @@ export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<
     this.#host.mpscDone(this as MpscAnchor<unknown>, cancelled);
   }
 
-  /** Ends iteration early: the same as {@link cancel}. */
-  async return(): Promise<IteratorResult<MpscEvent<T>>> {
-    this.cancel();
-    return DONE;
-  }
-
-  /**
-   * The iterator of one `for await` loop. An anchor has one reader: while a loop reads it, a second
-   * loop (this call), `next()` and `takeAvailable()` fail with `ERR_READER_ACTIVE` instead of
-   * splitting the events between them. A loop that finished (done, or a read threw) frees the
-   * anchor for the next one; breaking out of a loop cancels the anchor (`return()`), which also frees it.
-   */
-  [Symbol.asyncIterator](): AsyncIterableIterator<MpscEvent<T>> {
-    if (this.#loop !== null) throw loopActive();
-    const loop: AsyncIterableIterator<MpscEvent<T>> = {
-      next: () => {
-        if (this.#loop !== loop) {
-          // This loop ended earlier: it may read on only if nobody else reads the anchor now.
-          if (this.#loop !== null) return Promise.reject(loopActive());
-          this.#loop = loop;
-        }
-        return this.#read(loop);
-      },
-      return: async () => {
-        // A loop that already ended does not cancel the anchor another loop now reads.
-        if (this.#loop !== loop && this.#loop !== null) return DONE;
-        this.#release(loop);
-        this.cancel();
-        return DONE;
-      },
-      [Symbol.asyncIterator]: () => loop,
-    };
-    this.#loop = loop;
-    return loop;
-  }
-
   /**
    * Cancel the anchor: every sender's slot closes (`CloseSlot{UnknownSlot}` with
    * `LifecycleSlot{cancel}` on the mux, so its next `send()` fails `ERR_STREAM_CANCELLED`; the
@@ -511,29 +409,5 @@ export class MpscAnchor<T = unknown> implements AsyncIterableIterator<MpscEvent<
   requestStop(): void {
     if (this.finished) return;
     for (const feed of this.#feeds.values()) feed.lifecycle?.(false);
-  }
-
-  /** Close the anchor (alias of {@link cancel}). `[Symbol.asyncDispose]` calls it where the runtime has it. */
-  async close(): Promise<void> {
-    this.cancel();
-  }
-
-  /**
-   * The events as a WHATWG `ReadableStream` (high-water mark 0: nothing is read ahead of the
-   * consumer). Cancelling it cancels the anchor.
-   */
-  get readable(): ReadableStream<MpscEvent<T>> {
-    this.#readable ??= new ReadableStream<MpscEvent<T>>(
-      {
-        pull: async (controller) => {
-          const r = await this.next();
-          if (r.done) controller.close();
-          else controller.enqueue(r.value);
-        },
-        cancel: () => this.cancel(),
-      },
-      { highWaterMark: 0 },
-    );
-    return this.#readable;
   }
 }

@@ -10,11 +10,9 @@ import { ConfigError } from '../errors.ts';
 import { MuxMetrics } from '../metrics/mux-metrics.ts';
 import type { Messenger } from '../messenger/types.ts';
 import { resolveMuxConfig, type ResolvedMuxConfig } from '../mux/config.ts';
-import { MAX_CREDENTIAL_LENGTH } from '../transport/auth.ts';
-import { issueFields } from '../transport/options.ts';
-import { MAX_LANES, MAX_MAX_MESSAGE_SIZE, MIN_MAX_MESSAGE_SIZE } from '../transport/port.ts';
+import { issueFields } from '../validate.ts';
 import { int, parse } from '../validate.ts';
-import { MESSENGER_MUX_KEY } from '../wire/constants.ts';
+import { MAX_CREDENTIAL_LENGTH, MAX_LANES, MAX_MAX_MESSAGE_SIZE, MESSENGER_MUX_KEY, MIN_MAX_MESSAGE_SIZE } from '../wire/constants.ts';
 import { systemRuntime, type Runtime } from '../runtime/runtime.ts';
 import type { NodeOptions } from './node.ts';
 

@@ -1,8 +1,8 @@
 /**
- * The legacy per-stream path (seed chapter, "Why one connection per stream does not scale"): one
+ * The legacy per-stream path (docs/protocol.md §9): one
  * dedicated connection per stream, key `tcp-stream`. Kept as the fallback for peers without the
  * mux, as the rollback (`mux.enabled = false`), and as the benchmark baseline. The core talks to
- * it through this port; the Node TCP implementation lives in `src/transport/node-tcp-stream.ts`.
+ * it through this port; the Node TCP implementation lives in `src/adapters/node-tcp-stream.ts`.
  * The wire is docs/protocol.md §9.
  */
 import type { LanemuxError } from '../errors.ts';
@@ -62,8 +62,8 @@ export interface PerStreamTransport {
 }
 
 /**
- * The consumer's heartbeat watchdog of one per-stream connection (protocol.md §9, as the mux's
- * per slot, §10.8): after `windows` heartbeat windows in a row in which no frame arrived it fires
+ * The consumer's heartbeat watchdog of one per-stream connection (docs/protocol.md §9, as the mux's
+ * per slot, docs/protocol.md §10.8): after `windows` heartbeat windows in a row in which no frame arrived it fires
  * once, with the error the stream ends with. A window in which the consumer itself holds the
  * producer back (`excused`: its buffer is full, so the transport stopped reading) never counts:
  * such a producer cannot get a heartbeat through. One timer per connection, re-armed each window;

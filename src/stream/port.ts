@@ -146,7 +146,7 @@ export interface PerStreamPortOptions {
 /**
  * A producer's frames over a dedicated per-stream connection (the legacy path): one write per
  * frame, back-pressure from the socket. While idle it heartbeats at the consumer's interval, so the
- * consumer's watchdog (protocol.md §9) keeps a quiet stream: one timer per connection, and a frame
+ * consumer's watchdog (docs/protocol.md §9) keeps a quiet stream: one timer per connection, and a frame
  * only sets a flag.
  */
 export class PerStreamPort implements SenderPort {

@@ -1,5 +1,5 @@
 /**
- * `StreamSender<T>`: the producer's end of a stream (seed chapter, "Streaming", "Retirement").
+ * `StreamSender<T>`: the producer's end of a stream (docs/protocol.md §8, §10.8).
  * `send` resolves at once (a shared, already-resolved promise) while the stream has room; it
  * returns a real promise only when it must wait for credit or for the slot to drain.
  */

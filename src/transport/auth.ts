@@ -44,8 +44,9 @@ export type Authenticate = (request: AuthRequest) => string | null | undefined |
  */
 export type CredentialSource = string | (() => string | Promise<string>);
 
-/** Longest credential a HELLO carries. */
-export const MAX_CREDENTIAL_LENGTH = 8192;
+/** Longest credential a HELLO carries (defined once in wire/constants.ts). */
+import { MAX_CREDENTIAL_LENGTH } from '../wire/constants.ts';
+export { MAX_CREDENTIAL_LENGTH };
 
 /** Option schema of an adapter's `authenticate` (zod/mini shape fragment). */
 export const authenticateOption = {

@@ -47,7 +47,7 @@ export type TransportErrorCode =
   | 'ERR_PROTOCOL'
   /**
    * Two nodes dialled each other at once: of the two links, the one dialled by the lower worker id is
-   * kept and the other is closed with this code (protocol.md §3.5). The dial that made it does not retry.
+   * kept and the other is closed with this code (docs/protocol.md §3.5). The dial that made it does not retry.
    */
   | 'ERR_DUPLICATE_LINK'
   /** The acceptor's `authenticate` refused this peer (not retryable: the same credential is refused again). */

@@ -1,6 +1,8 @@
 /**
- * The transport port and its runtime-agnostic adapters. Node-only adapters live in their own entry
- * points (`node-tcp.ts`, `ws-server.ts`) so browser bundles never see `node:*`.
+ * `lanemux/transport`: what an adapter author needs — the transport port (`TransportAdapter`,
+ * `Connection`, …), its error class and codes, framing and admission. The adapters themselves are
+ * entries of their own (`lanemux/transport/memory`, `lanemux/transport/tcp`, …), so a bundle pulls in
+ * only the ones it imports.
  *
  * @packageDocumentation
  */
@@ -36,7 +38,3 @@ export type { AdmissionLimits, AdmissionSink } from './admission.ts';
 export { FrameDecoder, FRAME_PREFIX_BYTES, writeFrame } from './frame.ts';
 export { createTransport } from './transport.ts';
 export type { TransportOptions } from './transport.ts';
-export { createMemoryNetwork, memoryTransport } from './memory.ts';
-export type { MemoryNetwork, MemoryTransportOptions } from './memory.ts';
-export { webSocketClientTransport } from './websocket.ts';
-export type { WebSocketClientTransportOptions, WebSocketConstructor } from './websocket.ts';

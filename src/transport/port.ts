@@ -21,23 +21,18 @@ import type { Authenticate, CredentialSource, UpgradeRequest } from './auth.ts';
 import type { FramePolicy } from './frame-pool.ts';
 
 // ---------------------------------------------------------------------------------------------
-// Constants (docs/protocol.md §"Constants")
+// Constants (docs/protocol.md §7)
 // ---------------------------------------------------------------------------------------------
 
-/** Most lanes a peer link can have (`MAX_LANES` of protocol.md §8). */
-export const MAX_LANES = 16;
+// Shared with the core (wire/constants.ts), defined there once.
+import { MAX_LANES, MAX_MAX_MESSAGE_SIZE, MIN_MAX_MESSAGE_SIZE } from '../wire/constants.ts';
+export { MAX_LANES, MAX_MAX_MESSAGE_SIZE, MIN_MAX_MESSAGE_SIZE };
 
 /** Messenger protocol version spoken by this build; a peer with another version is refused. */
 export const PROTOCOL_VERSION = 1;
 
 /** Default largest message (envelope included, transport framing excluded) a node accepts: 1 MiB. */
 export const DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024;
-
-/** Smallest `maxMessageSize` accepted in options: a mux batch cap never goes below 29 B plus envelope. */
-export const MIN_MAX_MESSAGE_SIZE = 256;
-
-/** Largest `maxMessageSize` accepted in options (256 MiB): a finite bound on any single allocation. */
-export const MAX_MAX_MESSAGE_SIZE = 256 * 1024 * 1024;
 
 /**
  * Largest frame accepted before the hello exchange completes. A hello is well under 1 KiB plus its

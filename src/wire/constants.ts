@@ -1,5 +1,5 @@
 /**
- * Wire constants of the `_stream_batch` payload (protocol.md §2–§4, §8). These must match the
+ * Wire constants of the `_stream_batch` payload (docs/protocol.md §10). These must match the
  * reference implementation exactly.
  */
 
@@ -15,6 +15,16 @@ export const MAX_RECORDS_PER_BATCH = 65_535;
 export const MAX_SLOT_INDEX = 0x00ff_ffff;
 /** Number of lanes per peer; the lane rides the low nibble of the flags byte. */
 export const MAX_LANES = 16;
+/** Smallest `maxMessageSize` accepted in options: a mux batch cap never goes below 29 B plus envelope. */
+export const MIN_MAX_MESSAGE_SIZE = 256;
+/** Largest `maxMessageSize` accepted in options (256 MiB): a finite bound on any single allocation. */
+export const MAX_MAX_MESSAGE_SIZE = 256 * 1024 * 1024;
+/** Longest credential a HELLO carries. */
+export const MAX_CREDENTIAL_LENGTH = 8192;
+/** Bit 63 of an anchor's local id marks an MPSC anchor (the low half of its handle, docs/protocol.md §8). */
+export const MPSC_ANCHOR_BIT = 1n << 63n;
+/** The transport key of the per-stream path (docs/protocol.md §9). */
+export const TCP_STREAM_KEY = 'tcp-stream';
 /** Low nibble of `flags` is the lane; the high nibble is reserved and written 0. */
 export const FLAGS_LANE_MASK = 0x0f;
 /** Floor of the batch cap after all clamps: one header plus one empty record (16 + 13). */
@@ -46,7 +56,7 @@ export type RecordType = (typeof RecordType)[keyof typeof RecordType];
 /** Fixed body lengths per record type (-1: variable). Indexed by record type. */
 export const FIXED_BODY_LEN: readonly number[] = [-1, 16, 1, 4, 0, 9];
 
-/** Close reasons (the CloseSlot body byte). The reason carries the direction (protocol.md §3.2). */
+/** Close reasons (the CloseSlot body byte). The reason carries the direction (docs/protocol.md §10.3). */
 export const CloseReason = {
   /** owner → receiver: the terminal went out just before. The only reason that does not inject `Dropped`. */
   TerminalSent: 0,

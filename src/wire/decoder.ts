@@ -3,7 +3,7 @@ import { DecodeError } from './errors.ts';
 import type { BatchHeader } from './header.ts';
 
 /**
- * A fused, zero-copy cursor over one `_stream_batch` payload (protocol.md §3.4).
+ * A fused, zero-copy cursor over one `_stream_batch` payload (docs/protocol.md §10.4 "Decoding").
  *
  * `reset(payload)` reads the header; each `next()` advances to the next record and exposes its
  * fields on the reader itself (no object per record). Bodies are `(bodyOffset, bodyLength)` ranges

@@ -143,7 +143,7 @@ export class BatchEncoder {
 
   /**
    * Add `delta` to the `CreditUpdate` appended to the open batch at `recordOffset` (the encoder's
-   * `byteLength` just before that append), so one record carries a slot's grants (protocol.md §10.7).
+   * `byteLength` just before that append), so one record carries a slot's grants (docs/protocol.md §10.7).
    * Returns false, changing nothing, when the sum would pass 2^32 − 1.
    */
   addToCreditUpdate(recordOffset: number, delta: number): boolean {

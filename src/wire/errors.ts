@@ -1,6 +1,6 @@
 import { LanemuxError } from '../errors.ts';
 
-/** Decode error kinds, named as in the reference (protocol.md §3.4). */
+/** Decode error kinds, named as in the reference (docs/protocol.md §10.4 "Decoding"). */
 export type DecodeErrorKind =
   | 'TruncatedBatchHeader'
   | 'UnsupportedVersion'

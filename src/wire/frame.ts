@@ -1,5 +1,5 @@
 /**
- * `StreamFrame` bodies (protocol.md §6), encoded as the reference's rmp-serde does: unit variants
+ * `StreamFrame` bodies (docs/protocol.md §10.5), encoded as the reference's rmp-serde does: unit variants
  * as the variant-name string, newtype variants as a one-entry map `{ "<Variant>": value }`.
  *
  * The shapes a token stream sends all the time (`Item` carrying a string or bytes, and the unit

@@ -1,7 +1,7 @@
 import { BATCH_HEADER_LEN, FLAGS_LANE_MASK, MAX_RECORDS_PER_BATCH, MUX_VERSION } from './constants.ts';
 import { DecodeError, WireError } from './errors.ts';
 
-/** The 16-byte batch header (protocol.md §2). */
+/** The 16-byte batch header (docs/protocol.md §10.1). */
 export interface BatchHeader {
   /** `mux_version`; lanemux writes and accepts only 2. */
   readonly version: number;
@@ -11,7 +11,7 @@ export interface BatchHeader {
   readonly recordCount: number;
   /** The sender's epoch for this (peer, lane) (u64; epochs start at 1). */
   readonly epoch: bigint;
-  /** Batch sequence within the epoch (u32, RFC 1982 compared). */
+  /** Batch sequence within the epoch (u32, compared by serial arithmetic, docs/protocol.md §10.1). */
   readonly batchSeq: number;
 }
 

@@ -1,8 +1,8 @@
 /**
- * `lanemux/wire`: the byte-exact `_stream_batch` codec (protocol.md §2–§6).
+ * `lanemux/wire`: the byte-exact `_stream_batch` codec (docs/protocol.md §10).
  *
  * Pure bytes, no timers, no I/O, no runtime imports: the 16-byte batch header, the 13-byte
- * record header plus body, SlotId packing, RFC 1982 batch_seq arithmetic, the splitmix64 lane
+ * record header plus body, SlotId packing, serial-number batch_seq arithmetic, the splitmix64 lane
  * hash, and `StreamFrame` bodies in the reference's MessagePack shapes.
  *
  * @packageDocumentation

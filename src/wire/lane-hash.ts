@@ -1,5 +1,5 @@
 /**
- * The splitmix64 finalizer used to place keyed streams on lanes (protocol.md §5.8). Stable across
+ * The splitmix64 finalizer used to place keyed streams on lanes (docs/protocol.md §10.6). Stable across
  * builds; u64 wrapping arithmetic done with bigint. Runs once per keyed bind, never per record.
  */
 

@@ -1,5 +1,5 @@
 /**
- * RFC 1982 serial-number arithmetic on u32 `batch_seq` (protocol.md §2).
+ * Serial-number arithmetic on u32 `batch_seq` (docs/protocol.md §10.1).
  * `a` is newer than `b` when `0 < (a − b) mod 2^32 < 2^31`; at exactly 2^31 each reads as older.
  */
 

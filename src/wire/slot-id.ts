@@ -2,7 +2,7 @@ import { MAX_SLOT_INDEX } from './constants.ts';
 import { WireError } from './errors.ts';
 
 /**
- * A SlotId is a u32: `(index << 8) | generation` (protocol.md §4). The index is a u24, the
+ * A SlotId is a u32: `(index << 8) | generation` (docs/protocol.md §10.2). The index is a u24, the
  * generation a u8 in the low byte, so the raw value sorts by index. Every u32 is a valid SlotId.
  * SlotIds are plain numbers so the per-record path allocates nothing.
  */

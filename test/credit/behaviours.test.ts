@@ -1,5 +1,5 @@
 /**
- * behaviours.md section B: one test per CREDIT-01..29 statement.
+ * The credit behaviours: one test per statement, named with its id (CREDIT-01..29).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

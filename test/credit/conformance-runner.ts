@@ -1,5 +1,5 @@
 /**
- * Replays conformance scripts in the schema of credit-model.md §8 against lanemux's runtime objects.
+ * Replays conformance scripts (the schema of conformance.json) against lanemux's runtime objects.
  *
  * Runner rules: zip `ops` with `steps` and stop a script at its first disagreement; collect failures across all
  * scripts; fail once with "N of M scripts disagree; first: …"; every section must be non-empty.

@@ -5,7 +5,7 @@ import type { ConformanceFile } from './conformance-runner.ts';
 
 const file = JSON.parse(readFileSync(new URL('./conformance.json', import.meta.url), 'utf8')) as ConformanceFile;
 
-describe('conformance scripts (credit-model §8)', () => {
+describe('conformance scripts', () => {
   it('every section is non-empty', () => {
     expect(file.gate.length).toBeGreaterThan(0);
     expect(file.window.length).toBeGreaterThan(0);

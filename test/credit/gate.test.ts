@@ -20,8 +20,8 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 5; i++) await Promise.resolve();
 }
 
-describe('model Gate (credit-model §5.2)', () => {
-  it('follows the §6 trace, window 2', () => {
+describe('model Gate', () => {
+  it('follows the reference trace, window 2', () => {
     const g = new Gate(2);
     const rows: Array<[string, () => string | undefined, number, string | null]> = [
       ['acquire 1', () => g.acquire(1), 1, null],
@@ -84,7 +84,7 @@ describe('model Gate (credit-model §5.2)', () => {
   });
 });
 
-describe('async CreditGate (credit-model §9)', () => {
+describe('async CreditGate', () => {
   it('an acquire with credit available takes it in the same turn and resolves', async () => {
     const gate = new CreditGate(2);
     const p = gate.acquire(1);

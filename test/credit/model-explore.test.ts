@@ -13,7 +13,7 @@ const PAIRS: ReadonlyArray<readonly [number, number]> = [
   [3, 7],
 ];
 
-describe('credit-model §7: exhaustive exploration, up to 12 chunks', () => {
+describe('the closed credit system: exhaustive exploration, up to 12 chunks', () => {
   for (const [ws, wr] of PAIRS) {
     it(`(Ws, Wr) = (${ws}, ${wr}): every reachable state keeps conserved, never_overruns, buffer_bounded, blocked_sender_is_waited_for`, () => {
       for (const policy of ['any', 'never', 'before-block'] as const) {
@@ -48,7 +48,7 @@ describe('credit-model §7: exhaustive exploration, up to 12 chunks', () => {
   });
 });
 
-describe('credit-model §7: flush-before-block is what prevents deadlock', () => {
+describe('the closed credit system: flush-before-block is what prevents deadlock', () => {
   for (const [ws, wr] of [
     [2, 8],
     [4, 32],

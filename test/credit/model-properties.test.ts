@@ -23,7 +23,7 @@ function run(ws: number, wr: number, picks: readonly number[], policy: FlushPoli
   return visited;
 }
 
-describe('credit-model §7 properties over random operation sequences (fast-check)', () => {
+describe('closed credit system properties over random operation sequences (fast-check)', () => {
   it('conserved, never_overruns, buffer_bounded and blocked_sender_is_waited_for hold after every step', () => {
     fc.assert(
       fc.property(windows, schedule, ([ws, wr], picks) => {

@@ -1,5 +1,5 @@
 /**
- * The closed system of credit-model.md §7: a sender Gate opened with Ws; `c` chunks and the multiset Q of grants
+ * The closed credit system: a sender Gate opened with Ws; `c` chunks and the multiset Q of grants
  * in flight; a receiver Window opened with Wr; `b` chunks arrived but not consumed. Built from the runtime Gate and
  * Window, so exploring it checks the objects lanemux ships, not a re-implementation.
  */
@@ -94,7 +94,7 @@ export function apply(s: SystemState, step: Step): { next: SystemState; violatio
 
 const sum = (xs: readonly number[]): number => xs.reduce((a, x) => a + x, 0);
 
-/** Checks properties 1–4 of credit-model.md §7 in `s`; returns the broken ones (empty when all hold). */
+/** Checks properties 1–4 of the closed system in `s`; returns the broken ones (empty when all hold). */
 export function brokenProperties(s: SystemState): string[] {
   const broken: string[] = [];
   const inFlight = s.c + sum(s.q);

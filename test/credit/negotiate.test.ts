@@ -12,7 +12,7 @@ import {
 } from '../../src/credit/index.ts';
 import type { StreamKey } from '../../src/credit/index.ts';
 
-describe('negotiate (credit-model §3, §6)', () => {
+describe('negotiate', () => {
   it('takes the smaller proposal and refuses zero', () => {
     expect(negotiate(32, 16)).toBe(16);
     expect(negotiate(0, 32)).toBeNull();
@@ -46,14 +46,14 @@ describe('negotiate (credit-model §3, §6)', () => {
   });
 });
 
-describe('grantTarget (credit-model §5.4, §6)', () => {
+describe('grantTarget', () => {
   const table: Array<[streams: StreamKey[], named: StreamKey, result: StreamKey | undefined]> = [
     [['s1'], null, 's1'],
     [['s1', 's2'], null, undefined],
     [['s1'], 's9', undefined],
     [[null], null, null],
     [['s1', 's2'], 's2', 's2'],
-    // Beyond the §6 table:
+    // Beyond the reference table:
     [[], null, undefined],
     [[null, 's1'], null, null], // none equals none, even with two streams
     [[null], 's1', undefined],
@@ -68,7 +68,7 @@ describe('grantTarget (credit-model §5.4, §6)', () => {
   }
 });
 
-describe('CreditRouter (credit-model §9 sender side)', () => {
+describe('CreditRouter', () => {
   it('routes a grant only among the gates of the named request', () => {
     const router = new CreditRouter<number>();
     const mine = new CreditGate(0);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CreditError, Window, batchFor } from '../../src/credit/index.ts';
 
-describe('Window (credit-model §5.3)', () => {
+describe('Window', () => {
   it('opened(w): remaining w, pending 0, batch max(1, ⌊w/2⌋)', () => {
     for (const [w, batch] of [
       [0, 1],
@@ -19,7 +19,7 @@ describe('Window (credit-model §5.3)', () => {
     }
   });
 
-  it('follows the §6 trace, window 4 (batch 2)', () => {
+  it('follows the reference trace, window 4 (batch 2)', () => {
     const win = new Window(4);
     const table: Array<[op: 'arrive' | 'consume' | 'flush', violation: boolean, grant: number, remaining: number, pending: number]> = [
       ['arrive', false, 0, 3, 0],

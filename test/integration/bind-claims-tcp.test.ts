@@ -11,7 +11,9 @@ import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import type { LanemuxNode } from '../../src/stream/node.ts';
 import type { StreamSender } from '../../src/stream/sender.ts';
 import { BatchEncoder, CloseReason, MESSENGER_MUX_KEY, RecordType, decodeBatch } from '../../src/wire/index.ts';
-import { closeAll, readAll, suiteTransports, waitFor } from './helpers.ts';
+import { closeAll, suiteTransports } from './helpers.ts';
+import { readAll } from '../support/read-all.ts';
+import { waitFor } from '../support/wait-for.ts';
 import { tappedNode } from './wire-tap.ts';
 import type { Tap } from './wire-tap.ts';
 

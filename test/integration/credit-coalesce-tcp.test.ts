@@ -4,7 +4,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { RecordType } from '../../src/wire/constants.ts';
 import { decodeBatch } from '../../src/wire/decoder.ts';
-import { closeAll, waitFor } from './helpers.ts';
+import { closeAll } from './helpers.ts';
+import { waitFor } from '../support/wait-for.ts';
 import { tappedPair } from './wire-tap.ts';
 
 afterEach(closeAll);

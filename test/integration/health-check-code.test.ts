@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
 import { createNode } from '../../src/stream/node.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { MESSENGER_MUX_KEY } from '../../src/wire/index.ts';
 import { closeAll, open } from './helpers.ts';
 

@@ -4,10 +4,10 @@ import net from 'node:net';
 import { expect } from 'vitest';
 import WebSocket from 'ws';
 import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import type { TransportAdapter } from '../../src/transport/port.ts';
-import { webSocketClientTransport } from '../../src/transport/websocket.ts';
-import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
+import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
+import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 
 export const open: LanemuxNode[] = [];
 
@@ -54,22 +54,6 @@ export async function closeAll(): Promise<void> {
     for (const n of nodes) await n.close();
   }
   for (const n of nodes) expect(n.metricsRegistry.liveSlots, 'live_slots after close').toBe(0);
-}
-
-/** Resolve when `predicate` holds (bounded poll: for state that has no event). */
-export async function waitFor(predicate: () => boolean, timeoutMs = 5_000, what = 'condition'): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!predicate()) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
-}
-
-/** Read a whole stream; resolves with the items, rejects with the stream's error. */
-export async function readAll<T>(anchor: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const x of anchor) out.push(x);
-  return out;
 }
 
 /**

@@ -7,12 +7,14 @@ import { decode as msgpackDecode } from '@msgpack/msgpack';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNode } from '../../src/stream/node.ts';
 import type { NodeOptions } from '../../src/stream/node.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { decodeBatch } from '../../src/wire/decoder.ts';
 import { BatchEncoder } from '../../src/wire/encoder.ts';
 import { encodeFrame } from '../../src/wire/frame.ts';
 import { RecordType } from '../../src/wire/constants.ts';
-import { Relay, closeAll, parseTcp, readAll, waitFor } from './helpers.ts';
+import { Relay, closeAll, parseTcp } from './helpers.ts';
+import { readAll } from '../support/read-all.ts';
+import { waitFor } from '../support/wait-for.ts';
 import { type Tap, type WireMsg, tappedNode, tappedPair } from './wire-tap.ts';
 
 afterEach(closeAll);
@@ -253,8 +255,8 @@ describe('lanes over TCP: 8 lanes', () => {
   });
 
   it('an unkeyed pre-bind counts live slots and unclaimed pre-binds, not attach answers still waiting for their OpenSlot', async () => {
-    // Seed chapter, Lanes: "The load of a lane is its live slots from every peer, plus the pre-binds on
-    // it that are not yet claimed, released or expired." (protocol.md §5.6 likewise.)
+    // The load of a lane is its live slots from every peer, plus the pre-binds on it that are not yet
+    // claimed, released or expired (docs/protocol.md §10.6).
     const { consumer, producer, ptap } = await pair();
     ptap.holdBatches = true;
     const attached = Array.from({ length: 3 }, () => consumer.createAnchor());

@@ -3,7 +3,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNode } from '../../src/stream/node.ts';
 import { laneForKey } from '../../src/wire/lane-hash.ts';
-import { closeAll, open, readAll, suiteTransports, tcpNode } from './helpers.ts';
+import { closeAll, open, suiteTransports, tcpNode } from './helpers.ts';
+import { readAll } from '../support/read-all.ts';
 
 afterEach(closeAll);
 

@@ -7,7 +7,8 @@ import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import type { StreamSender } from '../../src/stream/sender.ts';
 import { decodeBatch } from '../../src/wire/decoder.ts';
 import { LifecycleAction, RecordType } from '../../src/wire/constants.ts';
-import { closeAll, readAll } from './helpers.ts';
+import { closeAll } from './helpers.ts';
+import { readAll } from '../support/read-all.ts';
 import { type Tap, tappedPair } from './wire-tap.ts';
 
 afterEach(closeAll);

@@ -3,8 +3,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { MpscAnchor, MpscEvent } from '../../src/stream/mpsc-anchor.ts';
 import type { MpscSender } from '../../src/stream/mpsc-sender.ts';
-import { tcpStreamTransport } from '../../src/transport/node-tcp-stream.ts';
-import { Relay, closeAll, parseTcp, tcpNode, waitFor } from './helpers.ts';
+import { tcpStreamTransport } from '../../src/adapters/node-tcp-stream.ts';
+import { Relay, closeAll, parseTcp, tcpNode } from './helpers.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 afterEach(closeAll);
 

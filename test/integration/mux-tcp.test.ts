@@ -5,7 +5,9 @@ import { createMessenger } from '../../src/messenger/messenger.ts';
 import { BatchEncoder, decodeBatch, FRAME_FINALIZED, RecordType, CloseReason, MESSENGER_MUX_KEY } from '../../src/wire/index.ts';
 import { parseHandle } from '../../src/stream/handle.ts';
 import { StreamError } from '../../src/stream/errors.ts';
-import { Relay, closeAll, open, parseTcp, readAll, suiteTransports, tcpNode, waitFor } from './helpers.ts';
+import { Relay, closeAll, open, parseTcp, suiteTransports, tcpNode } from './helpers.ts';
+import { readAll } from '../support/read-all.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 afterEach(closeAll);
 

@@ -10,7 +10,8 @@ import type { StreamError } from '../../src/stream/errors.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
 import type { StreamSender } from '../../src/stream/sender.ts';
 import { BatchEncoder, CloseReason, MESSENGER_MUX_KEY, RecordType, decodeBatch, encodeFrame } from '../../src/wire/index.ts';
-import { Relay, closeAll, open, parseTcp, suiteTransports, tcpNode, waitFor } from './helpers.ts';
+import { Relay, closeAll, open, parseTcp, suiteTransports, tcpNode } from './helpers.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 afterEach(closeAll);
 

@@ -4,7 +4,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { isLanemuxError } from '../../src/errors.ts';
 import type { StreamAnchor } from '../../src/stream/anchor.ts';
-import { closeAll, readAll, tcpNode, waitFor } from './helpers.ts';
+import { closeAll, tcpNode } from './helpers.ts';
+import { readAll } from '../support/read-all.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 afterEach(closeAll);
 

@@ -2,11 +2,13 @@
 // credit), zero-RTT tickets, same-worker attach, heartbeats vs the watchdog, lifecycle, config.
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
-import { tcpStreamTransport } from '../../src/transport/node-tcp-stream.ts';
+import { tcpStreamTransport } from '../../src/adapters/node-tcp-stream.ts';
 import { createNode } from '../../src/stream/node.ts';
 import { systemRuntime } from '../../src/runtime/runtime.ts';
 import { MESSENGER_MUX_KEY } from '../../src/wire/index.ts';
-import { closeAll, open, readAll, suiteTransports, tcpNode, waitFor } from './helpers.ts';
+import { closeAll, open, suiteTransports, tcpNode } from './helpers.ts';
+import { readAll } from '../support/read-all.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 afterEach(closeAll);
 

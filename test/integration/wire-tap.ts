@@ -4,7 +4,7 @@
 // write crafted frames on a dialled lane connection (`conns`).
 import { expect } from 'vitest';
 import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import type { Connection, ConnectionReceiver, TransportAdapter } from '../../src/transport/port.ts';
 import { decodeBatch, type DecodedRecord } from '../../src/wire/decoder.ts';
 import { open } from './helpers.ts';

@@ -5,10 +5,12 @@
 // ticket field is a clear error, and an unclaimed pre-bind is reaped by the accept window.
 import { decode as msgpackDecode, encode as msgpackEncode } from '@msgpack/msgpack';
 import { afterEach, describe, expect, it } from 'vitest';
-import { encodeTicket, parseTicket } from '../../src/stream/control.ts';
+import { encodeTicket, parseTicket } from '../../src/stream/ticket.ts';
 import type { LanemuxNode } from '../../src/stream/node.ts';
 import { RecordType } from '../../src/wire/constants.ts';
-import { closeAll, readAll, waitFor } from './helpers.ts';
+import { closeAll } from './helpers.ts';
+import { readAll } from '../support/read-all.ts';
+import { waitFor } from '../support/wait-for.ts';
 import { Tap, tappedPair } from './wire-tap.ts';
 
 afterEach(closeAll);

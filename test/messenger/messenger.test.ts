@@ -9,12 +9,13 @@ import { LanemuxError, isLanemuxError } from '../../src/errors.ts';
 import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
 import type { Messenger, MessengerErrorEvent } from '../../src/messenger/types.ts';
 import { decodeGoaway, encodeHello } from '../../src/transport/hello.ts';
-import { createMemoryNetwork, memoryTransport } from '../../src/transport/memory.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { PROTOCOL_VERSION, type Connection, type TransportAdapter } from '../../src/transport/port.ts';
-import { webSocketClientTransport } from '../../src/transport/websocket.ts';
-import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
-import { nextGone, nextPeer, waitFor, within } from '../transport/helpers.ts';
+import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
+import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
+import { nextGone, nextPeer, within } from '../transport/helpers.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const open: Messenger[] = [];
 const sockets: net.Socket[] = [];

@@ -1,5 +1,5 @@
 // An attach whose OpenSlot never reaches the consumer is ended by the stream watchdog after
-// detectionMultiplier heartbeat windows (protocol.md §10.8), like an attached slot gone silent:
+// detectionMultiplier heartbeat windows (docs/protocol.md §10.8), like an attached slot gone silent:
 // the consumer reads ERR_SENDER_DROPPED (retryable) and the firing is counted, long before the
 // accept window would have reaped the bind.
 import { afterEach, describe, expect, it } from 'vitest';

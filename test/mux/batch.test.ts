@@ -1,5 +1,5 @@
 /**
- * behaviours.md section I, BATCH-01..20: reject lane, sequencing, instruments, clamps, flush gate.
+ * Batcher rules (BATCH-01..20): reject lane, sequencing, instruments, clamps, flush gate.
  */
 import { describe, expect, it, vi } from 'vitest';
 import { batchCap } from '../../src/mux/batcher.ts';
@@ -64,7 +64,7 @@ describe('I. Reject lane, sequencing, instruments, clamps, flush gate', () => {
       expect(new Set(closes.map((r) => r.slot)).size).toBe(8_192);
     });
 
-    it('BATCH-01 the 10,000 refused rejects are counted in control_refused_total (protocol.md §9.5, §16.1)', async () => {
+    it('BATCH-01 the 10,000 refused rejects are counted in control_refused_total', async () => {
       const { p } = await flood();
       expect(p.metricsA.controlRefused).toBe(10_000);
     });
@@ -159,7 +159,7 @@ describe('I. Reject lane, sequencing, instruments, clamps, flush gate', () => {
     offerItems(h, a.slot, ['a', 'b']);
     await h.runtime.runMacrotasks();
     expect(h.batcher.staged).toBe(2);
-    // A failed resolution for a live slot is epoch death (§9.4); the staged batch is discarded.
+    // A failed resolution for a live slot is epoch death; the staged batch is discarded.
     h.batcher.inbox.postResolution(b.slot.id, false, 'refused');
     await h.runtime.advance(100);
     expect(h.metrics.epochDeaths).toBe(1);
@@ -228,7 +228,7 @@ describe('I. Reject lane, sequencing, instruments, clamps, flush gate', () => {
   });
 
   it('BATCH-08 a linger wake is one wake: no other source moves', async () => {
-    // §16.1: batcher_wakes_total counts real wakes, one per wake.
+    // batcher_wakes_total counts real wakes, one per wake.
     const h = egress({ flushPolicy: { kind: 'auto', onAdmission: false, maxLinger: 50 } });
     const { slot } = await openSlot(h, 4);
     offerItems(h, slot, ['a']);

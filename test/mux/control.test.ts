@@ -1,5 +1,5 @@
 /**
- * behaviours.md section E: batcher control, epochs and retirement.
+ * Batcher control (CONTROL-*), epochs and retirement.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { MuxError } from '../../src/mux/errors.ts';
@@ -55,8 +55,8 @@ describe('E. Batcher control, epochs and retirement', () => {
   it('CTRL-01 (graceful retire) when the retirement closes span batches on a stalled transport, every producer still fails exactly once and live_slots returns to 0', async () => {
     // A retire applied by the batcher's drain closes each live slot with CloseSlot{PeerGone}. With a
     // 64-byte cap three closes fit a batch; the transport stalls on the first, so the rest cannot be
-    // staged. Those slots must still be failed locally (§9.7: "fails those slots, so their producers
-    // re-attach"; §15.1.5: live_slots returns to 0).
+    // staged. Those slots must still be failed locally (epoch death fails those slots, so their producers
+    // re-attach, and live_slots returns to 0).
     const h = egress({ maxBatchBytes: 64 });
     const opened = await openSlots(h, 5);
     h.sink.mode = 'stall';
@@ -169,7 +169,7 @@ describe('E. Batcher control, epochs and retirement', () => {
     h.sink.mode = 'open';
     const reopened = await openSlots(h, 3);
     expect(new Set(reopened.map((o) => o.slot.index))).toEqual(new Set(opened.map((o) => o.slot.index)));
-    // §4: the free list is LIFO (slots were closed in index order 0, 1, 2).
+    // docs/protocol.md §10.2: the free list is LIFO (slots were closed in index order 0, 1, 2).
     expect(reopened.map((o) => o.slot.index)).toEqual([2, 1, 0]);
     expect(reopened.every((o) => (o.slot.id & 0xff) === 1)).toBe(true);
     expect(h.batcher.liveSlots).toBe(3);
@@ -276,7 +276,7 @@ describe('E. Batcher control, epochs and retirement', () => {
   });
 
   it('CTRL-07 (eviction) a batcher created after the sweep went quiet is still evicted once idle', async () => {
-    // §9.7: a batcher is evictable after batcher_idle_ttl with no live slots. The sweep stops
+    // A batcher is evictable after batcher_idle_ttl with no live slots. The sweep stops
     // ticking when the node has no work; creating a batcher must restart it.
     const p = muxPair({ creditSweepInterval: 10, batcherIdleTtl: 10 });
     const peerB = p.mb.self.id;

@@ -1,4 +1,4 @@
-// The consumer accumulates credit into one count per slot (protocol.md §10.7): grants for one slot
+// The consumer accumulates credit into one count per slot (docs/protocol.md §10.7): grants for one slot
 // made while a reply batch is open (each drained by its own wake) leave in one CreditUpdate whose
 // delta is their sum; a batch that is refused at admission re-posts exactly that sum.
 import { describe, expect, it } from 'vitest';

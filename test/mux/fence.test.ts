@@ -1,4 +1,4 @@
-// behaviours.md §H: open ack and fences. A rendezvous singleton (a record over the batch cap) and,
+// Open ack and fences (FENCE-*). A rendezvous singleton (a record over the batch cap) and,
 // with `asyncOpenAck`, an OpenSlot not yet admitted, fence their slot: later records, the slot's
 // CloseSlot included, wait until the resolution. Lines marked "default" use the awaited open ack.
 import { describe, expect, it } from 'vitest';

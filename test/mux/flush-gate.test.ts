@@ -1,4 +1,4 @@
-// The flush gate's optional Auto conditions (seed chapter, "Ending the window early"), decided as a
+// The flush gate's optional Auto conditions (ending the window early), decided as a
 // pure function of the clock the test passes in.
 import { describe, expect, it } from 'vitest';
 import { FlushGate, StagedKind } from '../../src/mux/flush-gate.ts';

@@ -1,5 +1,5 @@
 /**
- * behaviours.md section F: flush policy (C = 4,096: slots open holding 4,096 credits).
+ * Flush policy (FLUSH-*) (C = 4,096: slots open holding 4,096 credits).
  */
 import { describe, expect, it } from 'vitest';
 import type { MuxConfig } from '../../src/mux/config.ts';

@@ -1,5 +1,5 @@
 /**
- * Shared harness of the mux unit suites (behaviours.md sections C–G, I, J).
+ * Shared harness of the mux unit suites.
  *
  * - Egress: a {@link Batcher} built directly over a {@link RecordingSink} (an in-memory transport
  *   that admits synchronously, stalls — the gate then holds exactly one frame — or refuses) and a

@@ -1,4 +1,4 @@
-// A producer heartbeats at the interval its consumer advertised (protocol.md §10.8), not on its own
+// A producer heartbeats at the interval its consumer advertised (docs/protocol.md §10.8), not on its own
 // 200 ms sweep tick, and an idle healthy stream survives a consumer that watches short windows.
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';

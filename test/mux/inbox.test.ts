@@ -1,5 +1,5 @@
 /**
- * behaviours.md section J: the control inbox (coalesced state, not a queue).
+ * The control inbox (INBOX-*) (coalesced state, not a queue).
  *
  * Most lines are pinned on a standalone ControlInbox; where the statement is about what the
  * batcher does with a drained entry, the test drives a Batcher and reads the wire.

@@ -1,4 +1,4 @@
-// Ingress rules for rendezvous records (seed chapter "Ordering is per slot", "A record refused for
+// Ingress rules for rendezvous records (docs/protocol.md §8.1: ordering is per slot, "a record refused for
 // its size"): records ahead of a singleton wait in the hold; an index reused while the old slot
 // waits (its close already here) moves the old slot aside; a generation that wraps onto a slot
 // still aside is a collision that fails both; a refusal names (epoch, slot, session) and ends only

@@ -1,5 +1,5 @@
 /**
- * behaviours.md section C: ingress (C = 4, slot budget 256 B, peer budget 4,096 B).
+ * Ingress behaviours (INGRESS-*) (C = 4, slot budget 256 B, peer budget 4,096 B).
  *
  * An IngressTable is driven directly with batches encoded by the real BatchEncoder; a fake host
  * records replies (credit, close, reject), owned-control forwards and doorbells, and serves binds.
@@ -202,7 +202,7 @@ describe('C. Ingress (C = 4, slot budget 256 B, peer budget 4,096 B)', () => {
     expect(h.table.liveSlots).toBe(1);
   });
 
-  it('INGRESS-11 a hold that exceeds the credit counts hold_overflow_total (protocol.md §16.1: "hold exceeded the credit or byte budget")', () => {
+  it('INGRESS-11 a hold that exceeds the credit counts hold_overflow_total ("hold exceeded the credit or byte budget")', () => {
     const h = new IngressHarness();
     const ba = h.bind();
     const a = sid(1, 0);
@@ -599,5 +599,24 @@ describe('C. Ingress (C = 4, slot budget 256 B, peer budget 4,096 B)', () => {
     expect(h.host.replies.filter((r) => r.kind === 'close')).toEqual([]);
     h.send(rec.hb(id, 7));
     expect(h.host.replies.filter((r) => r.kind === 'close')).toEqual([{ kind: 'close', slot: id, value: CloseReason.ProtocolError }]);
+  });
+});
+
+describe('a record ahead of sequence arriving twice', () => {
+  it('a duplicate ahead-of-sequence record is dropped as a duplicate, not admitted twice', () => {
+    const h = new IngressHarness({ C: 4, slotBudget: 256, peerBudget: 4096 });
+    const b = h.bind();
+    const id = sid(1, 0);
+    h.open(id, b);
+    h.send(rec.item(id, 2, 'a'.repeat(40)));
+    h.send(rec.item(id, 2, 'b'.repeat(40)));
+    h.send(rec.item(id, 1, 'x'));
+    expect(read(b)).toEqual(['x', 'a'.repeat(40)]);
+    expect(h.peerBudget.used).toBe(0);
+    expect(h.metrics.heldRecords).toBe(0);
+    expect(h.metrics.recordsDropped[7]).toBe(1); // duplicate
+    h.table.sweep(); // reconcile: both taken records return their credit
+    expect(b.slot!.account.dataOutstanding).toBe(0);
+    expect(b.slot!.account.remaining).toBe(4);
   });
 });

@@ -1,5 +1,5 @@
 /**
- * behaviours.md section G: reply linger (C = 64, reply_linger 1 s).
+ * Reply linger (LINGER-*) (C = 64, reply_linger 1 s).
  */
 import { describe, expect, it } from 'vitest';
 import { CloseReason } from '../../src/wire/constants.ts';
@@ -41,7 +41,7 @@ describe('G. Reply linger (C = 64, reply_linger 1 s)', () => {
   });
 
   it('LINGER-02 (timer) once the close has taken the replies out, their linger window no longer wakes the batcher', async () => {
-    // batcher_wakes_total counts real wakes (§16.1). The credit reply armed a 1 s window; the close
+    // batcher_wakes_total counts real wakes. The credit reply armed a 1 s window; the close
     // wrote it at 100 ms, so nothing is pending at 1 s and no linger wake may follow.
     const h = egress({ replyLinger: 1000 });
     h.batcher.inbox.postReplyCredit(sid(5, 1), 9);
@@ -55,7 +55,7 @@ describe('G. Reply linger (C = 64, reply_linger 1 s)', () => {
     expect(h.runtime.timerCount).toBe(0);
   });
 
-  it('LINGER-02 replies drained together go out credit first, then the close (§9.5 drain order)', async () => {
+  it('LINGER-02 replies drained together go out credit first, then the close (the inbox drain order)', async () => {
     const h = egress({ replyLinger: 1000 });
     h.batcher.inbox.postReplyClose(sid(6, 0), CloseReason.UnknownSlot);
     h.batcher.inbox.postReplyCredit(sid(5, 1), 9);
@@ -64,7 +64,7 @@ describe('G. Reply linger (C = 64, reply_linger 1 s)', () => {
   });
 
   it('LINGER-02 under the default Auto policy, data joining a pending reply ends its wait', async () => {
-    // §9.6: under Auto{on_admission: true} any non-reply record ends the reply wait.
+    // Under Auto{on_admission: true} any non-reply record ends the reply wait.
     const h = egress({ replyLinger: 1000 });
     const { slot } = await openSlot(h, C);
     const mark = h.sink.sent.length;

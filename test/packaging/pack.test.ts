@@ -38,7 +38,7 @@ afterAll(() => {
 
 describe('npm pack from a fresh clone', () => {
   it('ships dist/ built by prepack: the entry point, its types, their source and declaration maps', () => {
-    for (const f of ['dist/index.js', 'dist/index.d.ts', 'dist/index.js.map', 'dist/index.d.ts.map', 'dist/transport/websocket.d.ts.map']) expect(files, f).toContain(f);
+    for (const f of ['dist/index.js', 'dist/index.d.ts', 'dist/index.js.map', 'dist/index.d.ts.map', 'dist/adapters/websocket.d.ts.map']) expect(files, f).toContain(f);
   });
 
   it('ships every file the exports map points at', () => {

@@ -2,7 +2,8 @@
 // cancel does not fit one batch, the lifecycles of the last streams ride a later batch than their
 // closes, so those producers see the close first (ERR_UNKNOWN_SLOT) instead of ERR_STREAM_CANCELLED.
 import { afterEach, describe, expect, it } from 'vitest';
-import { closeAll, tcpNode, waitFor } from '../integration/helpers.ts';
+import { closeAll, tcpNode } from '../integration/helpers.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 afterEach(closeAll);
 

@@ -3,7 +3,8 @@
 // while the sender only counts records. A conforming producer then trips holdOverflow and the
 // stream dies with ProtocolError, although the same records without the singleton ahead would be fine.
 import { afterEach, describe, expect, it } from 'vitest';
-import { closeAll, readAll, tcpNode } from '../integration/helpers.ts';
+import { closeAll, tcpNode } from '../integration/helpers.ts';
+import { readAll } from '../support/read-all.ts';
 
 afterEach(closeAll);
 

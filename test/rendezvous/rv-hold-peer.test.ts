@@ -1,7 +1,8 @@
 // Regression (review finding) (peer-wide variant): even with the per-slot hold sized by credit, six streams that
 // each send an 8 MiB record and then 30 x 50 KiB (within credit) overflow the receiver's 8 MiB peer budget.
 import { afterEach, describe, expect, it } from 'vitest';
-import { closeAll, readAll, tcpNode } from '../integration/helpers.ts';
+import { closeAll, tcpNode } from '../integration/helpers.ts';
+import { readAll } from '../support/read-all.ts';
 
 afterEach(closeAll);
 

@@ -1,7 +1,9 @@
 // Regression (review finding): a refused rendezvous transfer ends the consumer's stream and sends only
 // LifecycleSlot{cancel}; no CloseSlot follows, so the producer's slot stays live for good.
 import { afterEach, describe, expect, it } from 'vitest';
-import { closeAll, readAll, tcpNode, waitFor } from '../integration/helpers.ts';
+import { closeAll, tcpNode } from '../integration/helpers.ts';
+import { readAll } from '../support/read-all.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 afterEach(closeAll);
 

@@ -8,9 +8,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
-import { webSocketClientTransport } from '../../src/transport/websocket.ts';
-import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
+import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
+import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 import { expectedStreams, exchange, startPeer, type Exchange, type Peer } from './peer-protocol.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

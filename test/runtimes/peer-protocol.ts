@@ -13,6 +13,7 @@ import type { Messenger } from '../../src/messenger/types.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
 import type { TransportAdapter } from '../../src/transport/port.ts';
 import { MESSENGER_MUX_KEY } from '../../src/wire/index.ts';
+import { readAll } from '../support/read-all.ts';
 
 /** A node and the messenger it rides on (requests go through the messenger). */
 export interface Peer {
@@ -68,12 +69,6 @@ export async function startPeer(transports: TransportAdapter[], dialers?: () => 
   };
   if (dialers !== undefined) serveProtocol(peer, dialers);
   return peer;
-}
-
-async function readAll(anchor: AsyncIterable<string>): Promise<string[]> {
-  const out: string[] = [];
-  for await (const x of anchor) out.push(x);
-  return out;
 }
 
 /** Attach to `handles` and stream `tokens` tokens into each, in lock step, then finalize. */

@@ -2,10 +2,10 @@
 // message naming what to use instead, not a TypeError about an undefined `Deno` or `Bun`.
 import { describe, expect, it } from 'vitest';
 import { isLanemuxError } from '../../src/errors.ts';
-import { bunTcpTransport } from '../../src/transport/bun-tcp.ts';
-import { bunWebSocketServerTransport } from '../../src/transport/bun-ws.ts';
-import { denoTcpTransport } from '../../src/transport/deno-tcp.ts';
-import { denoWebSocketServerTransport } from '../../src/transport/deno-ws.ts';
+import { bunTcpTransport } from '../../src/adapters/bun-tcp.ts';
+import { bunWebSocketServerTransport } from '../../src/adapters/bun-ws.ts';
+import { denoTcpTransport } from '../../src/adapters/deno-tcp.ts';
+import { denoWebSocketServerTransport } from '../../src/adapters/deno-ws.ts';
 
 function refusal(make: () => unknown): { code: string; message: string } {
   try {

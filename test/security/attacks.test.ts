@@ -10,9 +10,10 @@ import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
 import type { StreamAnchor } from '../../src/stream/anchor.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { PROTOCOL_VERSION } from '../../src/transport/port.ts';
 import { encodeHello } from '../../src/transport/hello.ts';
+import { readAll } from '../support/read-all.ts';
 
 const nodes: LanemuxNode[] = [];
 const messengers: Messenger[] = [];
@@ -38,13 +39,6 @@ function memory(): { heap: number; arrayBuffers: number; rss: number } {
 function report(label: string, before: ReturnType<typeof memory>, after: ReturnType<typeof memory>): void {
   const f = (x: number): string => x.toFixed(1);
   console.log(`[attack] ${label}: heap ${f(before.heap)} → ${f(after.heap)} MB, arrayBuffers ${f(before.arrayBuffers)} → ${f(after.arrayBuffers)} MB, rss ${f(before.rss)} → ${f(after.rss)} MB`);
-}
-
-/** Read a whole stream of strings. */
-async function readAll(anchor: StreamAnchor<string>): Promise<string[]> {
-  const out: string[] = [];
-  for await (const t of anchor) out.push(t);
-  return out;
 }
 
 /** Honest traffic: `streams` streams of `tokens` tokens from `producer` to `consumer`; resolves with every stream's tokens. */

@@ -5,7 +5,7 @@
  * `undefined` fields, other prototypes). Anything the fast path gives up on is zod's to parse.
  */
 import { describe, expect, it } from 'vitest';
-import { attachRequestSchema, attachRequestZod, attachResponseSchema, attachResponseZod, readAttachOkFast, readAttachRequestFast } from '../../src/stream/control.ts';
+import { attachRequestSchema, attachRequestZod, attachResponseSchema, attachResponseZod, readAttachOkFast, readAttachRequestFast } from '../../src/stream/attach-messages.ts';
 import { parse } from '../../src/validate.ts';
 import { mulberry32Unit } from '../wire/helpers.ts';
 

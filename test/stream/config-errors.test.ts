@@ -6,7 +6,7 @@ import { ConfigError, createNode, isLanemuxError, type LanemuxNode } from '../..
 import { ConfigError as ConfigErrorFromErrors } from '../../src/errors.ts';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import { isTransportCode } from '../../src/transport/errors.ts';
-import { memoryTransport, createMemoryNetwork } from '../../src/transport/memory.ts';
+import { memoryTransport, createMemoryNetwork } from '../../src/adapters/memory.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
 
 const nodes: LanemuxNode[] = [];

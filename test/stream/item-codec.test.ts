@@ -7,7 +7,7 @@ import type { LanemuxNode } from '../../src/stream/node.ts';
 import { decodeFrame, encodeFrame } from '../../src/wire/frame.ts';
 import { itemRefusal } from '../../src/wire/index.ts';
 import { nodePair } from '../support/node-pair.ts';
-import { readAll } from '../integration/helpers.ts';
+import { readAll } from '../support/read-all.ts';
 
 const nodes: LanemuxNode[] = [];
 afterEach(async () => {

@@ -1,4 +1,4 @@
-// Issue 5, lifecycle stop and cancel (protocol.md §13, behaviours INBOX-01/02) over the in-process
+// Issue 5, lifecycle stop and cancel (docs/protocol.md §10.3) over the in-process
 // messenger: requestStop and cancel travel as LifecycleSlot records naming the session, cancel beats
 // stop, a signal for an old session is ignored even after the slot's generation wrapped, a stop made
 // before the OpenSlot is kept by the bind and delivered at claim, and an idle producer learns of a
@@ -13,6 +13,7 @@ import { decodeBatch } from '../../src/wire/decoder.ts';
 import { BatchEncoder } from '../../src/wire/encoder.ts';
 import { LifecycleAction, RecordType } from '../../src/wire/constants.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
+import { readAll } from '../support/read-all.ts';
 
 const nodes: LanemuxNode[] = [];
 afterEach(async () => {
@@ -59,12 +60,6 @@ const aborted = (signal: AbortSignal): Promise<void> =>
 const settle = async (rounds = 5): Promise<void> => {
   for (let i = 0; i < rounds; i++) await new Promise((r) => setImmediate(r));
 };
-
-async function readAll<T>(a: StreamAnchor<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const x of a) out.push(x);
-  return out;
-}
 
 /** The producer's OpenSlot for a session: its slot id and lane. */
 const openOf = (mp: LoopMessenger, session: bigint) => records(mp).find((r) => r.type === RecordType.OpenSlot && r.sessionId === session)!;

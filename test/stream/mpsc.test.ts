@@ -4,12 +4,13 @@ import { describe, it, expect, afterEach } from 'vitest';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
 import type { MpscAnchor, MpscEvent } from '../../src/stream/mpsc-anchor.ts';
 import type { MpscSender } from '../../src/stream/mpsc-sender.ts';
-import { u128 } from '../../src/stream/control.ts';
+import { u128 } from '../../src/stream/attach-messages.ts';
 import { parseHandle } from '../../src/stream/handle.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
 import { decodeBatch } from '../../src/wire/decoder.ts';
 import { RecordType } from '../../src/wire/constants.ts';
 import { laneForKey } from '../../src/wire/lane-hash.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const nodes: LanemuxNode[] = [];
 const messengers = new WeakMap<LanemuxNode, LoopMessenger>();
@@ -54,11 +55,6 @@ function bySender<T>(events: MpscEvent<T>[]): Map<number, T[]> {
 
 function cancelled(s: MpscSender<unknown>): Promise<void> {
   return new Promise<void>((r) => (s.cancelSignal.aborted ? r() : s.cancelSignal.addEventListener('abort', () => r())));
-}
-
-async function waitFor(predicate: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 2_000 && !predicate(); i++) await new Promise((r) => setTimeout(r, 1));
-  if (!predicate()) throw new Error(`timed out waiting for ${what}`);
 }
 
 describe('MPSC anchors (loop messenger)', () => {
@@ -108,7 +104,7 @@ describe('MPSC anchors (loop messenger)', () => {
     const [a, b] = await Promise.all([producer.attachMpscAnchor<string>(anchor.handle), producer.attachMpscAnchor<string>(anchor.handle)]);
     for (let k = 0; k < 20; k++) a!.trySend(`a${k}`);
     for (let k = 0; k < 20; k++) b!.trySend(`b${k}`);
-    await waitFor(() => anchor.buffered === 40, '40 records delivered');
+    await waitFor(() => anchor.buffered === 40, 2_000, '40 records delivered', 1);
     const out: MpscEvent<string>[] = [];
     expect(anchor.takeAvailable(out, 10)).toBe(10);
     // Alternating, one record per turn.
@@ -124,7 +120,7 @@ describe('MPSC anchors (loop messenger)', () => {
     const senders = await Promise.all([0, 1, 2].map(() => producer.attachMpscAnchor<string>(anchor.handle)));
     const N = 20;
     for (const s of senders) for (let k = 0; k < N; k++) expect(s.trySend(`${s.senderId}:${k}`)).toBe(true);
-    await waitFor(() => anchor.buffered === 3 * C, 'C records per sender delivered');
+    await waitFor(() => anchor.buffered === 3 * C, 2_000, 'C records per sender delivered', 1);
     await new Promise((r) => setTimeout(r, 20));
     expect(anchor.buffered).toBe(3 * C);
     expect(producer.metricsRegistry.withheldRecords).toBe(3 * (N - C));
@@ -142,7 +138,7 @@ describe('MPSC anchors (loop messenger)', () => {
     const remote = await Promise.all([producer.attachMpscAnchor<string>(anchor.handle), producer.attachMpscAnchor<string>(anchor.handle)]);
     const local = await consumer.attachMpscAnchor<string>(anchor.handle);
     for (const s of [...remote, local]) await s.send('x');
-    await waitFor(() => anchor.buffered === 3, 'first records');
+    await waitFor(() => anchor.buffered === 3, 2_000, 'first records', 1);
     anchor.cancel();
     expect(anchor.finished).toBe(true);
     expect(await anchor.next()).toEqual({ done: true, value: undefined });
@@ -150,7 +146,7 @@ describe('MPSC anchors (loop messenger)', () => {
     for (const s of remote) await expect(s.send('y')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
     await expect(local.send('y')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
     expect(consumer.metrics()['velo_streaming_anchor_operations_total{operation="cancel",outcome="success",transport_scheme="mpsc"}']).toBe(1);
-    await waitFor(() => consumer.metricsRegistry.liveSlots + producer.metricsRegistry.liveSlots === 0, 'slots closed');
+    await waitFor(() => consumer.metricsRegistry.liveSlots + producer.metricsRegistry.liveSlots === 0, 2_000, 'slots closed', 1);
     await expect(producer.attachMpscAnchor(anchor.handle)).rejects.toMatchObject({ code: 'ERR_ATTACH_REFUSED' });
   });
 
@@ -190,9 +186,9 @@ describe('MPSC anchors (loop messenger)', () => {
     const anchor = consumer.createMpscAnchor<string>();
     const senders = await Promise.all([0, 1].map(() => producer.attachMpscAnchor<string>(anchor.handle)));
     for (const s of senders) await s.send('x'); // the OpenSlot claims the bind
-    await waitFor(() => anchor.buffered === 2, 'claimed');
+    await waitFor(() => anchor.buffered === 2, 2_000, 'claimed', 1);
     anchor.requestStop();
-    await waitFor(() => senders.every((s) => s.stopSignal.aborted), 'stop signals');
+    await waitFor(() => senders.every((s) => s.stopSignal.aborted), 2_000, 'stop signals', 1);
     expect(senders.some((s) => s.cancelSignal.aborted)).toBe(false);
     anchor.cancel();
   });
@@ -260,7 +256,7 @@ describe('MPSC anchors (loop messenger)', () => {
     const b = await producer.attachMpscAnchor<string>(anchor.handle);
     await a.send('a1');
     await b.send('b1');
-    await waitFor(() => anchor.buffered === 2, 'claimed');
+    await waitFor(() => anchor.buffered === 2, 2_000, 'claimed', 1);
     const h = parseHandle(anchor.handle);
     const m = nodesMessenger(producer);
     const peer = consumer.workerId.toString(16).padStart(16, '0');
@@ -283,7 +279,7 @@ describe('MPSC anchors (loop messenger)', () => {
     const silent = await producer.attachMpscAnchor<string>(anchor.handle);
     const local = await consumer.attachMpscAnchor<string>(anchor.handle);
     await silent.send('s1');
-    await waitFor(() => anchor.buffered === 1, 'claimed');
+    await waitFor(() => anchor.buffered === 1, 2_000, 'claimed', 1);
     b.holdDelivery(); // the producer's batches (heartbeats included) stop reaching the consumer
     const seen: MpscEvent<string>[] = [];
     while (!seen.some((e) => e.kind === 'dropped')) seen.push((await anchor.next()).value as MpscEvent<string>);

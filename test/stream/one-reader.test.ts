@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { LanemuxNode } from '../../src/stream/node.ts';
 import type { MpscEvent } from '../../src/stream/mpsc-anchor.ts';
 import { nodePair } from '../support/node-pair.ts';
-import { readAll } from '../integration/helpers.ts';
+import { readAll } from '../support/read-all.ts';
 
 const nodes: LanemuxNode[] = [];
 afterEach(async () => {

@@ -5,10 +5,11 @@
  */
 import { describe, it, expect, afterEach } from 'vitest';
 import net from 'node:net';
-import { ATTACH_HANDLER, TCP_STREAM_KEY, u128 } from '../../src/stream/control.ts';
+import { ATTACH_HANDLER, u128 } from '../../src/stream/attach-messages.ts';
+import { TCP_STREAM_KEY } from '../../src/wire/constants.ts';
 import { parseHandle } from '../../src/stream/handle.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
-import { tcpStreamTransport } from '../../src/transport/node-tcp-stream.ts';
+import { tcpStreamTransport } from '../../src/adapters/node-tcp-stream.ts';
 import { FRAME_FINALIZED, encodeFrame } from '../../src/wire/frame.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
 import { rawPeer } from '../transport/raw-peer.ts';

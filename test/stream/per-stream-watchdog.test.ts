@@ -7,14 +7,16 @@
 import { describe, it, expect, afterEach } from 'vitest';
 import net from 'node:net';
 import { isLanemuxError } from '../../src/errors.ts';
-import { ATTACH_HANDLER, MPSC_ATTACH_HANDLER, TCP_STREAM_KEY, u128 } from '../../src/stream/control.ts';
+import { ATTACH_HANDLER, MPSC_ATTACH_HANDLER, u128 } from '../../src/stream/attach-messages.ts';
+import { TCP_STREAM_KEY } from '../../src/wire/constants.ts';
 import { parseHandle } from '../../src/stream/handle.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
-import { tcpStreamTransport } from '../../src/transport/node-tcp-stream.ts';
+import { tcpStreamTransport } from '../../src/adapters/node-tcp-stream.ts';
 import { encodeFrame } from '../../src/wire/frame.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
 import { rawPeer, type RawPeer } from '../transport/raw-peer.ts';
-import { waitFor, within } from '../transport/helpers.ts';
+import { within } from '../transport/helpers.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const HEARTBEAT_MS = 50;
 const nodes: LanemuxNode[] = [];

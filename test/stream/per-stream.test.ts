@@ -8,10 +8,11 @@ import { systemRuntime } from '../../src/runtime/runtime.ts';
 import type { Runtime } from '../../src/runtime/runtime.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
 import type { PerStreamSink, PerStreamTransport } from '../../src/stream/per-stream.ts';
-import { tcpStreamTransport } from '../../src/transport/node-tcp-stream.ts';
+import { tcpStreamTransport } from '../../src/adapters/node-tcp-stream.ts';
 import type { MuxConfig } from '../../src/mux/config.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
-import { waitFor, within } from '../transport/helpers.ts';
+import { within } from '../transport/helpers.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const nodes: LanemuxNode[] = [];
 afterEach(async () => {

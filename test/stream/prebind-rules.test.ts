@@ -1,4 +1,4 @@
-// Issue 5, the pre-bind rules (protocol.md §10.4, §11; seed chapter "Zero-RTT stream setup") over
+// Issue 5, the pre-bind rules (docs/protocol.md §8, zero-RTT stream setup) over
 // the in-process messenger: adopt, refuse after claim, refuse-and-release for a sender without the
 // mux key, same-worker release, drop (unclaimed: released at once; claimed: CloseSlot{UnknownSlot}),
 // detach, the accept window as one deadline queue expired by the sweep, and when prebind declines.
@@ -12,8 +12,9 @@ import { CloseReason, RecordType } from '../../src/wire/constants.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
 import type { LoopOptions } from '../support/loop-messenger.ts';
 import { ManualRuntime } from '../support/manual-runtime.ts';
-import { parseTicket } from '../../src/stream/control.ts';
+import { parseTicket } from '../../src/stream/ticket.ts';
 import { laneForKey } from '../../src/wire/lane-hash.ts';
+import { readAll } from '../support/read-all.ts';
 
 const nodes: LanemuxNode[] = [];
 afterEach(async () => {
@@ -51,12 +52,6 @@ async function closedWith(sender: StreamSender<unknown>, code: string): Promise<
   if (!sender.cancelSignal.aborted) await new Promise<void>((r) => sender.cancelSignal.addEventListener('abort', () => r(), { once: true }));
   expect(sender.closed).toBe(true);
   await expect(sender.send('after')).rejects.toMatchObject({ code });
-}
-
-async function readAll<T>(a: StreamAnchor<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const x of a) out.push(x);
-  return out;
 }
 
 describe('pre-bind rules', () => {

@@ -1,4 +1,4 @@
-// Re-attach after detach (protocol.md §8 "Detach"): once `await sender.detach()` resolved, a new
+// Re-attach after detach (docs/protocol.md §8 "Detach"): once `await sender.detach()` resolved, a new
 // sender (the same producer or another one) attaches to the anchor at once, whether or not the
 // consumer has read anything; the consumer then reads the first sender's items, then the next
 // sender's, in order, with nothing lost and every credit window intact.
@@ -8,7 +8,8 @@ import type { LanemuxNode, NodeOptions } from '../../src/stream/node.ts';
 import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
 import { closeAll, tcpNode } from '../integration/helpers.ts';
-import { tcpStreamTransport } from '../../src/transport/node-tcp-stream.ts';
+import { tcpStreamTransport } from '../../src/adapters/node-tcp-stream.ts';
+import { readAll } from '../support/read-all.ts';
 
 const nodes: LanemuxNode[] = [];
 afterEach(async () => {
@@ -28,12 +29,6 @@ async function pair(mux: NodeOptions['mux'] = {}, producerMux: NodeOptions['mux'
   const producer = await createNode({ messenger: mp, mux: producerMux });
   nodes.push(consumer, producer);
   return { consumer, producer, mc, mp, requests };
-}
-
-async function readAll<T>(a: StreamAnchor<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const x of a) out.push(x);
-  return out;
 }
 
 /** Let queued microtasks and deliveries run (the loop messenger delivers on microtasks). */

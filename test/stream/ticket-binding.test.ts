@@ -1,14 +1,16 @@
-// A zero-RTT ticket names the anchor it was issued for (`anchor_id`, protocol.md §8): a producer
+// A zero-RTT ticket names the anchor it was issued for (`anchor_id`, docs/protocol.md §8): a producer
 // refuses it with another anchor's handle before it sends anything. And the control plane's one
 // rule for MessagePack maps: a field this version does not know is ignored (tickets, attach
 // requests and answers alike), while the known fields keep their types and bounds.
 import { decode as msgpackDecode, encode as msgpackEncode } from '@msgpack/msgpack';
 import { afterEach, describe, expect, it } from 'vitest';
-import { attachResponseSchema, mpscAttachResponseSchema, parseTicket, u128 } from '../../src/stream/control.ts';
+import { attachResponseSchema, mpscAttachResponseSchema, u128 } from '../../src/stream/attach-messages.ts';
+import { parseTicket } from '../../src/stream/ticket.ts';
 import { parseHandle } from '../../src/stream/handle.ts';
 import type { LanemuxNode } from '../../src/stream/node.ts';
 import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import { nodePair } from '../support/node-pair.ts';
+import { readAll } from '../support/read-all.ts';
 
 const nodes: LanemuxNode[] = [];
 afterEach(async () => {
@@ -18,12 +20,6 @@ afterEach(async () => {
 const b64url = (bytes: Uint8Array): string => Buffer.from(bytes).toString('base64url');
 const body = (ticket: string): Record<string, unknown> => msgpackDecode(Buffer.from(ticket, 'base64url')) as Record<string, unknown>;
 const encode = (o: Record<string, unknown>): string => b64url(msgpackEncode(o));
-
-async function readAll<T>(a: StreamAnchor<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const x of a) out.push(x);
-  return out;
-}
 
 async function settle(): Promise<void> {
   for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));

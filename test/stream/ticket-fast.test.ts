@@ -7,8 +7,8 @@
  */
 import { Decoder, Encoder } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import { encodeTicket, parseTicket, readTicketFast, ticketSchema } from '../../src/stream/control.ts';
-import type { StreamOpenTicket } from '../../src/stream/control.ts';
+import { encodeTicket, parseTicket, readTicketFast, ticketSchema } from '../../src/stream/ticket.ts';
+import type { StreamOpenTicket } from '../../src/stream/ticket.ts';
 import { checkShape } from '../../src/wire/msgpack.ts';
 import { parse } from '../../src/validate.ts';
 import { mulberry32Unit } from '../wire/helpers.ts';
@@ -235,5 +235,31 @@ describe('zero-RTT ticket fast paths', () => {
     expect(parseTicket(encodeTicket(bound))).toStrictEqual(bound);
     const bad = b64url(referenceBytes({ ...t, lane: 16 }));
     expect(() => parseTicket(bad)).toThrow('ticket field lane: Too big: expected number to be <=15');
+  });
+});
+
+describe('encodeTicket writes into a fixed 256-byte scratch', () => {
+  it('writes the same ticket as the encoder for every transport key length up to 255 (no scratch overflow)', () => {
+    const mismatches: string[] = [];
+    for (let len = 0; len <= 255; len++) {
+      const t: StreamOpenTicket = {
+        streaming_transport_key: 'k'.repeat(len),
+        heartbeat_interval_ms: 86_400_000,
+        routing_session_id: 0xffff_ffff_ffff_ffffn,
+        initial_credit: 0xffff_ffff,
+        slot_byte_budget: 2 ** 40,
+        lane: 15,
+      };
+      let got: string;
+      try {
+        got = encodeTicket(t);
+      } catch (e) {
+        mismatches.push(`${len}: threw ${(e as Error).name}: ${(e as Error).message}`);
+        continue;
+      }
+      const want = b64url(referenceBytes(t));
+      if (got !== want) mismatches.push(`${len}: differs (${got.length} vs ${want.length} chars)`);
+    }
+    expect(mismatches).toEqual([]);
   });
 });

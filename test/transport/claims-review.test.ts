@@ -9,7 +9,7 @@ import { createMessenger, type MessengerOptions } from '../../src/messenger/mess
 import type { Messenger } from '../../src/messenger/types.ts';
 import net from 'node:net';
 import { decodeGoaway } from '../../src/transport/hello.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { rawPeer } from './raw-peer.ts';
 
 const open: Messenger[] = [];

@@ -7,13 +7,13 @@ import WebSocket from 'ws';
 import { ConfigError, isLanemuxError } from '../../src/errors.ts';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
-import { createCertificateRotation, createDevCertificate } from '../../src/transport/dev-cert.ts';
-import { createMemoryNetwork, memoryTransport } from '../../src/transport/memory.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { createCertificateRotation, createDevCertificate } from '../../src/adapters/dev-cert.ts';
+import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import type { ListenHost, TransportAdapter } from '../../src/transport/port.ts';
 import { TransportError } from '../../src/transport/errors.ts';
-import { webSocketClientTransport } from '../../src/transport/websocket.ts';
-import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
+import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
+import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 
 const host: ListenHost = { frameLimit: 4096, maxMessageSize: 1 << 20, accept: (c) => c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort') };
 

@@ -8,7 +8,8 @@ import type { Messenger, PeerInfo } from '../../src/messenger/types.ts';
 import { encodeHello } from '../../src/transport/hello.ts';
 import { HELLO_FRAME_LIMIT, PROTOCOL_VERSION, type Connection, type TransportAdapter } from '../../src/transport/port.ts';
 import { LanemuxError } from '../../src/errors.ts';
-import { intact, isSettled, nextGone, nextPeer, readTag, tagged, waitFor, within } from './helpers.ts';
+import { intact, isSettled, nextGone, nextPeer, readTag, tagged, within } from './helpers.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 /** What the suite needs from an adapter. */
 export interface Harness {

@@ -11,8 +11,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { isLanemuxError } from '../../src/errors.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
-import { webSocketClientTransport } from '../../src/transport/websocket.ts';
-import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
+import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
+import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 import { CHECKOUT } from '../support/scratch.ts';
 
 const nodes: LanemuxNode[] = [];
@@ -131,7 +131,7 @@ describe('a Node process awaiting a connect sees it settle', () => {
     const r = await runNode(`
       import WebSocket from 'ws';
       const { createNode } = await import(${src('stream/node.ts')});
-      const { webSocketClientTransport } = await import(${src('transport/websocket.ts')});
+      const { webSocketClientTransport } = await import(${src('adapters/websocket.ts')});
       const node = await createNode({ transports: [webSocketClientTransport({ WebSocket })] });
       try { await node.connect('ws://127.0.0.1:${port}/lanemux'); console.log('connected'); }
       catch (e) { console.log('rejected', e.code); }
@@ -154,7 +154,7 @@ describe('a Node process awaiting a connect sees it settle', () => {
     const r = await runNode(`
       import WebSocket from 'ws';
       const { createMessenger } = await import(${src('messenger/messenger.ts')});
-      const { webSocketClientTransport } = await import(${src('transport/websocket.ts')});
+      const { webSocketClientTransport } = await import(${src('adapters/websocket.ts')});
       const m = await createMessenger({ transports: [webSocketClientTransport({ WebSocket, minReconnectionDelay: 300, reconnectionJitter: 0 })], healthCheck: false });
       try { await m.connect('ws://127.0.0.1:${port}/', { timeoutMs: 1_500 }); console.log('connected'); }
       catch (e) { console.log('rejected', e.code); }

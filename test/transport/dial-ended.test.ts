@@ -7,9 +7,9 @@ import WebSocket from 'ws';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { DialEndedEvent, Messenger } from '../../src/messenger/types.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
-import { webSocketClientTransport } from '../../src/transport/websocket.ts';
-import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
+import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
+import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 import { nextGone, within } from './helpers.ts';
 
 const messengers: Messenger[] = [];

@@ -3,7 +3,7 @@
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
 import { describe } from 'vitest';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { frameBoundsSuite } from './frame-bounds-suite.ts';
 
 // A real collection before each reading, so "after" is what is still referenced, not garbage yet.

@@ -6,12 +6,14 @@ import type net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
-import { ATTACH_HANDLER, encodeTicket } from '../../src/stream/control.ts';
+import { ATTACH_HANDLER } from '../../src/stream/attach-messages.ts';
+import { encodeTicket } from '../../src/stream/ticket.ts';
 import { formatHandle } from '../../src/stream/handle.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { MESSENGER_MUX_KEY } from '../../src/wire/constants.ts';
-import { nextPeer, waitFor, within } from './helpers.ts';
+import { nextPeer, within } from './helpers.ts';
+import { waitFor } from '../support/wait-for.ts';
 import { rawPeer } from './raw-peer.ts';
 
 const nodes: LanemuxNode[] = [];

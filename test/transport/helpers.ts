@@ -1,15 +1,6 @@
 // Small test helpers shared by the transport and messenger suites (no sleeps where an event exists).
 import type { Messenger, PeerGoneEvent, PeerInfo } from '../../src/messenger/types.ts';
 
-/** Resolve when `predicate` holds, polling every `everyMs`; reject after `timeoutMs`. */
-export async function waitFor(predicate: () => boolean, timeoutMs = 5_000, what = 'condition', everyMs = 5): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!predicate()) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
-
 /** The next onPeer event of `m` (optionally matching). */
 export function nextPeer(m: Messenger, match: (p: PeerInfo) => boolean = () => true): Promise<PeerInfo> {
   return new Promise((resolve) => {

@@ -7,8 +7,8 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
-import { waitFor } from './helpers.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
+import { waitFor } from '../support/wait-for.ts';
 import { rawPeer } from './raw-peer.ts';
 
 const open: Messenger[] = [];

@@ -1,6 +1,6 @@
 // Transport conformance over the in-process memory adapter.
 import { describe } from 'vitest';
-import { createMemoryNetwork, memoryTransport } from '../../src/transport/memory.ts';
+import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
 import { transportConformance } from './conformance.ts';
 
 const network = createMemoryNetwork();

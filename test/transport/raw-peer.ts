@@ -5,7 +5,7 @@ import { encodeHello, type Hello } from '../../src/transport/hello.ts';
 import { PROTOCOL_VERSION } from '../../src/transport/port.ts';
 import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 
 export interface RawPeer {
   readonly socket: net.Socket;

@@ -4,8 +4,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
 import type { AuthRequest } from '../../src/transport/auth.ts';
-import { createDevCertificate } from '../../src/transport/dev-cert.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { createDevCertificate } from '../../src/adapters/dev-cert.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 
 const open: Messenger[] = [];
 afterEach(async () => {

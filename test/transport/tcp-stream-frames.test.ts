@@ -5,8 +5,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { LanemuxError } from '../../src/errors.ts';
 import type { PerStreamSink } from '../../src/stream/per-stream.ts';
 import { IncompleteFramePool, type FramePolicy } from '../../src/transport/frame-pool.ts';
-import { tcpStreamTransport, type TcpStreamTransport } from '../../src/transport/node-tcp-stream.ts';
-import { waitFor, within } from './helpers.ts';
+import { tcpStreamTransport, type TcpStreamTransport } from '../../src/adapters/node-tcp-stream.ts';
+import { within } from './helpers.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const transports: TcpStreamTransport[] = [];
 const sockets: net.Socket[] = [];

@@ -7,7 +7,7 @@ import net from 'node:net';
 import { describe, it, expect, afterEach } from 'vitest';
 import type { LanemuxError } from '../../src/errors.ts';
 import type { PerStreamConnection, PerStreamSink } from '../../src/stream/per-stream.ts';
-import { tcpStreamTransport, type TcpStreamTransport } from '../../src/transport/node-tcp-stream.ts';
+import { tcpStreamTransport, type TcpStreamTransport } from '../../src/adapters/node-tcp-stream.ts';
 import { within } from './helpers.ts';
 
 const transports: TcpStreamTransport[] = [];

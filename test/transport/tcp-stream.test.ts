@@ -6,11 +6,12 @@ import net from 'node:net';
 import { describe, it, expect, afterEach } from 'vitest';
 import { isLanemuxError } from '../../src/errors.ts';
 import type { LanemuxError } from '../../src/errors.ts';
-import { TCP_STREAM_KEY } from '../../src/stream/control.ts';
+import { TCP_STREAM_KEY } from '../../src/wire/constants.ts';
 import type { PerStreamConnection, PerStreamSink } from '../../src/stream/per-stream.ts';
-import { tcpStreamTransport } from '../../src/transport/node-tcp-stream.ts';
-import type { TcpStreamTransport, TcpStreamTransportOptions } from '../../src/transport/node-tcp-stream.ts';
-import { isSettled, waitFor, within } from './helpers.ts';
+import { tcpStreamTransport } from '../../src/adapters/node-tcp-stream.ts';
+import type { TcpStreamTransport, TcpStreamTransportOptions } from '../../src/adapters/node-tcp-stream.ts';
+import { isSettled, within } from './helpers.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const transports: TcpStreamTransport[] = [];
 const rawSockets: net.Socket[] = [];

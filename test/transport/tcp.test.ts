@@ -1,6 +1,6 @@
 // Transport conformance over Node TCP, with 1 lane and with 8 lanes (one TCP connection per lane).
 import { describe } from 'vitest';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { transportConformance } from './conformance.ts';
 
 const limits = { highWaterMark: 256 * 1024, maxPendingBytes: 1024 * 1024, closeGraceMs: 200 };

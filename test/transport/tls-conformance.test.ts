@@ -1,8 +1,8 @@
 // Transport conformance over TLS (tcpTransport({ tls }), tls://), 1 and 8 lanes: everything plain TCP
 // guarantees holds inside TLS too (order, admission, restarts, health checks, close).
 import { describe } from 'vitest';
-import { createDevCertificate } from '../../src/transport/dev-cert.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
+import { createDevCertificate } from '../../src/adapters/dev-cert.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { transportConformance } from './conformance.ts';
 
 const cert = await createDevCertificate();

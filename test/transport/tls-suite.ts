@@ -6,9 +6,9 @@ import { expect, it } from 'vitest';
 import { isLanemuxError } from '../../src/errors.ts';
 import { TransportError } from '../../src/transport/errors.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
-import { createDevCertificate, type DevCertificate } from '../../src/transport/dev-cert.ts';
+import { createDevCertificate, type DevCertificate } from '../../src/adapters/dev-cert.ts';
 import type { ListenHost, TransportAdapter } from '../../src/transport/port.ts';
-import type { SocketTlsOptions } from '../../src/transport/socket-options.ts';
+import type { SocketTlsOptions } from '../../src/adapters/socket-options.ts';
 
 export interface TlsHarness {
   /** The adapter's name with TLS (`tls`, `deno-tls`, `bun-tls`). */

@@ -9,10 +9,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { isLanemuxError } from '../../src/errors.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
-import { createDevCertificate } from '../../src/transport/dev-cert.ts';
-import { tcpTransport } from '../../src/transport/node-tcp.ts';
-import { webSocketClientTransport } from '../../src/transport/websocket.ts';
-import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
+import { createDevCertificate } from '../../src/adapters/dev-cert.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
+import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
+import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 import { scratchDir } from '../support/scratch.ts';
 import { tlsSuite } from './tls-suite.ts';
 

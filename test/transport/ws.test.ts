@@ -2,8 +2,8 @@
 // with `ws` injected as the WebSocket constructor as Node 20 requires.
 import { describe } from 'vitest';
 import WebSocket from 'ws';
-import { webSocketClientTransport } from '../../src/transport/websocket.ts';
-import { webSocketServerTransport } from '../../src/transport/ws-server.ts';
+import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
+import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 import { transportConformance } from './conformance.ts';
 
 const limits = { highWaterMark: 256 * 1024, maxPendingBytes: 1024 * 1024 };

@@ -5,11 +5,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
-import { createDevCertificate } from '../../src/transport/dev-cert.ts';
-import { webTransportServerTransport } from '../../src/transport/deno-webtransport.ts';
+import { createDevCertificate } from '../../src/adapters/dev-cert.ts';
+import { webTransportServerTransport } from '../../src/adapters/deno-webtransport.ts';
 import { FrameDecoder } from '../../src/transport/frame.ts';
 import { decodeGoaway } from '../../src/transport/hello.ts';
-import { webTransportClientTransport, type WebTransportConstructor, type WebTransportInit, type WebTransportSession } from '../../src/transport/webtransport.ts';
+import { webTransportClientTransport, type WebTransportConstructor, type WebTransportInit, type WebTransportSession } from '../../src/adapters/webtransport.ts';
 import { within } from '../transport/helpers.ts';
 
 interface RawSession extends WebTransportSession {

@@ -1,9 +1,9 @@
 // `authenticate` on the Deno WebTransport server adapter (the shared suite, Deno → Deno). The hook
 // sees the session URL (Deno exposes no request headers for WebTransport sessions).
 import { describe } from 'vitest';
-import { createDevCertificate } from '../../src/transport/dev-cert.ts';
-import { webTransportServerTransport } from '../../src/transport/deno-webtransport.ts';
-import { webTransportClientTransport } from '../../src/transport/webtransport.ts';
+import { createDevCertificate } from '../../src/adapters/dev-cert.ts';
+import { webTransportServerTransport } from '../../src/adapters/deno-webtransport.ts';
+import { webTransportClientTransport } from '../../src/adapters/webtransport.ts';
 import { authSuite } from '../transport/auth-suite.ts';
 
 const cert = await createDevCertificate();

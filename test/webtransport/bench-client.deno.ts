@@ -1,8 +1,8 @@
 // Deno → Deno figures: the standard-API client adapter (Deno's global WebTransport) against
 // echo-server.deno.ts. Prints one JSON line.
 //   deno run --unstable-net --allow-net test/webtransport/bench-client.deno.ts <address> <sha256-hex> <lanes> [rtts] [messages]
-import { certificateHashFromHex } from '../../src/transport/dev-cert.ts';
-import { webTransportClientTransport } from '../../src/transport/webtransport.ts';
+import { certificateHashFromHex } from '../../src/adapters/dev-cert.ts';
+import { webTransportClientTransport } from '../../src/adapters/webtransport.ts';
 import { runBench } from './browser/bench.ts';
 
 const args = (globalThis as unknown as { Deno: { args: readonly string[] } }).Deno.args;

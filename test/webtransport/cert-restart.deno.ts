@@ -8,9 +8,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger, PeerGoneEvent, PeerInfo } from '../../src/messenger/types.ts';
-import { createDevCertificate, type DevCertificate } from '../../src/transport/dev-cert.ts';
-import { webTransportServerTransport } from '../../src/transport/deno-webtransport.ts';
-import { webTransportClientTransport, type WebTransportClientTransportOptions } from '../../src/transport/webtransport.ts';
+import { createDevCertificate, type DevCertificate } from '../../src/adapters/dev-cert.ts';
+import { webTransportServerTransport } from '../../src/adapters/deno-webtransport.ts';
+import { webTransportClientTransport, type WebTransportClientTransportOptions } from '../../src/adapters/webtransport.ts';
 import { within } from '../transport/helpers.ts';
 
 const open: Messenger[] = [];

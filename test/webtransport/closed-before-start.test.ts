@@ -2,7 +2,7 @@
 // over already closed, and its receiver is never told (the dial hangs until the hello timeout, and a
 // reconnecting dial never schedules its next attempt).
 import { describe, expect, it } from 'vitest';
-import { webTransportClientTransport, type WebTransportSession } from '../../src/transport/webtransport.ts';
+import { webTransportClientTransport, type WebTransportSession } from '../../src/adapters/webtransport.ts';
 import type { Connection } from '../../src/transport/port.ts';
 
 function fakeCtor(hops: number) {

@@ -4,9 +4,9 @@
 //   DENO_NO_UPDATE_CHECK=1 node_modules/.bin/deno test --no-check --unstable-net --allow-net \
 //     --allow-read --allow-env test/webtransport/conformance.deno.ts
 import { describe } from 'vitest';
-import { createDevCertificate } from '../../src/transport/dev-cert.ts';
-import { webTransportServerTransport } from '../../src/transport/deno-webtransport.ts';
-import { webTransportClientTransport } from '../../src/transport/webtransport.ts';
+import { createDevCertificate } from '../../src/adapters/dev-cert.ts';
+import { webTransportServerTransport } from '../../src/adapters/deno-webtransport.ts';
+import { webTransportClientTransport } from '../../src/adapters/webtransport.ts';
 import { transportConformance } from '../transport/conformance.ts';
 
 const cert = await createDevCertificate();

@@ -12,7 +12,7 @@ import {
   certificateHashFromHex,
   createCertificateRotation,
   createDevCertificate,
-} from '../../src/transport/dev-cert.ts';
+} from '../../src/adapters/dev-cert.ts';
 import { scratchDir } from '../support/scratch.ts';
 
 const DAY = 24 * 3600 * 1000;

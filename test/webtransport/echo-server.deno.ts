@@ -5,7 +5,7 @@
 // other batches are counted, and 'expect'(n) makes the server send a 'done' message once n arrived.
 // It exits when its stdin closes (so a test runner that dies leaves no server behind).
 import { createMessenger } from '../../src/messenger/messenger.ts';
-import { webTransportServerTransport } from '../../src/transport/deno-webtransport.ts';
+import { webTransportServerTransport } from '../../src/adapters/deno-webtransport.ts';
 
 interface DenoLike {
   readonly args: readonly string[];

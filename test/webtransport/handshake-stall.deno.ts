@@ -3,8 +3,8 @@
 // few silent connections locked every legitimate client out. The handshake now has a deadline
 // (`sessionIdleTimeoutMs`) and a failed handshake closes its QUIC connection.
 import { describe, expect, it } from 'vitest';
-import { createDevCertificate } from '../../src/transport/dev-cert.ts';
-import { webTransportServerTransport } from '../../src/transport/deno-webtransport.ts';
+import { createDevCertificate } from '../../src/adapters/dev-cert.ts';
+import { webTransportServerTransport } from '../../src/adapters/deno-webtransport.ts';
 
 declare const Deno: { connectQuic(options: Record<string, unknown>): Promise<{ close(): void }> };
 

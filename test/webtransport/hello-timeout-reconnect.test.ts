@@ -3,7 +3,7 @@
 // marked retryable and a reconnecting dial tries again (other handshake errors stay terminal).
 import { describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
-import { webTransportClientTransport, type WebTransportSession } from '../../src/transport/webtransport.ts';
+import { webTransportClientTransport, type WebTransportSession } from '../../src/adapters/webtransport.ts';
 
 /** A WebTransport whose sessions open streams that never carry a byte (no HELLO ever arrives). */
 function silentCtor(created: { n: number }) {

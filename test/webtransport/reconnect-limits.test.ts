@@ -5,8 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import type { LanemuxError } from '../../src/errors.ts';
 import type { DialRequest } from '../../src/transport/port.ts';
-import { webTransportClientTransport, type WebTransportClientTransportOptions, type WebTransportHash, type WebTransportInit, type WebTransportSession } from '../../src/transport/webtransport.ts';
-import type { WtBidiStream } from '../../src/transport/webtransport-stream.ts';
+import { webTransportClientTransport, type WebTransportClientTransportOptions, type WebTransportHash, type WebTransportInit, type WebTransportSession } from '../../src/adapters/webtransport.ts';
+import type { WtBidiStream } from '../../src/adapters/webtransport-stream.ts';
 
 const REQUEST: DialRequest = { address: 'https://127.0.0.1:4433/lanemux', lane: 0, frameLimit: 4096, maxMessageSize: 1 << 20, reconnect: true };
 const FAST = { minReconnectionDelay: 1, reconnectionJitter: 0, maxReconnectionDelay: 2 };

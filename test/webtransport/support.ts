@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { createServer, type ViteDevServer } from 'vite';
-import { createDevCertificate, type DevCertificate } from '../../src/transport/dev-cert.ts';
+import { createDevCertificate, type DevCertificate } from '../../src/adapters/dev-cert.ts';
 import { scratchDir } from '../support/scratch.ts';
 
 export const ROOT = resolve(import.meta.dirname, '../..');

@@ -2,12 +2,12 @@
 // timeout, and the lane stream's framing/END handshake on in-memory WHATWG streams.
 import { describe, expect, it } from 'vitest';
 import { isLanemuxError, type LanemuxError } from '../../src/errors.ts';
-import { webTransportServerTransport as denoServer } from '../../src/transport/deno-webtransport.ts';
-import { webTransportServerTransport as nodeServer } from '../../src/transport/node-webtransport.ts';
+import { webTransportServerTransport as denoServer } from '../../src/adapters/deno-webtransport.ts';
+import { webTransportServerTransport as nodeServer } from '../../src/adapters/node-webtransport.ts';
 import type { Connection, DialEvents } from '../../src/transport/port.ts';
-import { webTransportClientTransport, type WebTransportConstructor, type WebTransportSession } from '../../src/transport/webtransport.ts';
-import { WtSessionLanes, WtStreamConn, type WtBidiStream } from '../../src/transport/webtransport-stream.ts';
-import { waitFor } from '../transport/helpers.ts';
+import { webTransportClientTransport, type WebTransportConstructor, type WebTransportSession } from '../../src/adapters/webtransport.ts';
+import { WtSessionLanes, WtStreamConn, type WtBidiStream } from '../../src/adapters/webtransport-stream.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const PEM = { cert: '-----BEGIN CERTIFICATE-----\n', key: '-----BEGIN PRIVATE KEY-----\n' };
 

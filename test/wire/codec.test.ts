@@ -1,5 +1,5 @@
 /**
- * behaviours.md §A: one test per CODEC-01..42 statement, named with its id.
+ * The wire codec: one test per statement, named with its id (CODEC-01..42).
  */
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
@@ -68,7 +68,7 @@ function encodeOne(build: (e: BatchEncoder) => void, epoch = EPOCH, seq = SEQ, f
 /** The record bytes after the 16-byte header. */
 const recordsOf = (batch: Uint8Array): string => hex(batch.subarray(BATCH_HEADER_LEN));
 
-describe('A. wire codec (behaviours.md CODEC-01..42)', () => {
+describe('A. wire codec (CODEC-01..42)', () => {
   it('CODEC-01 batch header {v2, flags 0, count 2, epoch 0x0102030405060708, seq 0xDEADBEEF} encodes to the 16 golden bytes', () => {
     const golden = norm('02 00 00 02 01 02 03 04 05 06 07 08 DE AD BE EF');
     const h = encodeBatchHeader({ flags: 0, recordCount: 2, epoch: EPOCH, batchSeq: SEQ });
@@ -126,7 +126,7 @@ describe('A. wire codec (behaviours.md CODEC-01..42)', () => {
     expect(b.byteLength).toBe(16 + 13);
   });
 
-  it('CODEC-06b (lanemux §17) a LifecycleSlot cancel, session 0x99AABBCCDDEEFF00, encodes to the lanemux vector', () => {
+  it('CODEC-06b (lanemux, docs/protocol.md §10.4) a LifecycleSlot cancel, session 0x99AABBCCDDEEFF00, encodes to the lanemux vector', () => {
     const b = encodeOne((e) => e.appendLifecycleSlot(S, 0, 0x99aa_bbcc_ddee_ff00n, LifecycleAction.Cancel));
     expect(recordsOf(b)).toBe(norm('05 AB CD EF 42 00 00 00 00 00 00 00 09 99 AA BB CC DD EE FF 00 01'));
     const stop = encodeOne((e) => e.appendLifecycleSlot(S, 0, 0x99aa_bbcc_ddee_ff00n, LifecycleAction.Stop));
@@ -820,7 +820,7 @@ describe('A. wire codec (behaviours.md CODEC-01..42)', () => {
       // Neither is newer ...
       expect(seqNewer(a, b)).toBe(false);
       expect(seqNewer(b, a)).toBe(false);
-      // ... and each reads as older than the other (protocol.md §2).
+      // ... and each reads as older than the other (docs/protocol.md §10.1).
       expect(seqOlder(a, b), `seqOlder(${a}, ${b})`).toBe(true);
       expect(seqOlder(b, a), `seqOlder(${b}, ${a})`).toBe(true);
     }
@@ -852,7 +852,7 @@ describe('decode error kinds carry a stable code and an offset', () => {
     ['LifecycleSlot 8', concat(hdr(1), refRecord(5, S, 0, new Uint8Array(8))), 'BodyLengthMismatch', 'ERR_BODY_LENGTH_MISMATCH', 16],
     ['LifecycleSlot 10', concat(hdr(1), refRecord(5, S, 0, new Uint8Array(10))), 'BodyLengthMismatch', 'ERR_BODY_LENGTH_MISMATCH', 16],
     ['close reason 4', concat(hdr(1), refRecord(2, S, 0, Uint8Array.of(4))), 'UnknownCloseReason', 'ERR_UNKNOWN_CLOSE_REASON', 16],
-    ['lifecycle action 2 (lanemux §17)', concat(hdr(1), refRecord(5, S, 0, Uint8Array.of(0, 0, 0, 0, 0, 0, 0, 0, 2))), 'UnknownLifecycleAction', 'ERR_UNKNOWN_LIFECYCLE_ACTION', 16],
+    ['lifecycle action 2 (lanemux, docs/protocol.md §10.4)', concat(hdr(1), refRecord(5, S, 0, Uint8Array.of(0, 0, 0, 0, 0, 0, 0, 0, 2))), 'UnknownLifecycleAction', 'ERR_UNKNOWN_LIFECYCLE_ACTION', 16],
     ['trailing byte', concat(hdr(0), Uint8Array.of(0)), 'TrailingBytes', 'ERR_TRAILING_BYTES', 16],
   ];
   for (const [name, payload, kind, code, offset] of cases) {

@@ -43,7 +43,7 @@ function snapshot(e: BatchEncoder): [number, number, number] {
 }
 
 describe('BatchEncoder construction and arguments', () => {
-  it('defaults: maxBytes 61,440 (60 KiB), version 2, constants match protocol.md §8', () => {
+  it('defaults: maxBytes 61,440 (60 KiB), version 2, constants match docs/protocol.md §10', () => {
     const e = new BatchEncoder();
     expect(e.maxBytes).toBe(61_440);
     expect(DEFAULT_MAX_BATCH_BYTES).toBe(61_440);

@@ -1,5 +1,5 @@
 /**
- * protocol.md §6: `StreamFrame` bodies, the terminal-sentinel check and `decodeFrame`.
+ * docs/protocol.md §10.5: `StreamFrame` bodies, the terminal-sentinel check and `decodeFrame`.
  */
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
@@ -65,7 +65,7 @@ function deserializationError(body: Uint8Array): WireError {
   return caught as WireError;
 }
 
-describe('StreamFrame golden bytes (protocol.md §6)', () => {
+describe('StreamFrame golden bytes (docs/protocol.md §10.5)', () => {
   const units: Array<[string, Uint8Array, string]> = [
     ['Dropped', FRAME_DROPPED, 'a7 44 72 6f 70 70 65 64'],
     ['Detached', FRAME_DETACHED, 'a8 44 65 74 61 63 68 65 64'],
@@ -116,7 +116,7 @@ describe('StreamFrame golden bytes (protocol.md §6)', () => {
   });
 });
 
-describe('isTerminalSentinel (protocol.md §6)', () => {
+describe('isTerminalSentinel (docs/protocol.md §10.5)', () => {
   it('is true for the three cached unit sentinels Dropped, Detached, Finalized (also as copies)', () => {
     for (const s of [FRAME_DROPPED, FRAME_DETACHED, FRAME_FINALIZED]) {
       expect(isTerminalSentinel(s)).toBe(true);
@@ -184,7 +184,7 @@ describe('isTerminalSentinel (protocol.md §6)', () => {
   });
 
   it('agrees with decodeFrame on TransportError in valid non-compact msgpack forms (map16 header, str8 key)', () => {
-    // protocol.md §6: true "if they decode (as a frame with a unit payload) to TransportError(_)".
+    // docs/protocol.md §10.5: true "if they decode (as a frame with a unit payload) to TransportError(_)".
     // decodeFrame accepts these bodies as TransportError, so the sentinel check must too.
     const compact = msgpackEncode({ TransportError: 'boom' });
     const map16 = concat(fromHex('de 00 01'), compact.subarray(1));
@@ -199,7 +199,7 @@ describe('isTerminalSentinel (protocol.md §6)', () => {
   });
 
   it('is false for a TransportError whose message is not valid UTF-8 (it does not decode as a frame)', () => {
-    // protocol.md §6: terminal "if they decode (as a frame with a unit payload) to TransportError(_)".
+    // docs/protocol.md §10.5: terminal "if they decode (as a frame with a unit payload) to TransportError(_)".
     expect(isTerminalSentinel(concat(refVariantKey('TransportError'), fromHex('a2 c3 28')))).toBe(false);
   });
 

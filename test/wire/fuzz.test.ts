@@ -1,5 +1,5 @@
 /**
- * Decoder fuzz (CODEC-23, CODEC-27, CODEC-28, CODEC-30; protocol.md §3.4).
+ * Decoder fuzz (CODEC-23, CODEC-27, CODEC-28, CODEC-30; docs/protocol.md §10.4 "Decoding").
  *
  * At least 100,000 inputs per run from a fixed-seed PRNG (override with LANEMUX_FUZZ_SEED and
  * LANEMUX_FUZZ_INPUTS): purely random byte arrays of length 0..300, and mutations of valid batches

@@ -2,7 +2,7 @@
  * Shared helpers of the wire suites: hex, an independent (spec-derived) batch and frame oracle,
  * a record model for property tests, a seeded PRNG, and an allocation guard.
  *
- * Nothing here imports the codec's own writers: the oracle is written from protocol.md §2–§6 so a
+ * Nothing here imports the codec's own writers: the oracle is written from docs/protocol.md §10 so a
  * bug in `src/wire/` cannot hide behind a helper that shares its code.
  */
 import type { DecodedBatch, DecodedRecord } from '../../src/wire/index.ts';
@@ -58,12 +58,12 @@ const u64 = (n: bigint): number[] => {
   return out;
 };
 
-/** A 16-byte batch header written by hand from protocol.md §2. */
+/** A 16-byte batch header written by hand from docs/protocol.md §10.1. */
 export function refHeader(version: number, flags: number, count: number, epoch: bigint, seq: number): Uint8Array {
   return Uint8Array.from([version, flags, ...u16(count), ...u64(epoch), ...u32(seq)]);
 }
 
-/** A record written by hand from protocol.md §3.1. */
+/** A record written by hand from docs/protocol.md §10.2. */
 export function refRecord(type: number, slot: number, seq: number, body: Uint8Array, declaredLen = body.byteLength): Uint8Array {
   return concat(Uint8Array.from([type, ...u32(slot), ...u32(seq), ...u32(declaredLen)]), body);
 }
@@ -214,7 +214,7 @@ export interface OracleResult {
 const FIXED: Record<number, number> = { 1: 16, 2: 1, 3: 4, 4: 0, 5: 9 };
 
 /**
- * A deliberately naive decoder written from protocol.md §3.4 (byte by byte, no DataView). The
+ * A deliberately naive decoder written from docs/protocol.md §10.4 "Decoding" (byte by byte, no DataView). The
  * order of checks inside one record follows lanemux: type, then body truncation, then fixed
  * length, then close reason / lifecycle action (the spec does not fix that order).
  */

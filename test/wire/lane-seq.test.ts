@@ -1,5 +1,5 @@
 /**
- * protocol.md §5.8 (splitmix64 lane hash goldens) and §2 (RFC 1982 batch_seq arithmetic laws).
+ * docs/protocol.md §10.6 (splitmix64 lane hash goldens) and §10.1 (serial batch_seq arithmetic laws).
  */
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
@@ -7,7 +7,7 @@ import { MAX_LANES, laneForKey, seqDistance, seqGap, seqNewer, seqNext, seqOlder
 
 const MASK = 0xffff_ffff_ffff_ffffn;
 
-/** splitmix64 written independently from protocol.md §5.8 (mask after every add and multiply). */
+/** splitmix64 written independently from docs/protocol.md §10.6 (mask after every add and multiply). */
 function refSplitmix64(key: bigint): bigint {
   let z = (key + 0x9e37_79b9_7f4a_7c15n) & MASK;
   z = ((z ^ (z >> 30n)) * 0xbf58_476d_1ce4_e5b9n) & MASK;
@@ -15,7 +15,7 @@ function refSplitmix64(key: bigint): bigint {
   return z ^ (z >> 31n);
 }
 
-describe('splitmix64 lane hash (protocol.md §5.8)', () => {
+describe('splitmix64 lane hash (docs/protocol.md §10.6)', () => {
   it('hash(0) = 0xE220A8397B1DCDAF and hash(1) = 0x910A2DEC89025CC1', () => {
     expect(splitmix64(0n)).toBe(0xe220_a839_7b1d_cdafn);
     expect(splitmix64(1n)).toBe(0x910a_2dec_8902_5cc1n);
@@ -52,7 +52,7 @@ describe('splitmix64 lane hash (protocol.md §5.8)', () => {
 const u32 = fc.integer({ min: 0, max: 0xffff_ffff });
 const HALF = 0x8000_0000;
 
-describe('RFC 1982 serial arithmetic laws (protocol.md §2)', () => {
+describe('serial arithmetic laws (docs/protocol.md §10.1)', () => {
   it('seqNewer is irreflexive and antisymmetric except at distance 2^31, where neither is newer', () => {
     fc.assert(
       fc.property(u32, u32, (a, b) => {

@@ -1,8 +1,8 @@
 // `authenticate` on the Bun server adapters (Bun.serve WebSocket, Bun TCP), the shared suite.
 import { describe } from 'vitest';
-import { bunTcpTransport } from '../../../src/transport/bun-tcp.ts';
-import { bunWebSocketServerTransport } from '../../../src/transport/bun-ws.ts';
-import { webSocketClientTransport } from '../../../src/transport/websocket.ts';
+import { bunTcpTransport } from '../../../src/adapters/bun-tcp.ts';
+import { bunWebSocketServerTransport } from '../../../src/adapters/bun-ws.ts';
+import { webSocketClientTransport } from '../../../src/adapters/websocket.ts';
 import { authSuite } from '../../transport/auth-suite.ts';
 
 const fast = { minReconnectionDelay: 20, reconnectionJitter: 20, maxReconnectionDelay: 100 };

@@ -1,6 +1,6 @@
 // Half-sent frames over the Bun TCP adapter (the shared suite, test/transport/frame-bounds-suite.ts).
 import { describe } from 'vitest';
-import { bunTcpTransport } from '../../../src/transport/bun-tcp.ts';
+import { bunTcpTransport } from '../../../src/adapters/bun-tcp.ts';
 import { frameBoundsSuite } from '../../transport/frame-bounds-suite.ts';
 
 const bun = (globalThis as unknown as { Bun: { gc(full: boolean): void } }).Bun;

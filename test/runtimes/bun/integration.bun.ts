@@ -1,9 +1,9 @@
 // The mux integration suites under `bun test`, over the Bun adapters: TCP (Bun.listen /
 // Bun.connect), the Bun.serve WebSocket server and the WHATWG client on Bun's global WebSocket.
 // The suites are the vitest files themselves (Bun maps `vitest` to bun:test).
-import { bunTcpTransport } from '../../../src/transport/bun-tcp.ts';
-import { bunWebSocketServerTransport } from '../../../src/transport/bun-ws.ts';
-import { webSocketClientTransport } from '../../../src/transport/websocket.ts';
+import { bunTcpTransport } from '../../../src/adapters/bun-tcp.ts';
+import { bunWebSocketServerTransport } from '../../../src/adapters/bun-ws.ts';
+import { webSocketClientTransport } from '../../../src/adapters/websocket.ts';
 import { useSuiteTransports } from '../../integration/helpers.ts';
 import '../../integration/mux-tcp.test.ts';
 import '../../integration/streams-tcp.test.ts';

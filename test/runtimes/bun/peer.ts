@@ -1,9 +1,9 @@
 // A Bun peer for the cross-runtime tests: listens on Bun TCP and the Bun.serve WebSocket server,
 // prints one ready line (JSON with its addresses), serves peer-protocol.ts, exits when stdin closes.
 // Run: bun run test/runtimes/bun/peer.ts
-import { bunTcpTransport } from '../../../src/transport/bun-tcp.ts';
-import { bunWebSocketServerTransport } from '../../../src/transport/bun-ws.ts';
-import { webSocketClientTransport } from '../../../src/transport/websocket.ts';
+import { bunTcpTransport } from '../../../src/adapters/bun-tcp.ts';
+import { bunWebSocketServerTransport } from '../../../src/adapters/bun-ws.ts';
+import { webSocketClientTransport } from '../../../src/adapters/websocket.ts';
 import { runtimeName, startPeer } from '../peer-protocol.ts';
 
 declare const Bun: { stdin: { stream(): AsyncIterable<Uint8Array> } };

@@ -1,7 +1,7 @@
 // Transport conformance over the Bun TCP adapter (Bun.listen / Bun.connect), 1 and 8 lanes, under
 // `bun test` (Bun maps `vitest` imports to bun:test itself).
 import { describe } from 'vitest';
-import { bunTcpTransport } from '../../../src/transport/bun-tcp.ts';
+import { bunTcpTransport } from '../../../src/adapters/bun-tcp.ts';
 import { transportConformance } from '../../transport/conformance.ts';
 
 const limits = { highWaterMark: 256 * 1024, maxPendingBytes: 1024 * 1024, closeGraceMs: 200 };

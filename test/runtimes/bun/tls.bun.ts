@@ -1,7 +1,7 @@
 // TLS over the Bun TCP adapter (Bun.listen / Bun.connect with `tls`): the shared suite
 // (test/transport/tls-suite.ts).
 import { describe, expect, it } from 'vitest';
-import { bunTcpTransport } from '../../../src/transport/bun-tcp.ts';
+import { bunTcpTransport } from '../../../src/adapters/bun-tcp.ts';
 import { tlsSuite } from '../../transport/tls-suite.ts';
 
 describe('TLS over Bun TCP', () => {

@@ -1,8 +1,8 @@
 // Transport conformance over WebSocket on Bun: the Bun.serve server adapter and the WHATWG client
 // adapter (partysocket over Bun's global WebSocket), under `bun test`.
 import { describe } from 'vitest';
-import { bunWebSocketServerTransport } from '../../../src/transport/bun-ws.ts';
-import { webSocketClientTransport } from '../../../src/transport/websocket.ts';
+import { bunWebSocketServerTransport } from '../../../src/adapters/bun-ws.ts';
+import { webSocketClientTransport } from '../../../src/adapters/websocket.ts';
 import { transportConformance } from '../../transport/conformance.ts';
 import { wsServerAdmission } from '../ws-server-admission.ts';
 

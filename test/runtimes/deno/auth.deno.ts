@@ -1,8 +1,8 @@
 // `authenticate` on the Deno server adapters (Deno.serve WebSocket, Deno TCP), the shared suite.
 import { describe } from 'vitest';
-import { denoTcpTransport } from '../../../src/transport/deno-tcp.ts';
-import { denoWebSocketServerTransport } from '../../../src/transport/deno-ws.ts';
-import { webSocketClientTransport } from '../../../src/transport/websocket.ts';
+import { denoTcpTransport } from '../../../src/adapters/deno-tcp.ts';
+import { denoWebSocketServerTransport } from '../../../src/adapters/deno-ws.ts';
+import { webSocketClientTransport } from '../../../src/adapters/websocket.ts';
 import { authSuite } from '../../transport/auth-suite.ts';
 
 const fast = { minReconnectionDelay: 20, reconnectionJitter: 20, maxReconnectionDelay: 100 };

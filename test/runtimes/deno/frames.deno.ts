@@ -1,6 +1,6 @@
 // Half-sent frames over the Deno TCP adapter (the shared suite, test/transport/frame-bounds-suite.ts).
 import { describe } from 'vitest';
-import { denoTcpTransport } from '../../../src/transport/deno-tcp.ts';
+import { denoTcpTransport } from '../../../src/adapters/deno-tcp.ts';
 import { frameBoundsSuite } from '../../transport/frame-bounds-suite.ts';
 
 describe('incomplete frames over Deno TCP', () => {

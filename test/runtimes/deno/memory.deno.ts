@@ -1,6 +1,6 @@
 // Transport conformance over the memory adapter under `deno test` (checks the shim + core on Deno).
 import { describe } from 'vitest';
-import { createMemoryNetwork, memoryTransport } from '../../../src/transport/memory.ts';
+import { createMemoryNetwork, memoryTransport } from '../../../src/adapters/memory.ts';
 import { transportConformance } from '../../transport/conformance.ts';
 
 const network = createMemoryNetwork();

@@ -1,9 +1,9 @@
 // A Deno peer for the cross-runtime tests: listens on Deno TCP and the Deno.serve WebSocket server,
 // prints one ready line (JSON with its addresses), serves peer-protocol.ts, exits when stdin closes.
 // Run: deno run --no-check --allow-net --allow-read --allow-env test/runtimes/deno/peer.ts
-import { denoTcpTransport } from '../../../src/transport/deno-tcp.ts';
-import { denoWebSocketServerTransport } from '../../../src/transport/deno-ws.ts';
-import { webSocketClientTransport } from '../../../src/transport/websocket.ts';
+import { denoTcpTransport } from '../../../src/adapters/deno-tcp.ts';
+import { denoWebSocketServerTransport } from '../../../src/adapters/deno-ws.ts';
+import { webSocketClientTransport } from '../../../src/adapters/websocket.ts';
 import { runtimeName, startPeer } from '../peer-protocol.ts';
 
 declare const Deno: { stdin: { readable: AsyncIterable<Uint8Array> }; exit(code: number): never };

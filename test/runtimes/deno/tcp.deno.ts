@@ -1,7 +1,7 @@
 // Transport conformance over the Deno TCP adapter (Deno.listen / Deno.connect), 1 and 8 lanes,
 // under `deno test` (vitest mapped to the portable shim by deno.json).
 import { describe } from 'vitest';
-import { denoTcpTransport } from '../../../src/transport/deno-tcp.ts';
+import { denoTcpTransport } from '../../../src/adapters/deno-tcp.ts';
 import { transportConformance } from '../../transport/conformance.ts';
 
 const limits = { highWaterMark: 256 * 1024, maxPendingBytes: 1024 * 1024, closeGraceMs: 200 };

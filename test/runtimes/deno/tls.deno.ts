@@ -1,7 +1,7 @@
 // TLS over the Deno TCP adapter (Deno.listenTls / Deno.connectTls): the shared suite
 // (test/transport/tls-suite.ts), and the options Deno cannot honour refused up front.
 import { describe, expect, it } from 'vitest';
-import { denoTcpTransport } from '../../../src/transport/deno-tcp.ts';
+import { denoTcpTransport } from '../../../src/adapters/deno-tcp.ts';
 import { tlsSuite } from '../../transport/tls-suite.ts';
 
 describe('TLS over Deno TCP', () => {

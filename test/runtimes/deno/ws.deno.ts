@@ -1,8 +1,8 @@
 // Transport conformance over WebSocket on Deno: the Deno.serve server adapter and the WHATWG client
 // adapter (partysocket over Deno's global WebSocket), under `deno test`.
 import { describe } from 'vitest';
-import { denoWebSocketServerTransport } from '../../../src/transport/deno-ws.ts';
-import { webSocketClientTransport } from '../../../src/transport/websocket.ts';
+import { denoWebSocketServerTransport } from '../../../src/adapters/deno-ws.ts';
+import { webSocketClientTransport } from '../../../src/adapters/websocket.ts';
 import { transportConformance } from '../../transport/conformance.ts';
 import { wsServerAdmission } from '../ws-server-admission.ts';
 

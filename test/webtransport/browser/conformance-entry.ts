@@ -3,8 +3,8 @@
 // relay-server.deno.ts (a browser cannot listen). Run with globalThis.lanemuxWtConformance.run().
 import { describe } from 'vitest';
 import { runCollected, type TestResult } from '../../portable/vitest.ts';
-import { certificateHashFromHex } from '../../../src/transport/dev-cert.ts';
-import { webTransportClientTransport } from '../../../src/transport/webtransport.ts';
+import { certificateHashFromHex } from '../../../src/adapters/dev-cert.ts';
+import { webTransportClientTransport } from '../../../src/adapters/webtransport.ts';
 import { transportConformance } from '../../transport/conformance.ts';
 import { relayListenerTransport } from './relay-listener.ts';
 

@@ -1,7 +1,7 @@
 // Browser entry (bundled by vite's dev server in chromium.test.ts): exposes the WebTransport runs on
 // `globalThis.lanemuxWt` for playwright's page.evaluate.
-import { certificateHashFromHex } from '../../../src/transport/dev-cert.ts';
-import { webTransportClientTransport } from '../../../src/transport/webtransport.ts';
+import { certificateHashFromHex } from '../../../src/adapters/dev-cert.ts';
+import { webTransportClientTransport } from '../../../src/adapters/webtransport.ts';
 import { runBench, type BenchResult } from './bench.ts';
 
 export interface BrowserApi {

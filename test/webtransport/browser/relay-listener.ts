@@ -3,8 +3,8 @@
 // stream one WtStreamConn: the same lane code as the product adapters, on server-opened streams.
 import { TransportError } from '../../../src/transport/errors.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../../../src/transport/port.ts';
-import { WtSessionLanes, WtStreamConn, type WtBidiStream } from '../../../src/transport/webtransport-stream.ts';
-import type { WebTransportHash } from '../../../src/transport/webtransport.ts';
+import { WtSessionLanes, WtStreamConn, type WtBidiStream } from '../../../src/adapters/webtransport-stream.ts';
+import type { WebTransportHash } from '../../../src/adapters/webtransport.ts';
 
 interface BrowserSession {
   readonly ready: Promise<unknown>;

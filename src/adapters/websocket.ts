@@ -1,0 +1,457 @@
+/**
+ * WebSocket client adapter on the WHATWG `WebSocket` API wrapped in partysocket, so the same file runs
+ * in browsers, Deno, Bun and Node (Node 20 passes `ws` as the constructor). One WebSocket per lane.
+ *
+ * partysocket is configured so that lanemux owns every byte:
+ * - `maxEnqueuedMessages: 0`: partysocket never queues a frame while disconnected, so nothing encoded
+ *   for one connection can be replayed on the next; `send() === false` means "not sent".
+ * - `binaryType = 'arraybuffer'`: no async Blob hop per message.
+ * - partysocket never reconnects by itself (`shouldReconnectOnClose: () => false`, `maxRetries: 0`):
+ *   its back-off timers are neither unref'd nor cancelled by `close()`, so a closed messenger could keep
+ *   the process alive for up to `maxReconnectionDelay`. lanemux drives every reconnect from its own
+ *   unref'd, cancellable timer calling `reconnect()`, with jittered exponential back-off
+ *   (`(minReconnectionDelay + random·reconnectionJitter)·reconnectionDelayGrowFactor^n`, at most
+ *   `maxReconnectionDelay`); `reconnect()` resets partysocket's retry count, so its own delay is 0.
+ * - Each open is a new {@link Connection} (a new epoch for the transport core); the old connection
+ *   object is closed before partysocket can open the next socket, so a stale send is refused.
+ *
+ * - A dial's **first** socket that fails to open (refused, unknown host, an HTTP answer instead of the
+ *   upgrade, a TLS refusal, `connectionTimeout`) fails the dial at once with `ERR_CONNECT` saying which:
+ *   the caller's `connect` rejects instead of waiting out its deadline while partysocket retries. So
+ *   does a first socket the server closes with a non-lanemux close code before sending anything. Once
+ *   a socket has opened, a lost connection is dialled again (up to `maxRetries` failed attempts).
+ * - The restart timer holds the process open until the dial has heard from the server (a `connect` is
+ *   waiting on it); after that it is unref'd, so a reconnecting node never keeps a process alive.
+ *
+ * Lane 0 is the reconnecting dial; lanes 1..L-1 are single-attempt sockets the transport core opens
+ * anew after each lane-0 hello. Back-pressure comes from `bufferedAmount`, polled while a send waits
+ * (the WHATWG API has no drain event). Reading cannot be paused on this API: `pause()` returns false.
+ *
+ * @example
+ * ```ts
+ * import WebSocket from 'ws'; // Node 20 only; browsers, Deno, Bun and Node ≥ 22 have a global
+ * const client = await createMessenger({ transports: [webSocketClientTransport({ WebSocket })] });
+ * await client.connect('ws://127.0.0.1:8080/lanemux');
+ * ```
+ *
+ * @packageDocumentation
+ */
+import { credentialOption, type CredentialSource } from '../transport/auth.ts';
+import ReconnectingWebSocket from 'partysocket/ws';
+import { z } from 'zod/mini';
+import { ConfigError, type LanemuxError } from '../errors.ts';
+import { AdmissionGate, type AdmissionLimits } from '../transport/admission.ts';
+import { TransportError } from '../transport/errors.ts';
+import { describeBytes, encodeGoaway } from '../transport/hello.ts';
+import { admissionSchema, parseOptions } from '../transport/options.ts';
+import { int, num } from '../validate.ts';
+import type {
+  Admission,
+  CloseMode,
+  Connection,
+  ConnectionReceiver,
+  DialEvents,
+  DialHandle,
+  DialRequest,
+  ListenHost,
+  TransportAdapter,
+} from '../transport/port.ts';
+import { setUnrefTimeout, type TimerHandle } from '../transport/runtime.ts';
+import { describeOpenFailure, describeEarlyClose, type OpenFailureDetail } from './ws-open-failure.ts';
+import { TERMINAL_CLOSE_CODES, closeFrameFor, errorForClose } from '../transport/ws-codes.ts';
+
+/** A WHATWG-compatible WebSocket constructor (the global one, or `ws` on Node 20). */
+export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => unknown;
+
+/** Options of {@link webSocketClientTransport}. */
+export interface WebSocketClientTransportOptions {
+  /** The WebSocket constructor. Defaults to `globalThis.WebSocket` (pass `ws` on Node 20). */
+  readonly WebSocket?: WebSocketConstructor;
+  /** Admission is synchronous while `bufferedAmount` is below this. Defaults to 1 MiB. */
+  readonly highWaterMark?: number;
+  /** Bytes that may wait for admission per connection before a send is refused. Defaults to 8 MiB. */
+  readonly maxPendingBytes?: number;
+  /** Smallest reconnect delay before jitter. Defaults to 500 ms. */
+  readonly minReconnectionDelay?: number;
+  /** Random extra added to the smallest delay, drawn per dial and per restart. Defaults to 2,500 ms. */
+  readonly reconnectionJitter?: number;
+  /** Largest reconnect delay. Defaults to 30,000 ms. */
+  readonly maxReconnectionDelay?: number;
+  /** Growth of the delay per failed attempt. Defaults to 1.3. */
+  readonly reconnectionDelayGrowFactor?: number;
+  /** Time allowed for one WebSocket to open. Defaults to 8,000 ms. */
+  readonly connectionTimeout?: number;
+  /**
+   * Consecutive failed reconnect attempts (sockets that did not open) before a dial whose link was
+   * up gives up. A dial's first socket is not retried: it fails the connect at once. Defaults to Infinity.
+   */
+  readonly maxRetries?: number;
+  /** How often `bufferedAmount` is polled while a send waits for admission. Defaults to 2 ms. */
+  readonly drainPollMs?: number;
+  /**
+   * Credential presented in the HELLO of every connect and reconnect: a string, or a function called
+   * each time (a browser refreshes a short-lived token). Defaults to the messenger's `credential`.
+   */
+  readonly credential?: CredentialSource;
+}
+
+const optionsSchema = z.object({
+  WebSocket: z.optional(z.custom<WebSocketConstructor>((v) => typeof v === 'function', 'not a WebSocket constructor')),
+  ...admissionSchema,
+  minReconnectionDelay: z._default(num(0, 600_000), 500),
+  reconnectionJitter: z._default(num(0, 600_000), 2_500),
+  maxReconnectionDelay: z._default(num(0, 3_600_000), 30_000),
+  reconnectionDelayGrowFactor: z._default(num(1, 10), 1.3),
+  connectionTimeout: z._default(int(1, 600_000), 8_000),
+  maxRetries: z._default(num(0), Number.POSITIVE_INFINITY),
+  drainPollMs: z._default(int(1, 1000), 2),
+  ...credentialOption,
+});
+
+type Resolved = z.output<typeof optionsSchema>;
+
+/** Create a WHATWG WebSocket client adapter (partysocket). Dials `ws://` and `wss://`; never listens. */
+export function webSocketClientTransport(options: WebSocketClientTransportOptions = {}): TransportAdapter {
+  const o = parseOptions(optionsSchema, options, 'webSocketClientTransport');
+  const ctor = o.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+  if (ctor === undefined) {
+    throw new ConfigError('WebSocket', 'no global WebSocket in this runtime; pass `WebSocket` (e.g. from the ws package on Node 20)', { where: 'webSocketClientTransport' });
+  }
+  return new WsClientAdapter(o, ctor);
+}
+
+class WsClientAdapter implements TransportAdapter {
+  readonly name = 'ws-client';
+  readonly dialSchemes = ['ws', 'wss'] as const;
+  readonly reconnects = true;
+  readonly credential: CredentialSource | undefined;
+  readonly #o: Resolved;
+  readonly #ctor: WebSocketConstructor;
+  readonly #limits: AdmissionLimits;
+  readonly #dials = new Set<ClientDial>();
+
+  constructor(o: Resolved, ctor: WebSocketConstructor) {
+    this.#o = o;
+    this.credential = o.credential;
+    this.#ctor = ctor;
+    this.#limits = { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes };
+  }
+
+  async listen(_host: ListenHost): Promise<string | undefined> {
+    return undefined;
+  }
+
+  dial(request: DialRequest, events: DialEvents): DialHandle {
+    const dial = new ClientDial(request, events, this.#o, this.#ctor, this.#limits, this.#dials);
+    return { close: () => dial.stop() };
+  }
+
+  async close(): Promise<void> {
+    for (const d of [...this.#dials]) d.stop();
+  }
+}
+
+/** One dial: a partysocket and the connection of its current socket. */
+class ClientDial {
+  readonly #request: DialRequest;
+  readonly #events: DialEvents;
+  readonly #o: Resolved;
+  readonly #limits: AdmissionLimits;
+  readonly #registry: Set<ClientDial>;
+  readonly #rws: ReconnectingWebSocket;
+  #current: WsClientConn | undefined;
+  #stopped = false;
+  #restarts = 0;
+  #restartTimer: TimerHandle | undefined;
+  #openedAt = 0;
+  /** A socket opened since the last restart was scheduled. */
+  #openedSinceRestart = false;
+  /** Consecutive attempts that closed without ever opening (bounded by `maxRetries`). */
+  #failedAttempts = 0;
+  #closingLocally = false;
+  /** Some socket of this dial opened: later failures are reconnects, not a failed first connect. */
+  #everOpened = false;
+  /** Some message arrived on this dial: a lanemux server answered at least once. */
+  #everHeard = false;
+  /** What the runtime said about the last failed attempt (its `error` event follows the close). */
+  #lastError: OpenFailureDetail | undefined;
+
+  constructor(request: DialRequest, events: DialEvents, o: Resolved, ctor: WebSocketConstructor, limits: AdmissionLimits, registry: Set<ClientDial>) {
+    this.#request = request;
+    this.#events = events;
+    this.#o = o;
+    this.#limits = limits;
+    this.#registry = registry;
+    registry.add(this);
+    this.#rws = new ReconnectingWebSocket(request.address, undefined, {
+      WebSocket: ctor,
+      maxEnqueuedMessages: 0,
+      connectionTimeout: o.connectionTimeout,
+      // Never reconnect by itself: see the file comment. lanemux calls reconnect() from its own timer.
+      maxRetries: 0,
+      shouldReconnectOnClose: () => false,
+    });
+    this.#rws.binaryType = 'arraybuffer';
+    this.#rws.addEventListener('open', this.#onOpen);
+    this.#rws.addEventListener('message', this.#onMessage);
+    this.#rws.addEventListener('close', this.#onClose);
+    this.#rws.addEventListener('error', this.#onError);
+  }
+
+  readonly #onOpen = (): void => {
+    if (this.#stopped) return;
+    this.#openedAt = performance.now();
+    this.#openedSinceRestart = true;
+    this.#failedAttempts = 0;
+    this.#everOpened = true;
+    this.#lastError = undefined;
+    const conn = new WsClientConn(this.#rws, this.#request.address, this.#request.frameLimit, this.#limits, this.#o.drainPollMs, this);
+    this.#current = conn;
+    this.#events.open(conn);
+  };
+
+  readonly #onMessage = (ev: MessageEvent): void => {
+    if (this.#current !== undefined) this.#everHeard = true;
+    this.#current?.onMessage(ev.data);
+  };
+
+  /** partysocket's `error` event: the only place the runtime says why a socket did not open. */
+  readonly #onError = (ev: unknown): void => {
+    this.#lastError = errorDetail(ev);
+  };
+
+  readonly #onClose = (ev: { code: number; reason: string }): void => {
+    if (this.#closingLocally) return;
+    const conn = this.#current;
+    this.#current = undefined;
+    if (conn === undefined) {
+      // partysocket dispatches its close before the error event that says why (same task): decide
+      // once that has been recorded.
+      queueMicrotask(() => this.#attemptFailed(ev));
+      return;
+    }
+    conn.remoteClosed(errorForClose(ev.code, ev.reason, this.#request.address));
+    if (this.#stopped) return;
+    // The first socket, closed before the server sent anything with a code lanemux never uses: this
+    // is not a lanemux server, and retrying until the connect deadline would only hide that.
+    const early = this.#everHeard ? undefined : describeEarlyClose(this.#request.address, ev.code, ev.reason === PARTYSOCKET_NO_REASON ? '' : ev.reason);
+    if (!this.#request.reconnect || TERMINAL_CLOSE_CODES.has(ev.code) || early !== undefined) {
+      this.stop();
+      this.#events.fail(early ?? errorForClose(ev.code, ev.reason, this.#request.address));
+      return;
+    }
+    this.#scheduleRestart();
+  };
+
+  /** A socket closed without ever opening. */
+  #attemptFailed(ev: { code: number; reason: string }): void {
+    if (this.#stopped) return;
+    const detail = this.#lastError;
+    this.#lastError = undefined;
+    this.#failedAttempts++;
+    // A first connect is not retried: the caller learns at once what is wrong at that address.
+    if (!this.#everOpened || !this.#request.reconnect || TERMINAL_CLOSE_CODES.has(ev.code) || this.#failedAttempts > this.#o.maxRetries) {
+      const error = describeOpenFailure(this.#request.address, detail, this.#o.connectionTimeout, this.#everOpened ? this.#failedAttempts : 0);
+      this.stop();
+      this.#events.fail(error);
+      return;
+    }
+    this.#scheduleRestart();
+  }
+
+  /** Our side closed `conn`: close its socket, and for a reconnecting dial open a new one after a jittered delay. */
+  localClose(conn: WsClientConn, reason: LanemuxError): void {
+    if (this.#current !== conn) return;
+    this.#current = undefined;
+    const { code, reason: text } = closeFrameFor(reason);
+    // partysocket's close() dispatches its close event synchronously: ignore that one.
+    this.#closingLocally = true;
+    try {
+      this.#rws.close(code, text);
+    } finally {
+      this.#closingLocally = false;
+    }
+    if (this.#stopped) return;
+    if (!this.#request.reconnect) {
+      this.stop();
+      return;
+    }
+    this.#scheduleRestart();
+  }
+
+  /** Open a new socket after a jittered, growing delay, on our own unref'd timer (cancelled by stop()). */
+  #scheduleRestart(): void {
+    if (this.#stopped || this.#restartTimer !== undefined) return;
+    // A connection that stayed up a while starts the back-off over.
+    if (this.#openedSinceRestart && performance.now() - this.#openedAt > 5_000) this.#restarts = 0;
+    this.#openedSinceRestart = false;
+    const o = this.#o;
+    const delay = Math.min(o.maxReconnectionDelay, (o.minReconnectionDelay + Math.random() * o.reconnectionJitter) * o.reconnectionDelayGrowFactor ** this.#restarts);
+    this.#restarts++;
+    const restart = (): void => {
+      this.#restartTimer = undefined;
+      if (!this.#stopped) this.#rws.reconnect();
+    };
+    // Until the server has answered once, a connect waits on this dial (its deadline stops the
+    // dial): the timer holds the process open so that connect settles. Afterwards it must not.
+    this.#restartTimer = this.#everHeard ? setUnrefTimeout(restart, delay) : setTimeout(restart, delay);
+  }
+
+  stop(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#registry.delete(this);
+    if (this.#restartTimer !== undefined) clearTimeout(this.#restartTimer);
+    const conn = this.#current;
+    this.#current = undefined;
+    conn?.remoteClosed(new TransportError('ERR_CLOSED', 'dial closed'));
+    this.#rws.close(1000, 'closed');
+    this.#rws.removeEventListener('open', this.#onOpen);
+    this.#rws.removeEventListener('message', this.#onMessage);
+    this.#rws.removeEventListener('close', this.#onClose);
+    this.#rws.removeEventListener('error', this.#onError);
+  }
+}
+
+/** The reason partysocket (on Node) puts in a close event that had none. */
+const PARTYSOCKET_NO_REASON = 'unknown reason';
+
+/** The message and error code of a WebSocket `error` event, wherever the runtime puts them (never throws). */
+function errorDetail(ev: unknown): OpenFailureDetail {
+  try {
+    const e = ev as { message?: unknown; error?: { message?: unknown; code?: unknown } | undefined };
+    const inner = e.error;
+    const message = typeof inner?.message === 'string' && inner.message !== '' ? inner.message : typeof e.message === 'string' ? e.message : '';
+    const code = typeof inner?.code === 'string' ? inner.code : undefined;
+    return { message, code, cause: inner ?? ev };
+  } catch {
+    return { message: '', code: undefined, cause: ev };
+  }
+}
+
+class WsClientConn implements Connection {
+  readonly remote: string;
+  readonly #rws: ReconnectingWebSocket;
+  readonly #gate: AdmissionGate;
+  readonly #dial: ClientDial;
+  readonly #pollMs: number;
+  #frameLimit: number;
+  #receiver: ConnectionReceiver | undefined;
+  #closed = false;
+  #poll: TimerHandle | undefined;
+  /** Messages that arrived before start() (an open event and a message can share a task). */
+  #early: Uint8Array[] | undefined = [];
+
+  constructor(rws: ReconnectingWebSocket, remote: string, frameLimit: number, limits: AdmissionLimits, pollMs: number, dial: ClientDial) {
+    this.#rws = rws;
+    this.remote = remote;
+    this.#frameLimit = frameLimit;
+    this.#pollMs = pollMs;
+    this.#dial = dial;
+    this.#gate = new AdmissionGate(
+      {
+        buffered: () => rws.bufferedAmount,
+        write: (frame) => {
+          // With maxEnqueuedMessages: 0, false means the socket is not open: the frame is not sent.
+          if (!rws.send(frame as Uint8Array<ArrayBuffer>)) this.#lostNow();
+        },
+        blocked: () => this.#schedulePoll(),
+      },
+      limits,
+      remote,
+    );
+  }
+
+  start(receiver: ConnectionReceiver): void {
+    this.#receiver = receiver;
+    const early = this.#early ?? [];
+    this.#early = undefined;
+    for (const m of early) {
+      if (this.#closed) return;
+      this.#deliver(m);
+    }
+  }
+
+  onMessage(data: unknown): void {
+    if (this.#closed) return;
+    let bytes: Uint8Array;
+    if (data instanceof ArrayBuffer) bytes = new Uint8Array(data);
+    else if (ArrayBuffer.isView(data)) bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    else {
+      this.#refuse(new TransportError('ERR_MALFORMED_ENVELOPE', `non-binary WebSocket message from ${this.remote} (${typeof data}); lanemux speaks binary only`));
+      return;
+    }
+    if (this.#early !== undefined) this.#early.push(bytes);
+    else this.#deliver(bytes);
+  }
+
+  #deliver(bytes: Uint8Array): void {
+    if (bytes.byteLength > this.#frameLimit) {
+      this.#refuse(new TransportError('ERR_FRAME_TOO_LARGE', `message of ${bytes.byteLength} bytes from ${this.remote} exceeds the limit of ${this.#frameLimit} bytes (${describeBytes(bytes)})`));
+      return;
+    }
+    this.#receiver?.message(bytes);
+  }
+
+  setFrameLimit(bytes: number): void {
+    this.#frameLimit = bytes;
+  }
+
+  send(head: Uint8Array, body?: Uint8Array): Admission {
+    if (this.#closed) return Promise.reject(new TransportError('ERR_PEER_GONE', `websocket to ${this.remote} is closed`, { retryable: true }));
+    const frame = new Uint8Array(head.byteLength + (body?.byteLength ?? 0));
+    frame.set(head, 0);
+    if (body !== undefined) frame.set(body, head.byteLength);
+    return this.#gate.offer(frame);
+  }
+
+  #schedulePoll(): void {
+    if (this.#poll !== undefined || this.#closed) return;
+    this.#poll = setUnrefTimeout(() => {
+      this.#poll = undefined;
+      this.#gate.drain();
+      if (this.#gate.waiting > 0) this.#schedulePoll();
+    }, this.#pollMs);
+  }
+
+  bufferedAmount(): number {
+    return this.#rws.bufferedAmount + this.#gate.pendingBytes;
+  }
+
+  pause(): boolean {
+    return false;
+  }
+
+  resume(): void {}
+
+  close(reason: LanemuxError, _mode: CloseMode = 'graceful'): void {
+    if (this.#closed) return;
+    this.#finish(reason);
+    this.#dial.localClose(this, reason);
+    this.#receiver?.closed(reason);
+  }
+
+  /** The socket closed under us. */
+  remoteClosed(error: LanemuxError): void {
+    if (this.#closed) return;
+    this.#finish(error);
+    this.#receiver?.closed(error);
+  }
+
+  #finish(error: LanemuxError): void {
+    this.#closed = true;
+    this.#early = undefined;
+    if (this.#poll !== undefined) clearTimeout(this.#poll);
+    this.#gate.fail(error);
+  }
+
+  #lostNow(): void {
+    queueMicrotask(() => this.remoteClosed(new TransportError('ERR_PEER_GONE', `websocket to ${this.remote} is not open`, { retryable: true })));
+  }
+
+  #refuse(error: LanemuxError): void {
+    if (this.#closed) return;
+    this.#rws.send(encodeGoaway(error) as Uint8Array<ArrayBuffer>);
+    this.close(error, 'graceful');
+  }
+}

@@ -1,0 +1,345 @@
+/**
+ * The consumer side of a node: creating and pre-binding anchors, answering `_anchor_attach` and
+ * `_anchor_detach` (docs/protocol.md §8), accepting per-stream connections (§9), and forgetting an
+ * anchor when it ends (its bind, waiting senders, same-worker port and connection let go).
+ */
+import type { PeerId } from '../messenger/types.ts';
+import type { Bind, BindEnd, BindOwner } from '../mux/bind.ts';
+import { SlotBuffer } from '../mux/slot-buffer.ts';
+import { randomU64 } from '../runtime/runtime.ts';
+import { MESSENGER_MUX_KEY, MPSC_ANCHOR_BIT, TCP_STREAM_KEY } from '../wire/constants.ts';
+import { decodeFrameInto, FrameKind } from '../wire/frame.ts';
+import type { DecodedFrame } from '../wire/frame.ts';
+import { StreamAnchor } from './anchor.ts';
+import type { AnchorHost, WaitingFeed } from './anchor.ts';
+import { attachOk, attachRequestSchema, anchorRefSchema } from './attach-messages.ts';
+import { encodeTicket } from './ticket.ts';
+import { StreamError } from './errors.ts';
+import { formatHandle, parseHandle } from './handle.ts';
+import { MpscAnchor } from './mpsc-anchor.ts';
+import { PerStreamWatchdog } from './per-stream.ts';
+import type { PerStreamSink } from './per-stream.ts';
+import { ANCHOR_CHANNEL_DEPTH, WAITING_FULL, refuse, type NodeState, type PendingPerStream } from './node-state.ts';
+import type { UnattachedReaper } from './unattached.ts';
+
+/** The local-id bits of a single-sender anchor (`~MPSC_ANCHOR_BIT` within 64 bits, computed once). */
+const LOCAL_ID_MASK = MPSC_ANCHOR_BIT - 1n;
+
+/** The anchor side of a mux bind: a stream that ended dropped or expired is forgotten at once. */
+class AnchorBindOwner implements BindOwner {
+  readonly #anchor: StreamAnchor<unknown>;
+  readonly #forget: (anchor: StreamAnchor<unknown>, bind: Bind) => void;
+  constructor(anchor: StreamAnchor<unknown>, forget: (anchor: StreamAnchor<unknown>, bind: Bind) => void) {
+    this.#anchor = anchor;
+    this.#forget = forget;
+  }
+  onClaimed(): void {}
+  onEnded(bind: Bind, end: BindEnd): void {
+    if (end === 'dropped' || end === 'expired') this.#forget(this.#anchor, bind);
+  }
+}
+
+/** The consumer side of a node: its anchors, the attach and detach handlers, per-stream connections in. */
+export class ConsumerSide implements AnchorHost {
+  readonly #s: NodeState;
+  readonly #reaper: UnattachedReaper;
+
+  constructor(state: NodeState, reaper: UnattachedReaper) {
+    this.#s = state;
+    this.#reaper = reaper;
+  }
+
+  /** See `LanemuxNode.createAnchor`. */
+  createAnchor<T = unknown>(): StreamAnchor<T> {
+    this.#s.assertOpen();
+    let localId: bigint;
+    do localId = randomU64(this.#s.runtime) & LOCAL_ID_MASK;
+    while (localId === 0n || this.#s.anchors.has(localId));
+    const anchor = new StreamAnchor<T>(this, formatHandle({ workerId: this.#s.workerId, localId }), localId);
+    this.#s.anchors.set(localId, anchor as StreamAnchor<unknown>);
+    this.#s.metrics.activeAnchors++;
+    this.anchorUnattached(anchor as StreamAnchor<unknown>);
+    return anchor;
+  }
+
+  /** See `LanemuxNode.prebindAnchor`. */
+  prebindAnchor(target: StreamAnchor<unknown> | MpscAnchor<unknown> | string, options: { laneKey?: bigint } = {}): string | undefined {
+    const mux = this.#s.mux;
+    if (mux === null) return undefined;
+    const anchor = typeof target === 'string' ? this.#localAnchor(target) : target;
+    if (anchor === undefined) {
+      this.#s.metrics.anchorOperation('prebind', 'error', 'mux');
+      return undefined;
+    }
+    // MPSC anchors have no zero-RTT path (docs/protocol.md §8 "MPSC anchors": never pre-bound).
+    if (!(anchor instanceof StreamAnchor) || (anchor.localId & MPSC_ANCHOR_BIT) !== 0n || this.#s.anchors.get(anchor.localId) !== anchor || anchor.feedKind !== 'none' || anchor.finished) {
+      this.#s.metrics.anchorOperation('prebind', 'error', 'mux');
+      return undefined;
+    }
+    const bind = mux.bind(anchor.localId, this.#bindOwner(anchor), null, options.laneKey);
+    anchor._feed(bind.buffer, 'mux', bind);
+    this.#s.metrics.anchorOperation('prebind', 'success', 'mux');
+    return encodeTicket({
+      streaming_transport_key: MESSENGER_MUX_KEY,
+      heartbeat_interval_ms: this.#s.config.heartbeatInterval,
+      routing_session_id: bind.sessionId,
+      initial_credit: bind.limit,
+      slot_byte_budget: bind.slotByteBudget,
+      lane: bind.lane,
+      anchor_id: anchor.localId,
+    });
+  }
+
+  /** A single-sender anchor of this node named by its handle string, if it exists. */
+  #localAnchor(handle: string): StreamAnchor<unknown> | undefined {
+    let h: ReturnType<typeof parseHandle>;
+    try {
+      h = parseHandle(handle);
+    } catch {
+      return undefined;
+    }
+    if (h.workerId !== this.#s.workerId) return undefined;
+    const a = this.#s.anchors.get(h.localId);
+    return a instanceof StreamAnchor ? a : undefined;
+  }
+
+  /** @internal AnchorHost */
+  anchorDone(anchor: StreamAnchor<unknown>, cancelled: boolean): void {
+    if (this.#s.anchors.get(anchor.localId) !== anchor) return;
+    this.#s.anchors.delete(anchor.localId);
+    this.#s.metrics.activeAnchors--;
+    const bind = anchor.bind;
+    if (bind !== null && this.#s.mux !== null) {
+      // A consumer cancel is a LifecycleSlot{cancel} naming the session (docs/protocol.md §10.3); before the OpenSlot
+      // arrived, the mux answers that OpenSlot with it.
+      if (cancelled && !bind.ended) this.#s.mux.signalLifecycle(bind, true);
+      this.#s.mux.releaseBind(bind);
+    }
+    const waiting = anchor._takeWaiting();
+    if (waiting !== null) {
+      this.#letGo(waiting, cancelled, cancelled ? new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream') : new StreamError('ERR_STREAM_CLOSED', 'the anchor ended before its consumer read this sender'));
+    }
+    const local = this.#s.locals.get(anchor);
+    if (local) {
+      this.#s.locals.delete(anchor);
+      if (cancelled) local.fail(new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream'));
+    }
+    for (const [key, b] of this.#s.perStreamBinds) if (b.anchor === anchor) this.#s.perStreamBinds.delete(key);
+    this.#s.perStreamStops.delete(anchor);
+    const drop = this.#s.perStreamDrops.get(anchor);
+    if (drop !== undefined) {
+      this.#s.perStreamDrops.delete(anchor);
+      // Nobody reads this anchor any more: drop the connection, or the producer blocks once buffers fill.
+      drop(cancelled ? new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream') : new StreamError('ERR_STREAM_CLOSED', 'the anchor failed'));
+    }
+    if (cancelled) this.#s.metrics.anchorOperation('cancel', 'success', anchor.feedKind);
+  }
+
+  /** @internal AnchorHost: start (or restart) the anchor's unattached timer. */
+  anchorUnattached(anchor: StreamAnchor<unknown>): void {
+    this.#reaper.watch(anchor);
+  }
+
+  /** The anchor side of a mux bind (one small object per bind; the node's part is shared). */
+  #bindOwner(anchor: StreamAnchor<unknown>): BindOwner {
+    return new AnchorBindOwner(anchor, this.#forgetEnded);
+  }
+
+  /** A bound stream ended dropped or expired: the anchor is forgotten at once. */
+  readonly #forgetEnded = (anchor: StreamAnchor<unknown>, bind: Bind): void => {
+    // The consumer still reads the Dropped it holds; the node need not keep the anchor for it.
+    if (this.#s.anchors.get(anchor.localId) !== anchor) return;
+    this.#s.anchors.delete(anchor.localId);
+    this.#s.metrics.activeAnchors--;
+    // Senders waiting behind this one are never read (the stream ends at its Dropped): let them go now.
+    const cut = anchor._cutAfter(bind);
+    if (cut !== null) {
+      this.#letGo(cut, false, new StreamError('ERR_STREAM_CLOSED', 'an earlier sender of the anchor went away: its consumer never reads this sender'));
+      this.#s.locals.delete(anchor);
+      this.#s.perStreamDrops.delete(anchor);
+      this.#s.perStreamStops.delete(anchor);
+    }
+  };
+
+  /** Let go the senders of feeds the anchor will never read (it ended, or ends before them). */
+  #letGo(feeds: readonly WaitingFeed[], cancelled: boolean, error: StreamError): void {
+    const mux = this.#s.mux;
+    for (const f of feeds) {
+      const bind = f.bind;
+      if (bind !== null && mux !== null) {
+        if (cancelled && !bind.ended) mux.signalLifecycle(bind, true);
+        mux.releaseBind(bind);
+      }
+      f.release?.(error);
+    }
+  }
+
+  /** @internal AnchorHost */
+  anchorLifecycle(anchor: StreamAnchor<unknown>, cancel: boolean): void {
+    // The last sender to attach is the live one (those before it detached).
+    const bind = anchor._tailBind;
+    if (bind !== null) this.#s.mux?.signalLifecycle(bind, cancel);
+    else if (!cancel) {
+      this.#s.locals.get(anchor)?.onStop?.();
+      const stop = this.#s.perStreamStops.get(anchor);
+      if (stop !== undefined) stop();
+      // Asked before the connection arrived: it goes out when it does (the mux's early signal).
+      else for (const b of this.#s.perStreamBinds.values()) if (b.anchor === anchor) b.stop = true;
+    }
+  }
+
+  /** `_anchor_attach`: answer a producer's attach from this node's state (never waits). */
+  onAttach(from: PeerId, body: unknown): unknown {
+    const req = attachRequestSchema.safeParse(body);
+    if (!req.success) return { Err: { reason: `malformed attach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
+    const { handle, supported_transport_keys: keys, lane_key: laneKey, session_id: claimedSession } = req.data;
+    if (handle.hi !== this.#s.workerId) return { Err: { reason: 'the handle belongs to another worker' } };
+    if ((handle.lo & MPSC_ANCHOR_BIT) !== 0n) return refuse(this.#s.metrics, 'the anchor is MPSC; use _mpsc_anchor_attach');
+    const anchor = this.#s.anchors.get(handle.lo);
+    if (anchor === undefined || anchor.finished) return refuse(this.#s.metrics, 'unknown or finished anchor');
+    const mux = this.#s.mux;
+    const offersMux = mux !== null && keys.includes(MESSENGER_MUX_KEY);
+    if (!anchor._attachable) {
+      const bind = anchor.bind;
+      if (bind !== null && bind === anchor._tailBind && bind.peer === null && !bind.ended) {
+        if (bind.claimed) return refuse(this.#s.metrics, 'already streaming through a pre-bound slot');
+        // A pre-bind is the ticket holder's: only an attach naming the ticket's session may adopt or
+        // release it. Anyone else who knows the handle is refused and changes nothing.
+        if (claimedSession !== bind.sessionId) {
+          this.#s.metrics.anchorOperation('attach', 'error', 'mux');
+          return refuse(this.#s.metrics, 'the anchor is pre-bound: attach with its ticket (AttachOptions.ticket) or open it with openAnchorStream');
+        }
+        if (!offersMux) {
+          mux?.releaseBind(bind);
+          anchor._unfeed();
+          // No sender and no bind any more: the unattached timer runs again (every limit finite).
+          this.anchorUnattached(anchor);
+          return refuse(this.#s.metrics, `the anchor is pre-bound to ${MESSENGER_MUX_KEY}, which the sender does not offer`);
+        }
+        // Adopt the unclaimed pre-bind: the ticket's session and terms.
+        this.#s.metrics.anchorOperation('attach', 'success', 'mux');
+        return attachOk({ key: MESSENGER_MUX_KEY, heartbeatMs: this.#s.config.heartbeatInterval, session: bind.sessionId, credit: bind.limit, budget: bind.slotByteBudget, lane: bind.lane });
+      }
+      return refuse(this.#s.metrics, anchor._waitingFull ? WAITING_FULL : 'the anchor already has a sender (AlreadyAttached)');
+    }
+    // From here the anchor takes this sender: at once, or behind one that detached (read first).
+    if (offersMux) {
+      const bind = mux!.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey);
+      anchor._feed(bind.buffer, 'mux', bind);
+      this.#s.metrics.anchorOperation('attach', 'success', 'mux');
+      return attachOk({ key: MESSENGER_MUX_KEY, heartbeatMs: this.#s.config.heartbeatInterval, session: bind.sessionId, credit: bind.limit, budget: bind.slotByteBudget, lane: bind.lane });
+    }
+    if (this.#s.perStreamEndpoint !== null && (keys.length === 0 || keys.includes(TCP_STREAM_KEY))) {
+      const session = randomU64(this.#s.runtime);
+      // The anchor waits on the buffer the connection will fill, so a reader parked on it is woken by
+      // the first frame; feeding it also marks the anchor taken (a second attach is refused).
+      const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
+      const key = `${anchor.localId}:${session}`;
+      const pending: PendingPerStream = { anchor, buffer };
+      this.#s.perStreamBinds.set(key, pending);
+      // The accept window: a producer that never dials must not leave the anchor waiting forever.
+      // (The legacy path keeps one timer per pending attach, as it did per stream.)
+      this.#s.runtime.setTimer(() => {
+        const pending = this.#s.perStreamBinds.get(key);
+        if (pending === undefined || pending.anchor !== anchor) return;
+        this.#s.perStreamBinds.delete(key);
+        this.#s.metrics.unclaimedBindReaped++;
+        buffer.pushForced(FrameKind.Dropped, undefined);
+        buffer.close();
+      }, this.#s.config.acceptWindow);
+      anchor._feed(buffer, 'legacy', null, null, session, from, (error) => {
+        // A waiting sender the anchor will never read: forget its pending attach, or drop its connection.
+        if (this.#s.perStreamBinds.get(key) === pending) this.#s.perStreamBinds.delete(key);
+        pending.abort?.(error);
+      });
+      this.#s.metrics.anchorOperation('attach', 'success', TCP_STREAM_KEY);
+      return attachOk({ key: TCP_STREAM_KEY, heartbeatMs: this.#s.config.heartbeatInterval, session, credit: 0, budget: 0, lane: 0, endpoint: this.#s.perStreamEndpoint });
+    }
+    return refuse(this.#s.metrics, `no common streaming transport (offered: ${keys.join(', ') || 'none'})`);
+  }
+
+  /**
+   * `_anchor_detach {handle, session_id}`: the sender of that session handed over its Detached. From
+   * here a new sender may attach (read after the rest of this one's frames), even before the
+   * Detached record arrives or the consumer reads it. Answers `{Ok: null}` for a live anchor.
+   */
+  onDetach(from: PeerId, body: unknown): unknown {
+    const req = anchorRefSchema.safeParse(body);
+    if (!req.success) return { Err: { reason: `malformed detach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
+    const { handle, session_id: session } = req.data;
+    const anchor = handle.hi === this.#s.workerId && (handle.lo & MPSC_ANCHOR_BIT) === 0n ? this.#s.anchors.get(handle.lo) : undefined;
+    if (anchor === undefined || anchor.finished) return { Err: { reason: 'unknown or finished anchor' } };
+    // Only the last sender to attach counts: an earlier one's late request, or a stranger's, changes nothing.
+    if (session !== undefined) anchor._remoteDetached(session, from);
+    return { Ok: null };
+  }
+
+  /** Consumer side of a per-stream connection: frames into the anchor's own channel. */
+  acceptPerStream(anchorId: bigint, sessionId: bigint): PerStreamSink | null {
+    const key = `${anchorId}:${sessionId}`;
+    const bind = this.#s.perStreamBinds.get(key);
+    if (bind === undefined) return null;
+    this.#s.perStreamBinds.delete(key);
+    const { anchor, buffer, feed } = bind;
+    if (feed !== undefined && feed.ended) return null;
+    const frame: DecodedFrame = { kind: 0, value: undefined, terminal: false };
+    let ended = false;
+    const drop = (error: StreamError): void => {
+      if (!ended) sink.abort?.(error);
+    };
+    const stop = (): void => sink.stop?.();
+    // The mux's watchdog, per connection: three silent windows end the stream Dropped (docs/protocol.md §9).
+    const watchdog = new PerStreamWatchdog(this.#s.runtime, this.#s.config.heartbeatInterval, this.#s.config.detectionMultiplier, () => buffer.length >= buffer.capacity, (error) => {
+      // As on the mux, an MPSC anchor's senders never count firings.
+      if (feed === undefined) this.#s.metrics.watchdogFirings++;
+      sink.abort?.(error);
+    });
+    const sink: PerStreamSink = {
+      resume: null,
+      frame: (body) => {
+        watchdog.alive = true;
+        decodeFrameInto(body, frame);
+        const ok = buffer.push(frame.kind, frame.value, body.byteLength);
+        frame.value = undefined;
+        if (frame.terminal) ended = true;
+        return ok && buffer.length < buffer.capacity;
+      },
+      end: () => {
+        watchdog.stop();
+        if (anchor instanceof StreamAnchor) {
+          // Only this connection's own entries: a later sender of the anchor may hold them now.
+          if (this.#s.perStreamDrops.get(anchor) === drop) this.#s.perStreamDrops.delete(anchor);
+          if (this.#s.perStreamStops.get(anchor) === stop) this.#s.perStreamStops.delete(anchor);
+        }
+        if (!ended) buffer.pushForced(FrameKind.Dropped, undefined);
+        buffer.close();
+      },
+    };
+    // The transport installs `sink.stop` once this returns.
+    if (bind.stop === true) queueMicrotask(() => sink.stop?.());
+    if (feed !== undefined) {
+      feed.lifecycle = (cancel) => {
+        if (!cancel) sink.stop?.();
+      };
+      // One MPSC sender's connection: closing the feed drops just this connection.
+      feed.release = (error) => {
+        if (!ended) sink.abort?.(error);
+      };
+      feed.onTake = () => {
+        if (buffer.length < buffer.capacity) sink.resume?.();
+      };
+      return sink;
+    }
+    if (!(anchor instanceof StreamAnchor)) return null;
+    bind.abort = drop;
+    // Only the last sender to attach is live; one that detached needs neither (its connection is ending).
+    if (anchor._isTail(buffer)) {
+      this.#s.perStreamDrops.set(anchor, drop);
+      this.#s.perStreamStops.set(anchor, stop);
+    }
+    anchor._setOnTake(buffer, () => {
+      if (buffer.length < buffer.capacity) sink.resume?.();
+    });
+    return sink;
+  }
+}

@@ -1,0 +1,311 @@
+/**
+ * The producer side of a node: `attachAnchor` (same worker: straight into the anchor; otherwise
+ * `_anchor_attach` negotiates the mux or the per-stream path, docs/protocol.md §8, §9) and
+ * `openAnchorStream` from a zero-RTT ticket. The MPSC host opens its senders through the same paths.
+ */
+import type { LanemuxError } from '../errors.ts';
+import { resolveLimits } from '../credit/negotiate.ts';
+import type { PeerId } from '../messenger/types.ts';
+import type { EgressSlot, EgressSlotOwner, Retirement } from '../mux/egress-slot.ts';
+import type { HeartbeatSender } from '../mux/heartbeats.ts';
+import { SlotBuffer } from '../mux/slot-buffer.ts';
+import { MESSENGER_MUX_KEY, MPSC_ANCHOR_BIT, TCP_STREAM_KEY } from '../wire/constants.ts';
+import { ATTACH_HANDLER, DETACH_HANDLER, attachResponseSchema, u128 } from './attach-messages.ts';
+import { parseTicket } from './ticket.ts';
+import type { StreamOpenTicket } from './ticket.ts';
+import { StreamError } from './errors.ts';
+import { parseHandle, u64Hex, workerKey } from './handle.ts';
+import type { AnchorHandle } from './handle.ts';
+import { LocalPort, MuxPort, PerStreamPort } from './port.ts';
+import { StreamSender } from './sender.ts';
+import type { SenderInit } from './sender.ts';
+import { ANCHOR_CHANNEL_DEPTH, WAITING_FULL, type NodeState } from './node-state.ts';
+
+/** Options of {@link LanemuxNode.attachAnchor}. */
+export interface AttachOptions {
+  /** Aborts the attach, and later departs the stream. */
+  readonly signal?: AbortSignal;
+  /** Placement hint: the receiver puts the stream on lane `splitmix64(key) % lanes`. */
+  readonly laneKey?: bigint;
+  /** Attach timeout in ms. Defaults to 10,000. */
+  readonly timeoutMs?: number;
+  /**
+   * The anchor's ticket, when it was pre-bound (`prebindAnchor`) and this producer prefers an attach
+   * to `openAnchorStream`: the attach names the ticket's session, which is what lets it adopt the
+   * pre-bind. Without it, an attach to a pre-bound anchor is refused and the pre-bind is left alone
+   * (knowing a handle is not enough to take a stream). Defaults to none.
+   */
+  readonly ticket?: string;
+}
+
+/** How long a remote sender's `detach()` waits for the consumer's acknowledgement (`_anchor_detach`), ms. */
+const DETACH_ACK_TIMEOUT = 10_000;
+
+const noop = (): void => {};
+
+/** Builds the sender object of an attach (a plain or an MPSC sender). */
+export type SenderFactory<T> = (init: SenderInit) => StreamSender<T>;
+
+/** The plain sender factory, shared (not a closure per stream). */
+const plainSender: SenderFactory<unknown> = (init) => new StreamSender<unknown>(init);
+
+/** A mux sender's slot callbacks, as one object (not three closures per stream). */
+class MuxSenderOwner implements EgressSlotOwner {
+  readonly #sender: StreamSender<unknown>;
+  constructor(sender: StreamSender<unknown>) {
+    this.#sender = sender;
+  }
+  onSlotClosed(error: LanemuxError | null): void {
+    this.#sender._closed(error);
+  }
+  onLifecycle(cancel: boolean): void {
+    this.#sender._lifecycle(cancel);
+  }
+  onRetired(outcome: Retirement): void {
+    this.#sender._retire(outcome);
+  }
+}
+
+/** Heartbeats of one mux sender at its consumer's interval (the mux schedules them). */
+class SenderHeartbeat implements HeartbeatSender {
+  readonly #sender: StreamSender<unknown>;
+  readonly interval: number;
+  constructor(sender: StreamSender<unknown>, interval: number) {
+    this.#sender = sender;
+    this.interval = interval;
+  }
+  heartbeat(): void {
+    this.#sender._heartbeat();
+  }
+}
+
+/**
+ * `t` if it may open the anchor `h` names: a ticket that says which anchor it was issued for
+ * (`anchor_id`, which lanemux always writes) must name this one. Checked before anything is sent,
+ * so a ticket handed over with the wrong handle fails here instead of opening a slot nobody reads.
+ */
+function ticketFor(h: AnchorHandle, t: StreamOpenTicket): StreamOpenTicket {
+  if (t.anchor_id !== undefined && t.anchor_id !== h.localId) {
+    throw new StreamError('ERR_INVALID_TICKET', `the ticket was issued for anchor ${u64Hex(t.anchor_id)}, not for ${u64Hex(h.localId)} (the handle's): pass each anchor's own ticket`);
+  }
+  return t;
+}
+
+/** The producer side of a node: attaching to anchors and opening streams from tickets. */
+export class ProducerSide {
+  readonly #s: NodeState;
+
+  constructor(state: NodeState) {
+    this.#s = state;
+  }
+
+  /** See `LanemuxNode.attachAnchor`. */
+  async attachAnchor<T = unknown>(handle: string, options: AttachOptions = {}): Promise<StreamSender<T>> {
+    this.#s.assertOpen();
+    const h = parseHandle(handle);
+    options.signal?.throwIfAborted();
+    if ((h.localId & MPSC_ANCHOR_BIT) !== 0n) throw new StreamError('ERR_ATTACH_REFUSED', 'the handle is an MPSC anchor: use attachMpscAnchor');
+    if (h.workerId === this.#s.workerId) return this.#attachLocal<T>(h.localId, options);
+    const peer = this.peerOf(h);
+    const raw = await this.requestAttach(peer, ATTACH_HANDLER, h, options);
+    const parsed = attachResponseSchema.safeParse(raw);
+    if (!parsed.success) throw new StreamError('ERR_ATTACH_REFUSED', `malformed attach answer: ${parsed.error.issues[0]?.message ?? ''}`);
+    if ('Err' in parsed.data) throw new StreamError('ERR_ATTACH_REFUSED', `attach refused: ${parsed.data.Err.reason}`);
+    return this.openAttached<T>(peer, h, parsed.data.Ok, options.signal, (init) => new StreamSender<T>(init), true);
+  }
+
+  /** Why no mux stream may be opened toward `peer`: its HELLO does not list the mux key (docs/protocol.md §3.1). Null if it may. */
+  #noMuxToward(peer: PeerId): StreamError | null {
+    const keys = this.#s.messenger.peer(peer)?.transportKeys;
+    if (keys === undefined || keys.includes(MESSENGER_MUX_KEY)) return null;
+    return new StreamError('ERR_ATTACH_REFUSED', `peer ${peer} did not advertise ${MESSENGER_MUX_KEY} in its HELLO (keys: ${keys.join(', ') || 'none'}): no mux stream is opened toward it`);
+  }
+
+  /** The connected peer of the handle's worker; throws `ERR_UNKNOWN_PEER`. */
+  peerOf(h: AnchorHandle): PeerId {
+    const peer = workerKey(h.workerId);
+    if (this.#s.messenger.peer(peer) === undefined) {
+      throw new StreamError('ERR_UNKNOWN_PEER', `no connected peer has worker id ${peer}; connect to it first`);
+    }
+    return peer;
+  }
+
+  /** Send an attach request (`_anchor_attach` or `_mpsc_anchor_attach`) offering this node's transports. */
+  async requestAttach(peer: PeerId, handler: string, h: AnchorHandle, options: AttachOptions): Promise<unknown> {
+    // The mux is offered only to a peer whose HELLO lists it (docs/protocol.md §3.1).
+    const keys = this.#noMuxToward(peer) === null ? this.#s.offeredKeys : this.#s.offeredKeys.filter((k) => k !== MESSENGER_MUX_KEY);
+    const body: Record<string, unknown> = { handle: u128(h.workerId, h.localId), supported_transport_keys: keys };
+    if (options.laneKey !== undefined) body['lane_key'] = `0x${BigInt.asUintN(64, options.laneKey).toString(16)}`;
+    if (options.ticket !== undefined) body['session_id'] = `0x${ticketFor(h, parseTicket(options.ticket)).routing_session_id.toString(16)}`;
+    try {
+      return await this.#s.messenger.request(peer, handler, body, {
+        timeoutMs: options.timeoutMs ?? 10_000,
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+    } catch (cause) {
+      this.#s.metrics.anchorOperation('attach', 'error', 'none');
+      throw cause;
+    }
+  }
+
+  /** Open what an attach answer settled on: a mux slot, or a per-stream connection. */
+  async openAttached<T>(
+    peer: PeerId,
+    h: AnchorHandle,
+    ok: { streaming_transport_key: string; heartbeat_interval_ms: number; routing_session_id: bigint; initial_credit: number; slot_byte_budget: number; lane: number; endpoint?: string | undefined },
+    signal: AbortSignal | undefined,
+    factory: SenderFactory<T>,
+    detachAck = false,
+  ): Promise<StreamSender<T>> {
+    if (ok.streaming_transport_key === MESSENGER_MUX_KEY) {
+      if (this.#s.mux === null) throw new StreamError('ERR_ATTACH_REFUSED', `the consumer answered ${MESSENGER_MUX_KEY}, which this node did not offer`);
+      const noMux = this.#noMuxToward(peer);
+      if (noMux !== null) throw noMux;
+      // Zero credit fails the attach: resolveLimits names the key and "initial_credit = 0".
+      const limits = resolveLimits({ initialCredit: ok.initial_credit, slotByteBudget: ok.slot_byte_budget }, { transportKey: ok.streaming_transport_key });
+      return this.#openMux<T>(peer, ok.lane, h.localId, ok.routing_session_id, limits, ok.heartbeat_interval_ms, signal, 'attach', factory, detachAck ? h : null);
+    }
+    if (ok.streaming_transport_key === TCP_STREAM_KEY && this.#s.perStream !== null && ok.endpoint !== undefined) {
+      const conn = await this.#s.perStream.connect(ok.endpoint, h.localId, ok.routing_session_id, signal ? { signal } : {});
+      const sender = factory({
+        transport: TCP_STREAM_KEY,
+        signal,
+        onDone: () => this.#s.liveSenders.delete(sender as StreamSender<unknown>),
+        onDetach: detachAck ? () => this.#ackDetach(peer, h, ok.routing_session_id) : undefined,
+      });
+      // Idle heartbeats at the consumer's interval (its watchdog), and its stop request.
+      const port = new PerStreamPort(conn, { runtime: this.#s.runtime, heartbeatMs: ok.heartbeat_interval_ms, onStop: () => sender._lifecycle(false) });
+      conn.onClose((error) => {
+        sender._closed(error);
+        // The connection closed: after a clean end every frame was handed on.
+        sender._retire(error === null && sender.closed ? 'Sent' : 'Discarded');
+      });
+      sender._bind(port);
+      this.#s.liveSenders.add(sender as StreamSender<unknown>);
+      return sender;
+    }
+    throw new StreamError('ERR_ATTACH_REFUSED', `the consumer chose ${ok.streaming_transport_key}, which this node cannot open`);
+  }
+
+  /** See `LanemuxNode.openAnchorStream`. */
+  openAnchorStream<T = unknown>(handle: string, ticket: string, options: { signal?: AbortSignal } = {}): Promise<StreamSender<T>> {
+    // Not `async`: the open's own promise is returned as is (a wrapper cost a promise and ticks per
+    // stream); a refusal here still rejects rather than throws.
+    try {
+      return this.#openFromTicket<T>(handle, ticket, options.signal);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  #openFromTicket<T>(handle: string, ticket: string, signal: AbortSignal | undefined): Promise<StreamSender<T>> {
+    this.#s.assertOpen();
+    const h = parseHandle(handle);
+    const t = ticketFor(h, parseTicket(ticket));
+    if (h.workerId === this.#s.workerId) {
+      throw new StreamError('ERR_TRANSPORT_ERROR', 'this ticket was minted by this worker: use attachAnchor for a same-worker stream');
+    }
+    if (this.#s.mux === null || t.streaming_transport_key !== MESSENGER_MUX_KEY) {
+      throw new StreamError('ERR_ATTACH_REFUSED', `cannot open a ${t.streaming_transport_key} ticket without the mux`);
+    }
+    const peer = workerKey(h.workerId);
+    if (this.#s.messenger.peer(peer) === undefined) throw new StreamError('ERR_UNKNOWN_PEER', `no connected peer has worker id ${peer}`);
+    const noMux = this.#noMuxToward(peer);
+    if (noMux !== null) throw noMux;
+    const limits = resolveLimits({ initialCredit: t.initial_credit, slotByteBudget: t.slot_byte_budget }, { transportKey: t.streaming_transport_key });
+    return this.#openMux<T>(peer, t.lane, h.localId, t.routing_session_id, limits, t.heartbeat_interval_ms, signal, 'open', plainSender as SenderFactory<T>, h);
+  }
+
+  async #openMux<T>(
+    peer: PeerId,
+    lane: number,
+    anchorId: bigint,
+    session: bigint,
+    limits: { initialCredit: number; slotByteBudget: number },
+    heartbeatMs: number,
+    signal: AbortSignal | undefined,
+    op: string,
+    factory: SenderFactory<T>,
+    /** The anchor of a single-sender stream, whose detach the consumer acknowledges; null for MPSC. */
+    detachOf: AnchorHandle | null,
+  ): Promise<StreamSender<T>> {
+    const mux = this.#s.mux!;
+    let hb: HeartbeatSender | null = null;
+    const sender: StreamSender<T> = factory({
+      transport: MESSENGER_MUX_KEY,
+      signal,
+      onDone: () => {
+        this.#s.liveSenders.delete(sender as StreamSender<unknown>);
+        if (hb !== null) mux.removeHeartbeat(hb);
+      },
+      onDetach: detachOf === null ? undefined : () => this.#ackDetach(peer, detachOf, session),
+    });
+    const owner = new MuxSenderOwner(sender as StreamSender<unknown>);
+    let slot: EgressSlot;
+    try {
+      // The slot holds the consumer's window and pauses its producer at the consumer's byte budget.
+      slot = await mux.openSlot(peer, lane, anchorId, session, limits.initialCredit, owner, limits.slotByteBudget);
+    } catch (e) {
+      this.#s.metrics.anchorOperation(op, 'error', 'mux');
+      throw e;
+    }
+    this.#s.metrics.anchorOperation(op, 'success', 'mux');
+    sender._bind(new MuxPort(slot));
+    if (!sender.closed) {
+      this.#s.liveSenders.add(sender as StreamSender<unknown>);
+      if (heartbeatMs > 0) {
+        hb = new SenderHeartbeat(sender as StreamSender<unknown>, heartbeatMs);
+        mux.addHeartbeat(hb);
+      }
+    }
+    return sender;
+  }
+
+  #attachLocal<T>(localId: bigint, options: AttachOptions): StreamSender<T> {
+    const anchor = this.#s.anchors.get(localId);
+    if (anchor === undefined || anchor.finished) throw new StreamError('ERR_ATTACH_REFUSED', 'unknown or finished anchor');
+    const bind = anchor.bind;
+    if (!anchor._attachable) {
+      // A same-worker attach releases an unclaimed pre-bind; a claimed one is AlreadyAttached.
+      if (bind !== null && bind === anchor._tailBind && bind.peer === null && !bind.claimed && !bind.ended) {
+        this.#s.mux?.releaseBind(bind);
+        anchor._unfeed();
+      } else if (anchor._waitingFull) throw new StreamError('ERR_ATTACH_REFUSED', WAITING_FULL);
+      else throw new StreamError('ERR_ALREADY_ATTACHED', 'the anchor already has a sender');
+    }
+    const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
+    const port = new LocalPort(buffer);
+    // At once, or behind a sender that detached (read first).
+    anchor._feed(buffer, 'local', null, () => port.drained(), null, null, (error) => port.fail(error));
+    this.#s.locals.set(anchor, port);
+    const sender = new StreamSender<T>({
+      transport: null,
+      signal: options.signal,
+      onDone: () => this.#s.liveSenders.delete(sender as StreamSender<unknown>),
+      // The anchor is this node's: the detach is known the moment it is handed over.
+      onDetach: () => anchor._localDetached(buffer),
+    });
+    // A same-worker terminal is in the anchor's channel the moment it is handed over.
+    port.onTerminal = () => sender._retire('Sent');
+    port.onFailed = () => {
+      // The consumer cancelled or went away: an idle producer learns it from cancelSignal.
+      sender._closed(port.closeError);
+      sender._retire('Discarded');
+    };
+    port.onStop = () => sender._lifecycle(false);
+    sender._bind(port);
+    this.#s.liveSenders.add(sender as StreamSender<unknown>);
+    this.#s.metrics.anchorOperation('attach', 'success', 'local');
+    return sender;
+  }
+
+  /**
+   * A remote sender's detach: tell the consumer (`_anchor_detach`) and resolve on its answer, so an
+   * attach made after `await detach()` finds the anchor free. Never rejects: the Detached is handed
+   * over whatever becomes of the request (peer gone, an implementation without the handler, timeout).
+   */
+  #ackDetach(peer: PeerId, h: AnchorHandle, session: bigint): Promise<void> {
+    const body = { handle: u128(h.workerId, h.localId), session_id: u64Hex(session) };
+    return this.#s.messenger.request(peer, DETACH_HANDLER, body, { timeoutMs: DETACH_ACK_TIMEOUT }).then(noop, noop);
+  }
+}

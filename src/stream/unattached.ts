@@ -1,0 +1,91 @@
+/**
+ * The unattached reaper of a node: an anchor no sender attached to within `unattachedTimeout`
+ * ends (`ERR_SENDER_DROPPED`; an MPSC anchor without a sender ends cleanly) and is forgotten. One
+ * constant timeout means one {@link DeadlineQueue} and one timer for the node, never a timer per
+ * anchor.
+ */
+import { DeadlineQueue } from '../mux/deadline-queue.ts';
+import type { StreamAnchor } from './anchor.ts';
+import { StreamError } from './errors.ts';
+import { MpscAnchor } from './mpsc-anchor.ts';
+import type { NodeState } from './node-state.ts';
+
+/**
+ * One unattached deadline (`epoch`: the MPSC anchor's idle period). A stream anchor is queued by
+ * local id, not by reference: an anchor that attached and ended long before its deadline (nearly
+ * all of them) must not stay reachable, with its bind, ingress slot and slot buffer, for the whole
+ * timeout.
+ */
+interface Unattached {
+  readonly anchor: bigint | MpscAnchor<unknown>;
+  readonly deadline: number;
+  readonly epoch: number;
+}
+
+const untilDeadline = (): boolean => true;
+
+export class UnattachedReaper {
+  readonly #s: NodeState;
+  readonly #queue: DeadlineQueue<Unattached>;
+  /** A stream anchor's deadline passed with no sender: fail it and forget it. */
+  readonly #expired: (anchor: StreamAnchor<unknown>) => void;
+  #timer: unknown = null;
+
+  constructor(state: NodeState, expired: (anchor: StreamAnchor<unknown>) => void) {
+    this.#s = state;
+    this.#expired = expired;
+    // Every entry waits until its deadline: whether its anchor still has no sender is asked only
+    // then (an anchor may attach, detach and be unattached again meanwhile).
+    this.#queue = new DeadlineQueue<Unattached>(untilDeadline);
+  }
+
+  /** Start (or restart) a stream anchor's unattached timer. */
+  watch(anchor: StreamAnchor<unknown>): void {
+    if (this.#s.closed) return;
+    this.#queue.push({ anchor: anchor.localId, deadline: this.#s.runtime.now() + this.#s.unattachedTimeout, epoch: 0 });
+    this.#arm();
+  }
+
+  /** An MPSC anchor has no sender: it ends after the timeout unless one attaches. */
+  watchMpsc(anchor: MpscAnchor<unknown>): void {
+    if (this.#s.closed) return;
+    this.#queue.push({ anchor, deadline: this.#s.runtime.now() + this.#s.unattachedTimeout, epoch: anchor.idleEpoch });
+    this.#arm();
+  }
+
+  /** The node closed: no timer, no deadlines. */
+  close(): void {
+    if (this.#timer !== null) this.#s.runtime.clearTimer(this.#timer);
+    this.#timer = null;
+    this.#queue.clear();
+  }
+
+  #arm(): void {
+    const head = this.#queue.peek();
+    if (this.#timer !== null || head === undefined) return;
+    this.#timer = this.#s.runtime.setTimer(() => {
+      this.#timer = null;
+      this.#expire();
+    }, Math.max(0, head.deadline - this.#s.runtime.now()));
+  }
+
+  #expire(): void {
+    const s = this.#s;
+    // No entry stops waiting before its deadline, so there is nothing to compact but the head.
+    this.#queue.expire(s.runtime.now(), Number.POSITIVE_INFINITY, (e) => {
+      const entry = e.anchor;
+      if (entry instanceof MpscAnchor) {
+        // Still without a sender since it became idle at `epoch`: it ends (cleanly, as in the reference).
+        entry._expire(e.epoch);
+        return;
+      }
+      // Still registered, still without a sender: nobody will ever feed it.
+      const anchor = s.anchors.get(entry);
+      if (anchor !== undefined && anchor.feedKind === 'none' && !anchor.finished) {
+        anchor._fail(new StreamError('ERR_SENDER_DROPPED', `no sender attached within ${s.unattachedTimeout} ms`, { retryable: true }));
+        this.#expired(anchor);
+      }
+    });
+    this.#arm();
+  }
+}

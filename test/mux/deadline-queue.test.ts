@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { DeadlineQueue } from '../../src/mux/deadline-queue.ts';
+
+interface Entry {
+  readonly name: string;
+  readonly deadline: number;
+  waiting: boolean;
+}
+
+const entry = (name: string, deadline: number): Entry => ({ name, deadline, waiting: true });
+
+describe('DeadlineQueue', () => {
+  it('expires waiting entries in order once their deadline passed, and skips those that stopped waiting', () => {
+    const q = new DeadlineQueue<Entry>((e) => e.waiting);
+    const [a, b, c] = [entry('a', 10), entry('b', 20), entry('c', 30)];
+    for (const e of [a, b, c]) q.push(e);
+    b.waiting = false;
+    const expired: string[] = [];
+    q.expire(5, 3, (e) => expired.push(e.name));
+    expect(expired).toEqual([]);
+    expect(q.peek()).toBe(a);
+    q.expire(25, 3, (e) => expired.push(e.name));
+    expect(expired).toEqual(['a']);
+    expect(q.peek()).toBe(c);
+    const seen: string[] = [];
+    q.forEachWaiting((e) => seen.push(e.name));
+    expect(seen).toEqual(['c']);
+    q.expire(30, 3, (e) => expired.push(e.name));
+    expect(expired).toEqual(['a', 'c']);
+    expect(q.pending).toBe(false);
+  });
+
+  it('with every entry waiting, pops only by deadline', () => {
+    const q = new DeadlineQueue<Entry>(() => true);
+    const a = entry('a', 10);
+    a.waiting = false; // ignored: the predicate says every entry waits
+    q.push(a);
+    const expired: string[] = [];
+    q.expire(9, Number.POSITIVE_INFINITY, (e) => expired.push(e.name));
+    expect(q.peek()).toBe(a);
+    q.expire(10, Number.POSITIVE_INFINITY, (e) => expired.push(e.name));
+    expect(expired).toEqual(['a']);
+    q.push(entry('b', 1));
+    q.clear();
+    expect(q.pending).toBe(false);
+  });
+});
