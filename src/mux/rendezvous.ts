@@ -65,16 +65,30 @@ export function parseMuxSlot(text: string): { epoch: bigint; slot: number; sessi
   return { epoch, slot, session };
 }
 
-const descriptorSchema = z.strictObject({
+// Unknown fields are ignored, as in every control message (docs/protocol.md §8): a later version may add one.
+const descriptorSchema = z.object({
   id: int(1, Number.MAX_SAFE_INTEGER),
   size: int(1, Number.MAX_SAFE_INTEGER),
   mux_slot: str(64),
 });
 
+// A release is tried first: a pull that also says `release: true` is a release.
 const pullSchema = z.union([
-  z.strictObject({ id: int(1), offset: int(0), length: int(1) }),
-  z.strictObject({ id: int(1), release: z.literal(true) }),
+  z.object({ id: int(1), release: z.literal(true) }),
+  z.object({ id: int(1), offset: int(0), length: int(1) }),
 ]);
+
+/** A `_rv_stage` descriptor's fields, or undefined when a known field breaks its rule. */
+export function parseDescriptor(body: unknown): z.output<typeof descriptorSchema> | undefined {
+  const d = parse(descriptorSchema, body);
+  return d.success ? d.data : undefined;
+}
+
+/** A `_rv_pull` request (a range or a release), or undefined when a known field breaks its rule. */
+export function parsePull(body: unknown): z.output<typeof pullSchema> | undefined {
+  const r = parse(pullSchema, body);
+  return r.success ? r.data : undefined;
+}
 
 // ───────────────────────── sender side ─────────────────────────
 
