@@ -6,7 +6,8 @@
 //   deno run --unstable-net --node-modules-dir=manual -A bench/lanes-wt.deno.ts send <url> <hashHex> <lanes> <items> <itemBytes>
 // Each role prints JSON lines; `recv` first prints {ready, url, hashHex}. lanes-wt.mjs runs the pair.
 import process from 'node:process';
-import { createNode, MESSENGER_MUX_KEY } from '../src/index.ts';
+import { createNode } from '../src/index.ts';
+import { MESSENGER_MUX_KEY } from '../src/messenger/index.ts';
 import { createMessenger } from '../src/messenger/index.ts';
 import { webTransportServerTransport } from '../src/adapters/deno-webtransport.ts';
 import { certificateHashFromHex, createDevCertificate } from '../src/adapters/dev-cert.ts';

@@ -13,7 +13,8 @@
 // - `playground.generate` (request): { streams: [{ handle, ticket }] } → { opened, failed }.
 // - `playground.metrics` (fire-and-forget, engine → page, 4×/s): a JSON snapshot, see #report().
 import { z } from 'zod';
-import { createNode, parseTicket, MESSENGER_MUX_KEY } from '../dist/index.js';
+import { createNode, parseTicket } from '../dist/index.js';
+import { MESSENGER_MUX_KEY } from '../dist/messenger/index.js';
 import { createMessenger } from '../dist/messenger/index.js';
 
 const REPORT_MS = 250;

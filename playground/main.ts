@@ -7,7 +7,8 @@
  * An application would import from `lanemux` and `lanemux/transport/websocket`; the playground imports
  * the sources so vite serves them without a build.
  */
-import { createNode, MESSENGER_MUX_KEY } from '../src/index.ts';
+import { createNode } from '../src/index.ts';
+import { MESSENGER_MUX_KEY } from '../src/messenger/index.ts';
 import type { LanemuxNode, StreamAnchor } from '../src/index.ts';
 import { createMessenger } from '../src/messenger/index.ts';
 import type { Messenger } from '../src/messenger/index.ts';

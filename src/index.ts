@@ -4,34 +4,33 @@
  * each pass's records for the peer are packed into one batch (one write); per-slot credit and
  * byte budgets bound memory so one slow reader never stalls the others.
  *
- * Subpaths: `lanemux/wire` (the byte-exact codec), `lanemux/credit` (the credit model).
+ * Subpaths: `lanemux/messenger` (build a messenger yourself; `MESSENGER_MUX_KEY`),
+ * `lanemux/transport/*` (one adapter each: `tcp`, `ws-server`, `websocket`, `webtransport`, `memory`,
+ * …), `lanemux/transport` (the port, for adapter authors), `lanemux/wire` (the byte-exact codec),
+ * `lanemux/credit` (the credit model).
  *
  * @packageDocumentation
  */
 export { LanemuxError, isLanemuxError } from './errors.ts';
-export type { LanemuxErrorOptions } from './errors.ts';
-export { createNode, LanemuxNode, ANCHOR_CHANNEL_DEPTH } from './stream/node.ts';
+export { createNode, LanemuxNode } from './stream/node.ts';
 export type { NodeOptions, AttachOptions } from './stream/node.ts';
 export { StreamAnchor } from './stream/anchor.ts';
-export type { FeedKind, AnchorConsumer, AnchorConsumption } from './stream/anchor.ts';
+export type { AnchorConsumer, AnchorConsumption } from './stream/anchor.ts';
 export { StreamSender } from './stream/sender.ts';
-export { MpscAnchor, MPSC_MAX_SENDERS } from './stream/mpsc-anchor.ts';
+export { MpscAnchor } from './stream/mpsc-anchor.ts';
 export type { MpscEvent, MpscAnchorOptions } from './stream/mpsc-anchor.ts';
 export { MpscSender } from './stream/mpsc-sender.ts';
 export { StreamError } from './stream/errors.ts';
 export type { StreamErrorCode } from './stream/errors.ts';
 export { parseHandle, formatHandle } from './stream/handle.ts';
 export type { AnchorHandle } from './stream/handle.ts';
-export { parseTicket, encodeTicket } from './stream/ticket.ts';
-export { TCP_STREAM_KEY } from './wire/constants.ts';
+export { parseTicket } from './stream/ticket.ts';
 export type { StreamOpenTicket } from './stream/ticket.ts';
-export type { PerStreamTransport, PerStreamConnection, PerStreamSink } from './stream/per-stream.ts';
-export { MUX_DEFAULTS, ConfigError, resolveMuxConfig } from './mux/config.ts';
-export type { MuxConfig, FlushPolicy, ResolvedMuxConfig } from './mux/config.ts';
+export { MUX_DEFAULTS, ConfigError } from './mux/config.ts';
+export type { MuxConfig, FlushPolicy } from './mux/config.ts';
 export { MuxError } from './mux/errors.ts';
 export type { Retirement } from './mux/egress-slot.ts';
-export { MuxMetrics, DropReason } from './metrics/mux-metrics.ts';
-export { MESSENGER_MUX_KEY } from './wire/constants.ts';
+export { MuxMetrics } from './metrics/mux-metrics.ts';
 export { systemRuntime } from './runtime/runtime.ts';
 export type { Runtime } from './runtime/runtime.ts';
 export type { Messenger, PeerInfo, PeerId, DialEndedEvent } from './messenger/types.ts';

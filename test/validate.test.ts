@@ -6,7 +6,8 @@
 import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod/mini';
-import { ConfigError, parseTicket, resolveMuxConfig } from '../src/index.ts';
+import { ConfigError, parseTicket } from '../src/index.ts';
+import { resolveMuxConfig } from '../src/mux/config.ts';
 import { attachRequestSchema } from '../src/stream/attach-messages.ts';
 import { memoryTransport } from '../src/adapters/memory.ts';
 import { webSocketClientTransport } from '../src/adapters/websocket.ts';

@@ -4,7 +4,8 @@
  * {handle, ticket, prompt, n}` to the server, and renders the streamed tokens into the DOM while
  * checking their order. The test drives it through `window.e2e` (see {@link E2ePage}).
  */
-import { createNode, isLanemuxError, MESSENGER_MUX_KEY } from '../../src/index.ts';
+import { createNode, isLanemuxError } from '../../src/index.ts';
+import { MESSENGER_MUX_KEY } from '../../src/messenger/index.ts';
 import type { LanemuxNode, MuxConfig, StreamAnchor } from '../../src/index.ts';
 import { createMessenger } from '../../src/messenger/index.ts';
 import type { Messenger } from '../../src/messenger/index.ts';

@@ -9,7 +9,8 @@
  * Prints one JSON line `{"ready":true,"url":"https://127.0.0.1:PORT/…","port":PORT}` once listening; exits on
  * stdin EOF or SIGTERM.
  */
-import { createNode, MESSENGER_MUX_KEY } from '../../src/index.ts';
+import { createNode } from '../../src/index.ts';
+import { MESSENGER_MUX_KEY } from '../../src/messenger/index.ts';
 import { createMessenger } from '../../src/messenger/index.ts';
 import { webTransportServerTransport } from '../../src/adapters/deno-webtransport.ts';
 import { serveGenerate } from './generate.ts';

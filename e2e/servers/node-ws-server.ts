@@ -7,7 +7,8 @@
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { createNode, MESSENGER_MUX_KEY } from '../../src/index.ts';
+import { createNode } from '../../src/index.ts';
+import { MESSENGER_MUX_KEY } from '../../src/messenger/index.ts';
 import type { LanemuxNode, MuxConfig } from '../../src/index.ts';
 import { createMessenger } from '../../src/messenger/index.ts';
 import type { Messenger } from '../../src/messenger/index.ts';

@@ -33,7 +33,7 @@
 import net from 'node:net';
 import { z } from 'zod/mini';
 import type { LanemuxError } from '../errors.ts';
-import type { PerStreamConnection, PerStreamSink, PerStreamTransport } from '../stream/per-stream.ts';
+import type { PerStreamConnection, PerStreamSink, PerStreamTransport } from '../transport/per-stream-port.ts';
 import { FrameDecoder } from '../transport/frame.ts';
 import { defaultFramePolicy, type FramePolicy } from '../transport/frame-pool.ts';
 import { parseOptions } from '../transport/options.ts';

@@ -24,3 +24,5 @@ export { ConfigError } from '../errors.ts';
 export type { ConfigErrorCode } from '../errors.ts';
 export type { MessengerErrorCode } from './errors.ts';
 export { BATCH_ENVELOPE_BYTES, BATCH_HANDLER_NAMES, MAX_HANDLER_NAME_BYTES, isReservedName } from './envelope.ts';
+/** The transport key a messenger advertises to carry mux streams (pass it in `transportKeys`). */
+export { MESSENGER_MUX_KEY } from '../wire/constants.ts';

@@ -38,3 +38,5 @@ export type { AdmissionLimits, AdmissionSink } from './admission.ts';
 export { FrameDecoder, FRAME_PREFIX_BYTES, writeFrame } from './frame.ts';
 export { createTransport } from './transport.ts';
 export type { TransportOptions } from './transport.ts';
+export type { PerStreamConnection, PerStreamSink, PerStreamTransport } from './per-stream-port.ts';
+export { TCP_STREAM_KEY } from '../wire/constants.ts';
