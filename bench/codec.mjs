@@ -30,7 +30,9 @@ const rnd = () => {
   state ^= state << 5;
   return state >>> 0;
 };
-const tokens = Array.from({ length: 1024 }, () => Array.from({ length: TOKEN_CHARS }, () => alphabet[rnd() % alphabet.length]).join(''));
+const tokens = Array.from({ length: 1024 }, () =>
+  Array.from({ length: TOKEN_CHARS }, () => alphabet[rnd() % alphabet.length]).join(''),
+);
 const byteItems = Array.from({ length: 1024 }, () => Uint8Array.from({ length: BYTES_LEN }, () => rnd() & 0xff));
 const bodies = tokens.map((t) => encodeFrame({ kind: 'Item', value: t }));
 const slots = Array.from({ length: 256 }, (_, i) => slotId(i, 1));
@@ -159,10 +161,18 @@ const rows = [
 
 const pad = (s, n) => String(s).padEnd(n);
 const lpad = (s, n) => String(s).padStart(n);
-console.log(`lanemux codec micro-benchmark — node ${process.version}, ${RUNS} runs × ${RUN_MS} ms after ${WARMUP_MS} ms warm-up, median ns/record`);
-console.log(`${pad('case', 52)} ${lpad('bytes', 6)} ${lpad('median', 9)} ${lpad('min', 9)} ${lpad('max', 9)} ${lpad('M rec/s', 9)}`);
+console.log(
+  `lanemux codec micro-benchmark — node ${process.version}, ${RUNS} runs × ${RUN_MS} ms after ${WARMUP_MS} ms warm-up, median ns/record`,
+);
+console.log(
+  `${pad('case', 52)} ${lpad('bytes', 6)} ${lpad('median', 9)} ${lpad('min', 9)} ${lpad('max', 9)} ${lpad('M rec/s', 9)}`,
+);
 console.log('-'.repeat(52 + 6 + 9 * 4 + 4));
 for (const r of rows) {
-  console.log(`${pad(r.name, 52)} ${lpad(r.recordBytes, 6)} ${lpad(r.median.toFixed(1), 9)} ${lpad(r.min.toFixed(1), 9)} ${lpad(r.max.toFixed(1), 9)} ${lpad((1e3 / r.median).toFixed(2), 9)}`);
+  console.log(
+    `${pad(r.name, 52)} ${lpad(r.recordBytes, 6)} ${lpad(r.median.toFixed(1), 9)} ${lpad(r.min.toFixed(1), 9)} ${lpad(r.max.toFixed(1), 9)} ${lpad((1e3 / r.median).toFixed(2), 9)}`,
+  );
 }
-console.log(`(bytes = encoded record size incl. the 13-byte header for batch cases, frame body size for frame cases; sink ${sink % 10})`);
+console.log(
+  `(bytes = encoded record size incl. the 13-byte header for batch cases, frame body size for frame cases; sink ${sink % 10})`,
+);

@@ -11,7 +11,10 @@ const sleep = (ms) => new Promise((r) => (ms > 0 ? setTimeout(r, ms) : setImmedi
 
 function muxConfig(cfg, mode) {
   if (mode === 'legacy') return { enabled: false };
-  return { initialCredit: cfg.credit, flushPolicy: mode === 'manual' ? { kind: 'manual' } : { kind: 'auto', onAdmission: true } };
+  return {
+    initialCredit: cfg.credit,
+    flushPolicy: mode === 'manual' ? { kind: 'manual' } : { kind: 'auto', onAdmission: true },
+  };
 }
 
 /**
@@ -22,9 +25,21 @@ export async function runDecodeSim(cfg, mode, log = null) {
   const mux = muxConfig(cfg, mode);
   const frontends = [];
   for (let i = 0; i < cfg.frontends; i++) {
-    frontends.push(await createNode({ transports: [tcpTransport({ port: 0 })], perStream: tcpStreamTransport(), lanes: cfg.lanes, mux }));
+    frontends.push(
+      await createNode({
+        transports: [tcpTransport({ port: 0 })],
+        perStream: tcpStreamTransport(),
+        lanes: cfg.lanes,
+        mux,
+      }),
+    );
   }
-  const engine = await createNode({ transports: [tcpTransport({ listen: false })], perStream: tcpStreamTransport(), lanes: cfg.lanes, mux });
+  const engine = await createNode({
+    transports: [tcpTransport({ listen: false })],
+    perStream: tcpStreamTransport(),
+    lanes: cfg.lanes,
+    mux,
+  });
   for (const f of frontends) await engine.connect(f.address);
 
   const latencies = new Float64Array(cfg.requests * cfg.tokens);
@@ -79,7 +94,9 @@ export async function runDecodeSim(cfg, mode, log = null) {
     for (let i = active.length - 1; i >= 0; i--) if (active[i].left === 0) active.splice(i, 1);
     if (log !== null && performance.now() - lastProgress > 200) {
       lastProgress = performance.now();
-      log(`  ${mode.padEnd(6)} ${sent.toLocaleString()} tokens sent, ${received.toLocaleString()} received, ${active.length} requests in decode\r`);
+      log(
+        `  ${mode.padEnd(6)} ${sent.toLocaleString()} tokens sent, ${received.toLocaleString()} received, ${active.length} requests in decode\r`,
+      );
     }
     await sleep(cfg.passMs);
   }
@@ -88,7 +105,8 @@ export async function runDecodeSim(cfg, mode, log = null) {
   const cpu = process.cpuUsage(cpu0);
   const m = engine.metrics();
   const writes = mode === 'legacy' ? engine.perStreamWrites : m['velo_streaming_mux_batches_total{direction="sent"}'];
-  const dataWrites = mode === 'legacy' ? writes : writes - m['velo_streaming_mux_records_sent_total{record_type="open_slot"}'];
+  const dataWrites =
+    mode === 'legacy' ? writes : writes - m['velo_streaming_mux_records_sent_total{record_type="open_slot"}'];
   const sorted = latencies.slice(0, received).sort();
   const pct = (p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
   const fm = frontends.map((f) => f.metrics());
@@ -102,8 +120,11 @@ export async function runDecodeSim(cfg, mode, log = null) {
     p99: pct(99),
     cpuUsPerToken: (cpu.user + cpu.system) / received,
     seconds: elapsed / 1000,
-    readerStall: fm.reduce((a, x) => a + x['velo_streaming_mux_reader_stall_total'], 0) + m['velo_streaming_mux_reader_stall_total'],
-    creditLost: fm.reduce((a, x) => a + x['velo_streaming_mux_credit_lost_total'], 0) + m['velo_streaming_mux_credit_lost_total'],
+    readerStall:
+      fm.reduce((a, x) => a + x['velo_streaming_mux_reader_stall_total'], 0) +
+      m['velo_streaming_mux_reader_stall_total'],
+    creditLost:
+      fm.reduce((a, x) => a + x['velo_streaming_mux_credit_lost_total'], 0) + m['velo_streaming_mux_credit_lost_total'],
   };
   await engine.close();
   for (const f of frontends) await f.close();

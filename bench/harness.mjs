@@ -14,7 +14,8 @@ export const distDir = resolve(process.env.LANEMUX_DIST ?? join(repoRoot, 'dist'
 
 /** Import a module of the built lanemux output (dist/). */
 export function dist(rel) {
-  if (!existsSync(join(distDir, 'index.js'))) throw new Error(`${distDir}/index.js is missing: run \`npm run build\` first`);
+  if (!existsSync(join(distDir, 'index.js')))
+    throw new Error(`${distDir}/index.js is missing: run \`npm run build\` first`);
   return import(pathToFileURL(join(distDir, rel)).href);
 }
 
@@ -216,7 +217,8 @@ export function runPair(script, firstArgs, secondArgs, timeoutMs = 60_000) {
         } catch {}
       });
       k.on('exit', (code) => {
-        if (code !== 0 && !settled) finish({ error: `child ${args.filter((a) => !a.startsWith('{')).join(' ')} exited ${code}: ${err}` });
+        if (code !== 0 && !settled)
+          finish({ error: `child ${args.filter((a) => !a.startsWith('{')).join(' ')} exited ${code}: ${err}` });
       });
     };
     const onResult = (o) => {
@@ -248,7 +250,12 @@ export async function pairMain(script, args, common, { recv, send, extra = {}, p
   const timeoutMs = Number(args.timeout ?? 55_000);
   if (args.role === 'recv') return recv();
   if (args.role === 'send') return send(JSON.parse(args.peer));
-  const r = await runPair(script, [...common, '--timeout', String(timeoutMs), '--role', 'recv'], [...common, '--timeout', String(timeoutMs), '--role', 'send'], timeoutMs + 5000);
+  const r = await runPair(
+    script,
+    [...common, '--timeout', String(timeoutMs), '--role', 'recv'],
+    [...common, '--timeout', String(timeoutMs), '--role', 'send'],
+    timeoutMs + 5000,
+  );
   const out = finalizePass(r, Number(extra.slots), Number(extra.passes));
   if (!out.error && post) post(out);
   await emitAndExit({ ...extra, ...out }, out.error ? 1 : 0);

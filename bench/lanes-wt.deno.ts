@@ -74,7 +74,11 @@ if (role === 'recv') {
     }),
   );
   const sendCpu = cpuUs() - cpu0;
-  const r = (await messenger.request(peer.id, 'bench.result', null, { timeoutMs: 60_000 })) as { bytes: number; t_last: number; recv_cpu_us: number };
+  const r = (await messenger.request(peer.id, 'bench.result', null, { timeoutMs: 60_000 })) as {
+    bytes: number;
+    t_last: number;
+    recv_cpu_us: number;
+  };
   const wall = r.t_last - t0;
   console.log(
     JSON.stringify({

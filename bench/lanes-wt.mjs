@@ -21,17 +21,26 @@ const script = join(repoRoot, 'bench', 'lanes-wt.deno.ts');
 const flags = ['run', '--unstable-net', '--node-modules-dir=manual', '--cached-only', '-A', script];
 const env = { ...process.env, DENO_NO_UPDATE_CHECK: '1' };
 
-const recv = spawn(deno, [...flags, 'recv', lanes, streams], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'inherit'] });
+const recv = spawn(deno, [...flags, 'recv', lanes, streams], {
+  cwd: repoRoot,
+  env,
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
 const ready = await new Promise((resolve, reject) => {
   const rl = createInterface({ input: recv.stdout });
   rl.once('line', (line) => resolve(JSON.parse(line)));
   recv.once('exit', (code) => reject(new Error(`deno recv exited with ${code} before it was ready`)));
 });
-const send = spawn(deno, [...flags, 'send', ready.url, ready.hashHex, lanes, items, item], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'inherit'] });
+const send = spawn(deno, [...flags, 'send', ready.url, ready.hashHex, lanes, items, item], {
+  cwd: repoRoot,
+  env,
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
 let out = '';
 send.stdout.on('data', (d) => (out += d));
 const code = await new Promise((resolve) => send.once('exit', resolve));
 recv.kill();
 const last = out.trim().split('\n').pop() ?? '';
-if (code !== 0 || !last.startsWith('{')) await emitAndExit({ bench: `lanes-wt-${lanes}`, error: `deno send exited with ${code}: ${out.slice(-300)}` }, 1);
+if (code !== 0 || !last.startsWith('{'))
+  await emitAndExit({ bench: `lanes-wt-${lanes}`, error: `deno send exited with ${code}: ${out.slice(-300)}` }, 1);
 await emitAndExit(JSON.parse(last));

@@ -6,7 +6,19 @@
 // Usage: node bench/lanes.mjs [--lanes 1] [--streams 64] [--items 200] [--item 16384]
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { connect, cpuUs, dist, emit, emitAndExit, listen, now, parseArgs, round, runPair, watchdog } from './harness.mjs';
+import {
+  connect,
+  cpuUs,
+  dist,
+  emit,
+  emitAndExit,
+  listen,
+  now,
+  parseArgs,
+  round,
+  runPair,
+  watchdog,
+} from './harness.mjs';
 
 const args = parseArgs();
 const lanes = Number(args.lanes ?? 1);
@@ -18,7 +30,10 @@ const timeoutMs = Number(args.timeout ?? 55_000);
 async function node(listenOn) {
   const { createNode } = await dist('index.js');
   const { tcpTransport } = await dist('adapters/node-tcp.js');
-  return createNode({ transports: [listenOn ? tcpTransport({ host: '127.0.0.1', port: 0 }) : tcpTransport({ listen: false })], lanes });
+  return createNode({
+    transports: [listenOn ? tcpTransport({ host: '127.0.0.1', port: 0 }) : tcpTransport({ listen: false })],
+    lanes,
+  });
 }
 
 async function recv() {
@@ -42,11 +57,22 @@ async function recv() {
   ).then(
     () => {
       const wall = now() - t0;
-      emitAndExit({ role: 'recv', bytes, wall_ms: round(wall), mb_per_s: round(bytes / 1e6 / (wall / 1000), 1), _recv_cpu: cpuUs(process.cpuUsage(cpu0)) });
+      emitAndExit({
+        role: 'recv',
+        bytes,
+        wall_ms: round(wall),
+        mb_per_s: round(bytes / 1e6 / (wall / 1000), 1),
+        _recv_cpu: cpuUs(process.cpuUsage(cpu0)),
+      });
     },
     (e) => emitAndExit({ role: 'recv', error: String(e) }, 1),
   );
-  await emit({ ready: true, address: consumer.address, ctrlPort: await listen(ctrlSrv), handles: anchors.map((a) => a.handle) });
+  await emit({
+    ready: true,
+    address: consumer.address,
+    ctrlPort: await listen(ctrlSrv),
+    handles: anchors.map((a) => a.handle),
+  });
 }
 
 async function send(peer) {
@@ -70,11 +96,27 @@ async function send(peer) {
 if (args.role === 'recv') await recv();
 else if (args.role === 'send') await send(JSON.parse(args.peer));
 else {
-  const common = ['--lanes', String(lanes), '--streams', String(streams), '--items', String(items), '--item', String(itemBytes), '--timeout', String(timeoutMs)];
+  const common = [
+    '--lanes',
+    String(lanes),
+    '--streams',
+    String(streams),
+    '--items',
+    String(items),
+    '--item',
+    String(itemBytes),
+    '--timeout',
+    String(timeoutMs),
+  ];
   const script = fileURLToPath(import.meta.url);
   const r = await runPair(script, [...common, '--role', 'recv'], [...common, '--role', 'send'], timeoutMs + 5000);
   const out = { bench: `lanes-${lanes}`, lanes, streams, items, item_bytes: itemBytes };
   if (r.error) out.error = r.error;
-  else Object.assign(out, { mb_per_s: r.mb_per_s, wall_ms: r.wall_ms, cpu_us_per_item: round((r._recv_cpu + r._send_cpu) / (streams * items), 2) });
+  else
+    Object.assign(out, {
+      mb_per_s: r.mb_per_s,
+      wall_ms: r.wall_ms,
+      cpu_us_per_item: round((r._recv_cpu + r._send_cpu) / (streams * items), 2),
+    });
   await emitAndExit(out, r.error ? 1 : 0);
 }

@@ -9,7 +9,22 @@
 // Usage: node bench/latency.mjs [--mode auto] [--tokens 300] [--warm 20] [--interval 10]
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { TOKEN, dist, emit, emitAndExit, fillToken, listen, now, parseArgs, pct, round, runPair, tokenStart, watchdog, connect } from './harness.mjs';
+import {
+  TOKEN,
+  dist,
+  emit,
+  emitAndExit,
+  fillToken,
+  listen,
+  now,
+  parseArgs,
+  pct,
+  round,
+  runPair,
+  tokenStart,
+  watchdog,
+  connect,
+} from './harness.mjs';
 
 const args = parseArgs();
 const mode = args.mode ?? 'auto';
@@ -29,7 +44,10 @@ const total = warm + tokens;
 async function lanemux(listenOn) {
   const { createNode } = await dist('index.js');
   const { tcpTransport } = await dist('adapters/node-tcp.js');
-  return createNode({ transports: [listenOn ? tcpTransport({ host: '127.0.0.1', port: 0 }) : tcpTransport({ listen: false })], mux: { flushPolicy: policies[mode] } });
+  return createNode({
+    transports: [listenOn ? tcpTransport({ host: '127.0.0.1', port: 0 }) : tcpTransport({ listen: false })],
+    mux: { flushPolicy: policies[mode] },
+  });
 }
 
 async function recv() {
@@ -41,7 +59,12 @@ async function recv() {
     if (seen++ >= warm) lats.push(lat);
     if (seen === total) {
       lats.sort((a, b) => a - b);
-      emitAndExit({ role: 'recv', latency_p50_ms: round(pct(lats, 50), 4), latency_p99_ms: round(pct(lats, 99), 4), latency_max_ms: round(lats[lats.length - 1], 4) });
+      emitAndExit({
+        role: 'recv',
+        latency_p50_ms: round(pct(lats, 50), 4),
+        latency_p99_ms: round(pct(lats, 99), 4),
+        latency_max_ms: round(lats[lats.length - 1], 4),
+      });
     }
   };
   if (mode === 'raw') {
@@ -94,7 +117,18 @@ async function send(peer) {
 if (args.role === 'recv') await recv();
 else if (args.role === 'send') await send(JSON.parse(args.peer));
 else {
-  const common = ['--mode', mode, '--tokens', String(tokens), '--warm', String(warm), '--interval', String(interval), '--timeout', String(timeoutMs)];
+  const common = [
+    '--mode',
+    mode,
+    '--tokens',
+    String(tokens),
+    '--warm',
+    String(warm),
+    '--interval',
+    String(interval),
+    '--timeout',
+    String(timeoutMs),
+  ];
   const script = fileURLToPath(import.meta.url);
   const r = await runPair(script, [...common, '--role', 'recv'], [...common, '--role', 'send'], timeoutMs + 5000);
   delete r.role;

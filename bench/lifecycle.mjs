@@ -23,8 +23,10 @@ const conc = Number(args.conc ?? 64);
 const ITEMS = Number(args.items ?? 4);
 const item = new Uint8Array(16).fill(0x61);
 watchdog(Number(args.timeout ?? 110_000), 'lifecycle');
-if (!['attach', 'zero-rtt', 'per-stream', 'yamux'].includes(mode)) throw new Error(`--mode attach|zero-rtt|per-stream|yamux, got ${mode}`);
-if (!(Number.isInteger(ITEMS) && ITEMS >= (mode === 'yamux' ? 1 : 0))) throw new Error(`--items must be an integer >= ${mode === 'yamux' ? 1 : 0}, got ${args.items}`);
+if (!['attach', 'zero-rtt', 'per-stream', 'yamux'].includes(mode))
+  throw new Error(`--mode attach|zero-rtt|per-stream|yamux, got ${mode}`);
+if (!(Number.isInteger(ITEMS) && ITEMS >= (mode === 'yamux' ? 1 : 0)))
+  throw new Error(`--items must be an integer >= ${mode === 'yamux' ? 1 : 0}, got ${args.items}`);
 
 async function lanemuxOpener() {
   const { createNode } = await dist('index.js');
@@ -45,7 +47,10 @@ async function lanemuxOpener() {
       if (got !== ITEMS) throw new Error(`stream got ${got} of ${ITEMS} items`);
       if (lat) lat.total.push(now() - start);
     })();
-    const sender = ticket !== undefined ? await producer.openAnchorStream(anchor.handle, ticket) : await producer.attachAnchor(anchor.handle);
+    const sender =
+      ticket !== undefined
+        ? await producer.openAnchorStream(anchor.handle, ticket)
+        : await producer.attachAnchor(anchor.handle);
     for (let i = 0; i < ITEMS; i++) await sender.send(item);
     await sender.finalize();
     await reading;
@@ -78,7 +83,11 @@ async function yamuxOpener() {
   return { one, live: () => muxer.streams.length };
 }
 
-const pctOf = (xs, p) => pct([...xs].sort((a, b) => a - b), p);
+const pctOf = (xs, p) =>
+  pct(
+    [...xs].sort((a, b) => a - b),
+    p,
+  );
 const gc = globalThis.gc;
 const mem = () => {
   gc?.();
@@ -112,10 +121,17 @@ const cpu = cpuUs(process.cpuUsage(cpu0));
 for (let i = 0; i < 100 && live() > 0; i++) await new Promise((r) => setTimeout(r, 20));
 const m1 = mem();
 await emitAndExit({
-  bench: `lifecycle-${mode}`, mode, n, warm, conc, items: ITEMS,
+  bench: `lifecycle-${mode}`,
+  mode,
+  n,
+  warm,
+  conc,
+  items: ITEMS,
   streams_per_s: Math.round((n / wall) * 1000),
   cpu_us_per_stream: round(cpu / n, 2),
-  ...(lat.first.length > 0 ? { first_item_p50_ms: round(pctOf(lat.first, 50)), first_item_p99_ms: round(pctOf(lat.first, 99)) } : {}),
+  ...(lat.first.length > 0
+    ? { first_item_p50_ms: round(pctOf(lat.first, 50)), first_item_p99_ms: round(pctOf(lat.first, 99)) }
+    : {}),
   stream_p50_ms: round(pctOf(lat.total, 50)),
   stream_p99_ms: round(pctOf(lat.total, 99)),
   live_after: live(),

@@ -8,7 +8,20 @@
 // Usage: node bench/limit-d.mjs [--slots 256] [--peers 1] [--window 8] [--passes 2000] [--warm 2000]
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { TOKEN, ackWriter, connect, emit, emitAndExit, fillToken, listen, pairMain, parseArgs, passDriver, passTracker, watchdog } from './harness.mjs';
+import {
+  TOKEN,
+  ackWriter,
+  connect,
+  emit,
+  emitAndExit,
+  fillToken,
+  listen,
+  pairMain,
+  parseArgs,
+  passDriver,
+  passTracker,
+  watchdog,
+} from './harness.mjs';
 
 const args = parseArgs();
 const slots = Number(args.slots ?? 256);
@@ -23,7 +36,13 @@ const REC_HDR = 13;
 async function recv() {
   watchdog(timeoutMs, 'recv');
   let ack = null;
-  const tracker = passTracker({ slots, warm, passes, onAck: (p) => ack(p), onDone: (r) => emitAndExit({ role: 'recv', ...r }) });
+  const tracker = passTracker({
+    slots,
+    warm,
+    passes,
+    onAck: (p) => ack(p),
+    onDone: (r) => emitAndExit({ role: 'recv', ...r }),
+  });
   const perSlot = Array.from({ length: slots }, () => []);
   const onBatch = (buf, off) => {
     const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
@@ -84,7 +103,15 @@ async function send(peer) {
     const ids = [];
     for (let s = y; s < slots; s += peers) ids.push(s);
     const size = BATCH_HDR + ids.length * (REC_HDR + TOKEN);
-    groups.push({ sock: await connect(peer.dataPort), ids, toks: ids.map(() => Buffer.allocUnsafe(TOKEN)), seqs: new Uint32Array(ids.length), free: [], size, batchSeq: 0 });
+    groups.push({
+      sock: await connect(peer.dataPort),
+      ids,
+      toks: ids.map(() => Buffer.allocUnsafe(TOKEN)),
+      seqs: new Uint32Array(ids.length),
+      free: [],
+      size,
+      batchSeq: 0,
+    });
   }
   const sendPass = (pass, tS) => {
     for (const g of groups) {
@@ -113,8 +140,30 @@ async function send(peer) {
       g.sock.write(buf, () => g.free.push(e));
     }
   };
-  passDriver({ warm, passes, window, sendPass, ctrl, onDone: (r) => emitAndExit({ role: 'send', ...r, send_writes_per_pass: peers }) }).start();
+  passDriver({
+    warm,
+    passes,
+    window,
+    sendPass,
+    ctrl,
+    onDone: (r) => emitAndExit({ role: 'send', ...r, send_writes_per_pass: peers }),
+  }).start();
 }
 
-const common = ['--slots', String(slots), '--peers', String(peers), '--passes', String(passes), '--warm', String(warm), '--window', String(window)];
-await pairMain(fileURLToPath(import.meta.url), args, common, { recv, send, extra: { bench: 'limit-d', slots, peers, passes, warm, window } });
+const common = [
+  '--slots',
+  String(slots),
+  '--peers',
+  String(peers),
+  '--passes',
+  String(passes),
+  '--warm',
+  String(warm),
+  '--window',
+  String(window),
+];
+await pairMain(fileURLToPath(import.meta.url), args, common, {
+  recv,
+  send,
+  extra: { bench: 'limit-d', slots, peers, passes, warm, window },
+});

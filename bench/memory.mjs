@@ -10,7 +10,18 @@
 // without the peer window reports no window figures, only the growth.)
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { ackWriter, connect, dist, emit, emitAndExit, listen, parseArgs, round, runPair, watchdog } from './harness.mjs';
+import {
+  ackWriter,
+  connect,
+  dist,
+  emit,
+  emitAndExit,
+  listen,
+  parseArgs,
+  round,
+  runPair,
+  watchdog,
+} from './harness.mjs';
 
 const args = parseArgs();
 const slots = Number(args.slots ?? 1024);
@@ -41,7 +52,10 @@ async function settle(count, quietMs = 300) {
   }
   return last;
 }
-const received = (node) => node.metrics()['velo_streaming_mux_records_received_total{record_type="data"}'] ?? node.metricsRegistry.recordsReceived ?? 0;
+const _received = (node) =>
+  node.metrics()['velo_streaming_mux_records_received_total{record_type="data"}'] ??
+  node.metricsRegistry.recordsReceived ??
+  0;
 
 async function recv() {
   watchdog(timeoutMs, 'recv');
@@ -65,13 +79,20 @@ async function recv() {
           recv_rss_growth_bytes: m1.rss - m0.rss,
           recv_buffered: anchors.length,
           recv_records_buffered: anchors.reduce((n, a) => n + (a.bind?.buffer.length ?? 0), 0),
-          ...(r.receiveWindowPeakBytes !== undefined ? { recv_window_held_bytes: r.receiveWindowHeldBytes, recv_window_peak_bytes: r.receiveWindowPeakBytes } : {}),
+          ...(r.receiveWindowPeakBytes !== undefined
+            ? { recv_window_held_bytes: r.receiveWindowHeldBytes, recv_window_peak_bytes: r.receiveWindowPeakBytes }
+            : {}),
         });
         process.exit(0);
       }
     });
   });
-  await emit({ ready: true, address: node.address, ctrlPort: await listen(ctrl), handles: anchors.map((a) => a.handle) });
+  await emit({
+    ready: true,
+    address: node.address,
+    ctrlPort: await listen(ctrl),
+    handles: anchors.map((a) => a.handle),
+  });
 }
 
 async function send(peer) {
@@ -81,7 +102,8 @@ async function send(peer) {
   const engine = await createNode({ transports: [tcpTransport({ listen: false })], mux });
   await engine.connect(peer.address);
   const senders = [];
-  for (let i = 0; i < peer.handles.length; i += 64) senders.push(...(await Promise.all(peer.handles.slice(i, i + 64).map((h) => engine.attachAnchor(h)))));
+  for (let i = 0; i < peer.handles.length; i += 64)
+    senders.push(...(await Promise.all(peer.handles.slice(i, i + 64).map((h) => engine.attachAnchor(h)))));
   const ctrl = await connect(peer.ctrlPort);
   const step = (b) => new Promise((res) => (ctrl.once('data', res), ctrl.write(Buffer.from([b]))));
   await sleep(100);
@@ -99,23 +121,48 @@ async function send(peer) {
   }
   await settle(() => sent);
   const s1 = mem();
-  await emit({ role: 'send', items_sent: sent, send_heap_growth_bytes: s1.heap - s0.heap, send_rss_growth_bytes: s1.rss - s0.rss });
+  await emit({
+    role: 'send',
+    items_sent: sent,
+    send_heap_growth_bytes: s1.heap - s0.heap,
+    send_rss_growth_bytes: s1.rss - s0.rss,
+  });
   ctrl.write(Buffer.from([2]));
 }
 
 /** Run one sender/receiver pair for `item`-byte records and merge their figures. */
 async function row(item) {
-  const common = ['--slots', String(slots), '--item', String(item), '--credit', String(credit), '--budget', String(budget), '--timeout', String(timeoutMs)];
+  const common = [
+    '--slots',
+    String(slots),
+    '--item',
+    String(item),
+    '--credit',
+    String(credit),
+    '--budget',
+    String(budget),
+    '--timeout',
+    String(timeoutMs),
+  ];
   const script = fileURLToPath(import.meta.url);
   const r = await runPair(script, [...common, '--role', 'recv'], [...common, '--role', 'send'], timeoutMs + 5000);
-  const out = { bench: 'memory-stalled', slots, item_bytes: item, credit, peer_byte_budget: budget, credit_bound_bytes: slots * credit * item, ...r };
+  const out = {
+    bench: 'memory-stalled',
+    slots,
+    item_bytes: item,
+    credit,
+    peer_byte_budget: budget,
+    credit_bound_bytes: slots * credit * item,
+    ...r,
+  };
   delete out.role;
   delete out.ready;
   if (!r.error) {
     out.recv_growth_vs_budget = round(r.recv_rss_growth_bytes / budget, 3);
     out.send_growth_vs_budget = round(r.send_rss_growth_bytes / budget, 3);
     out.recv_heap_vs_budget = round(r.recv_heap_growth_bytes / budget, 3);
-    if (r.recv_window_peak_bytes !== undefined) out.recv_window_peak_vs_budget = round(r.recv_window_peak_bytes / budget, 3);
+    if (r.recv_window_peak_bytes !== undefined)
+      out.recv_window_peak_vs_budget = round(r.recv_window_peak_bytes / budget, 3);
   }
   return out;
 }
@@ -127,7 +174,10 @@ else {
   if (args.items !== undefined) {
     const rows = [];
     for (const item of String(args.items).split(',').map(Number)) rows.push(await row(item));
-    await emitAndExit({ bench: 'memory-stalled-rows', slots, credit, peer_byte_budget: budget, rows }, rows.some((x) => x.error) ? 1 : 0);
+    await emitAndExit(
+      { bench: 'memory-stalled-rows', slots, credit, peer_byte_budget: budget, rows },
+      rows.some((x) => x.error) ? 1 : 0,
+    );
   } else {
     const out = await row(itemBytes);
     await emitAndExit(out, out.error ? 1 : 0);

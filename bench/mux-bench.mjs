@@ -19,7 +19,23 @@
 // BENCH_NODE_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles both children.
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { TOKEN, ackWriter, connect, dist, emit, emitAndExit, fillToken, listen, pairMain, parseArgs, passDriver, passTracker, round, tokenPass, watchdog } from './harness.mjs';
+import {
+  TOKEN,
+  ackWriter,
+  connect,
+  dist,
+  emit,
+  emitAndExit,
+  fillToken,
+  listen,
+  pairMain,
+  parseArgs,
+  passDriver,
+  passTracker,
+  round,
+  tokenPass,
+  watchdog,
+} from './harness.mjs';
 
 const args = parseArgs();
 const impl = args.impl ?? 'auto';
@@ -38,14 +54,22 @@ const perStream = impl === 'per-stream';
 
 const mux = perStream
   ? { enabled: false }
-  : { initialCredit: credit, flushPolicy: impl === 'manual' ? { kind: 'manual' } : { kind: 'auto', onAdmission: true } };
+  : {
+      initialCredit: credit,
+      flushPolicy: impl === 'manual' ? { kind: 'manual' } : { kind: 'auto', onAdmission: true },
+    };
 
 async function makeNode(listenOn) {
   const { createNode } = await dist('index.js');
   const { tcpTransport } = await dist('adapters/node-tcp.js');
   const { tcpStreamTransport } = await dist('adapters/node-tcp-stream.js');
   const tcp = listenOn ? tcpTransport({ host: '127.0.0.1', port: 0 }) : tcpTransport({ listen: false });
-  return createNode({ transports: [tcp], lanes, mux, ...(perStream ? { perStream: tcpStreamTransport({ host: '127.0.0.1' }) } : {}) });
+  return createNode({
+    transports: [tcp],
+    lanes,
+    mux,
+    ...(perStream ? { perStream: tcpStreamTransport({ host: '127.0.0.1' }) } : {}),
+  });
 }
 
 const M = 'velo_streaming_mux_';
@@ -60,14 +84,21 @@ async function recv() {
   for (let y = 0; y < peers; y++) nodes.push(await makeNode(true));
   const anchors = Array.from({ length: slots }, (_, s) => nodes[s % peers].createAnchor());
   let ack = null;
-  const tracker = passTracker({ slots, warm, passes, onAck: (p) => ack(p), onDone: (r) => emitAndExit({ role: 'recv', ...r }) });
+  const tracker = passTracker({
+    slots,
+    warm,
+    passes,
+    onAck: (p) => ack(p),
+    onDone: (r) => emitAndExit({ role: 'recv', ...r }),
+  });
   const fail = (e) => emitAndExit({ role: 'recv', error: `reader: ${e?.stack ?? e}` }, 1);
   for (let s = 0; s < slots; s++) {
     (async () => {
       let expect = 0;
       const check = (tok) => {
         const pass = tokenPass(tok);
-        if (pass !== expect++ || tok.length !== TOKEN) throw new Error(`stream ${s}: got pass ${pass} (${tok.length} B), expected ${expect - 1}`);
+        if (pass !== expect++ || tok.length !== TOKEN)
+          throw new Error(`stream ${s}: got pass ${pass} (${tok.length} B), expected ${expect - 1}`);
         tracker.add(pass, 1, tok, 0);
       };
       if (read === 'iter') {
@@ -75,7 +106,9 @@ async function recv() {
         return;
       }
       if (read === 'push') {
-        await new Promise((resolve, reject) => anchors[s].consume({ item: check, end: (e) => (e ? reject(e) : resolve()) }));
+        await new Promise((resolve, reject) =>
+          anchors[s].consume({ item: check, end: (e) => (e ? reject(e) : resolve()) }),
+        );
         return;
       }
       // --read take: the promise-free reader (takeAvailable / waitAvailable).
@@ -92,7 +125,12 @@ async function recv() {
     sock.setNoDelay(true);
     ack = ackWriter(sock);
   });
-  await emit({ ready: true, ctrlPort: await listen(ctrlSrv), addresses: nodes.map((n) => n.address), handles: anchors.map((a) => a.handle) });
+  await emit({
+    ready: true,
+    ctrlPort: await listen(ctrlSrv),
+    addresses: nodes.map((n) => n.address),
+    handles: anchors.map((a) => a.handle),
+  });
 }
 
 async function send(peer) {
@@ -100,7 +138,8 @@ async function send(peer) {
   const engine = await makeNode(false);
   for (const a of peer.addresses) await engine.connect(a);
   const senders = [];
-  for (let i = 0; i < peer.handles.length; i += 64) senders.push(...(await Promise.all(peer.handles.slice(i, i + 64).map((h) => engine.attachAnchor(h)))));
+  for (let i = 0; i < peer.handles.length; i += 64)
+    senders.push(...(await Promise.all(peer.handles.slice(i, i + 64).map((h) => engine.attachAnchor(h)))));
   const ctrl = await connect(peer.ctrlPort);
   // A ring of W+1 pass buffers: a token may be held by reference until it is written, and pass p's
   // buffer is reused at pass p+W+1, when the window guarantees pass p was delivered and acked.
@@ -135,19 +174,49 @@ async function send(peer) {
       }, 1)
     : null;
   passDriver({
-    warm, passes, window, sendPass, ctrl,
+    warm,
+    passes,
+    window,
+    sendPass,
+    ctrl,
     onDone: (r) => {
       if (rescue !== null) clearInterval(rescue);
       const c = sent(engine);
       const batches = perStream ? engine.perStreamWrites - w0 : c.batches - c0.batches;
       const data = perStream ? slots * passes : c.data - c0.data;
-      emitAndExit({ role: 'send', ...r, tokens_per_write: round(data / batches, 2), writes_per_pass: round(batches / passes, 3), manual_rescue_flushes: rescues });
+      emitAndExit({
+        role: 'send',
+        ...r,
+        tokens_per_write: round(data / batches, 2),
+        writes_per_pass: round(batches / passes, 3),
+        manual_rescue_flushes: rescues,
+      });
     },
   }).start();
 }
 
-const common = ['--impl', impl, '--slots', String(slots), '--peers', String(peers), '--passes', String(passes), '--warm', String(warm),
-  '--window', String(window), '--credit', String(credit), '--lanes', String(lanes), '--read', read];
+const common = [
+  '--impl',
+  impl,
+  '--slots',
+  String(slots),
+  '--peers',
+  String(peers),
+  '--passes',
+  String(passes),
+  '--warm',
+  String(warm),
+  '--window',
+  String(window),
+  '--credit',
+  String(credit),
+  '--lanes',
+  String(lanes),
+  '--read',
+  read,
+];
 await pairMain(fileURLToPath(import.meta.url), args, common, {
-  recv, send, extra: { bench: `lanemux-${impl}`, impl, read, credit, lanes, slots, peers, passes, warm, window },
+  recv,
+  send,
+  extra: { bench: `lanemux-${impl}`, impl, read, credit, lanes, slots, peers, passes, warm, window },
 });

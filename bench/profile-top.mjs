@@ -25,5 +25,6 @@ for (const [id, us] of self) {
   agg.set(key, (agg.get(key) ?? 0) + us);
 }
 const rows = [...agg].sort((a, b) => b[1] - a[1]).slice(0, top);
-for (const [k, us] of rows) console.log(`${((us / total) * 100).toFixed(1).padStart(5)} %  ${(us / 1000).toFixed(1).padStart(8)} ms  ${k}`);
+for (const [k, us] of rows)
+  console.log(`${((us / total) * 100).toFixed(1).padStart(5)} %  ${(us / 1000).toFixed(1).padStart(8)} ms  ${k}`);
 console.log(`total ${(total / 1000).toFixed(0)} ms sampled`);

@@ -31,14 +31,21 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const args = parseArgs();
 if (args.help === 'true') {
   const src = fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
-  process.stdout.write(src.slice(1, 23).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n');
+  process.stdout.write(
+    src
+      .slice(1, 23)
+      .map((l) => l.replace(/^\/\/ ?/, ''))
+      .join('\n') + '\n',
+  );
   process.exit(0);
 }
 const quick = args.quick === 'true';
 const rounds = Number(args.rounds ?? (quick ? 1 : 3));
 const only = args.only ? new Set(String(args.only).split(',')) : null;
 const want = (n) => only === null || only.has(String(n));
-const jsonPath = path.resolve(args.json && args.json !== 'true' ? args.json : path.join(here, 'results', quick ? 'quick.json' : 'latest.json'));
+const jsonPath = path.resolve(
+  args.json && args.json !== 'true' ? args.json : path.join(here, 'results', quick ? 'quick.json' : 'latest.json'),
+);
 if (!fs.existsSync(path.join(distDir, 'index.js'))) {
   console.error(`bench: ${distDir}/index.js is missing: run \`npm run build\` first (npm run bench does)`);
   process.exit(2);
@@ -49,7 +56,10 @@ const log = (s) => process.stderr.write(s + '\n');
 function runChild(script, a, { timeoutMs = 120_000, nodeFlags = [] } = {}) {
   return new Promise((resolve) => {
     const t0 = Date.now();
-    const k = spawn(process.execPath, [...nodeFlags, script, ...a], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    const k = spawn(process.execPath, [...nodeFlags, script, ...a], {
+      cwd: repoRoot,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     k.stdout.on('data', (d) => (out += d));
@@ -84,16 +94,46 @@ async function run(label, script, a, opts) {
 const IMPLS = [
   // lanemux consumers read in push mode (`anchor.consume`), as (d) dispatches per slot without a
   // promise; "Auto, for await" shows what the async iterator costs on top.
-  { id: 'manual', name: 'lanemux Manual', script: 'mux-bench.mjs', a: ['--impl', 'manual', '--read', 'push'], fast: true, mux: true },
-  { id: 'auto', name: 'lanemux Auto', script: 'mux-bench.mjs', a: ['--impl', 'auto', '--read', 'push'], fast: true, mux: true },
-  { id: 'auto-iter', name: 'lanemux Auto, for await', script: 'mux-bench.mjs', a: ['--impl', 'auto', '--read', 'iter'], fast: true, mux: true },
+  {
+    id: 'manual',
+    name: 'lanemux Manual',
+    script: 'mux-bench.mjs',
+    a: ['--impl', 'manual', '--read', 'push'],
+    fast: true,
+    mux: true,
+  },
+  {
+    id: 'auto',
+    name: 'lanemux Auto',
+    script: 'mux-bench.mjs',
+    a: ['--impl', 'auto', '--read', 'push'],
+    fast: true,
+    mux: true,
+  },
+  {
+    id: 'auto-iter',
+    name: 'lanemux Auto, for await',
+    script: 'mux-bench.mjs',
+    a: ['--impl', 'auto', '--read', 'iter'],
+    fast: true,
+    mux: true,
+  },
   { id: 'd', name: '(d) hand-written limit', script: 'limit-d.mjs', a: [], fast: true },
-  { id: 'per-stream', name: 'per-stream path', script: 'mux-bench.mjs', a: ['--impl', 'per-stream', '--read', 'push'], fast: false },
+  {
+    id: 'per-stream',
+    name: 'per-stream path',
+    script: 'mux-bench.mjs',
+    a: ['--impl', 'per-stream', '--read', 'push'],
+    fast: false,
+  },
   { id: 'yamux', name: 'yamux 8.0.1', script: 'yamux-bench.mjs', a: [], fast: false },
   { id: 'ws', name: 'ws, one send per token', script: 'ws-token.mjs', a: [], fast: false },
 ];
 const SHAPES = quick
-  ? [{ x: 256, y: 1, w: 8 }, { x: 1024, y: 16, w: 1 }]
+  ? [
+      { x: 256, y: 1, w: 8 },
+      { x: 1024, y: 16, w: 1 },
+    ]
   : [256, 1024].flatMap((x) => [1, 16].flatMap((y) => [8, 1].map((w) => ({ x, y, w }))));
 // Timed + warm-up passes per cell: sized so every cell takes about a second.
 function passesFor(impl, x) {
@@ -125,42 +165,87 @@ for (let r = 0; r < rounds; r++) {
       const order = IMPLS.map((_, i) => IMPLS[(i + r) % IMPLS.length]);
       for (const impl of order) {
         const [passes, warm] = passesFor(impl, shape.x);
-        const a = [...impl.a, '--slots', String(shape.x), '--peers', String(shape.y), '--window', String(shape.w), '--passes', String(passes), '--warm', String(warm)];
+        const a = [
+          ...impl.a,
+          '--slots',
+          String(shape.x),
+          '--peers',
+          String(shape.y),
+          '--window',
+          String(shape.w),
+          '--passes',
+          String(passes),
+          '--warm',
+          String(warm),
+        ];
         const res = await run(`${impl.name} ${shapeKey(shape)}`, S(impl.script), a);
         ((raw.decode[shapeKey(shape)] ??= {})[impl.id] ??= []).push(res);
-        log(`  1 ${shapeKey(shape).padEnd(18)} ${impl.name.padEnd(24)} ${res.error ? 'ERROR' : `${Math.round(res.tokens_per_s).toLocaleString('en-US')} tok/s, ${res.total_cpu_us_per_token} µs/tok, p50 ${res.pass_latency_p50_ms} ms`} (${res._elapsed_s}s)`);
+        log(
+          `  1 ${shapeKey(shape).padEnd(18)} ${impl.name.padEnd(24)} ${res.error ? 'ERROR' : `${Math.round(res.tokens_per_s).toLocaleString('en-US')} tok/s, ${res.total_cpu_us_per_token} µs/tok, p50 ${res.pass_latency_p50_ms} ms`} (${res._elapsed_s}s)`,
+        );
       }
     }
   }
   if (want(3)) {
     for (const mode of LIFE) {
-      const res = await run(`lifecycle ${mode}`, S('lifecycle.mjs'), [...lifeArgs(mode), '--n', lifeN[0], '--warm', lifeN[1]]);
+      const res = await run(`lifecycle ${mode}`, S('lifecycle.mjs'), [
+        ...lifeArgs(mode),
+        '--n',
+        lifeN[0],
+        '--warm',
+        lifeN[1],
+      ]);
       (raw.lifecycle[mode] ??= []).push(res);
-      log(`  3 lifecycle ${mode.padEnd(10)} ${res.error ? 'ERROR' : `${res.streams_per_s} streams/s, ${res.cpu_us_per_stream} µs/stream`}`);
+      log(
+        `  3 lifecycle ${mode.padEnd(10)} ${res.error ? 'ERROR' : `${res.streams_per_s} streams/s, ${res.cpu_us_per_stream} µs/stream`}`,
+      );
     }
   }
   if (want(5)) {
     for (const mode of LAT) {
-      const res = await run(`latency ${mode}`, S('latency.mjs'), ['--mode', mode, '--tokens', quick ? '20' : '300', '--warm', quick ? '5' : '20']);
+      const res = await run(`latency ${mode}`, S('latency.mjs'), [
+        '--mode',
+        mode,
+        '--tokens',
+        quick ? '20' : '300',
+        '--warm',
+        quick ? '5' : '20',
+      ]);
       (raw.latency[mode] ??= []).push(res);
-      log(`  5 latency ${mode.padEnd(16)} ${res.error ? 'ERROR' : `p50 ${res.latency_p50_ms} p99 ${res.latency_p99_ms} ms`}`);
+      log(
+        `  5 latency ${mode.padEnd(16)} ${res.error ? 'ERROR' : `p50 ${res.latency_p50_ms} p99 ${res.latency_p99_ms} ms`}`,
+      );
     }
   }
   if (want(6)) {
     for (const lanes of LANES) {
-      const res = await run(`lanes ${lanes}`, S('lanes.mjs'), ['--lanes', String(lanes), '--items', quick ? '20' : '200']);
+      const res = await run(`lanes ${lanes}`, S('lanes.mjs'), [
+        '--lanes',
+        String(lanes),
+        '--items',
+        quick ? '20' : '200',
+      ]);
       (raw.lanes[lanes] ??= []).push(res);
       log(`  6 lanes ${lanes} ${res.error ? 'ERROR' : `${res.mb_per_s} MB/s, ${res.cpu_us_per_item} µs/item`}`);
-      const wt = await run(`lanes-wt ${lanes}`, S('lanes-wt.mjs'), ['--lanes', String(lanes), '--items', quick ? '20' : '100']);
+      const wt = await run(`lanes-wt ${lanes}`, S('lanes-wt.mjs'), [
+        '--lanes',
+        String(lanes),
+        '--items',
+        quick ? '20' : '100',
+      ]);
       (raw.lanesWt[lanes] ??= []).push(wt);
-      log(`  6 lanes ${lanes} WebTransport ${wt.error ? 'ERROR' : `${wt.mb_per_s} MB/s, ${wt.cpu_us_per_item} µs/item`}`);
+      log(
+        `  6 lanes ${lanes} WebTransport ${wt.error ? 'ERROR' : `${wt.mb_per_s} MB/s, ${wt.cpu_us_per_item} µs/item`}`,
+      );
     }
   }
   if (want(4)) {
     for (const item of MEM_ITEMS) {
       const res = await run('memory', S('memory.mjs'), ['--slots', quick ? '128' : '1024', '--item', String(item)]);
       (raw.memory[item] ??= []).push(res);
-      log(`  4 memory ${item} B ${res.error ? 'ERROR' : `recv +${mb(res.recv_rss_growth_bytes)} MB RSS, send +${mb(res.send_rss_growth_bytes)} MB RSS`}`);
+      log(
+        `  4 memory ${item} B ${res.error ? 'ERROR' : `recv +${mb(res.recv_rss_growth_bytes)} MB RSS, send +${mb(res.send_rss_growth_bytes)} MB RSS`}`,
+      );
     }
   }
 }
@@ -173,9 +258,14 @@ if (want(2)) {
 }
 if (want(4)) {
   const n = quick ? '2000' : '100000';
-  const res = await run('churn', S('lifecycle.mjs'), ['--mode', 'attach', '--n', n, '--warm', quick ? '200' : '5000'], { nodeFlags: ['--expose-gc'], timeoutMs: 300_000 });
+  const res = await run('churn', S('lifecycle.mjs'), ['--mode', 'attach', '--n', n, '--warm', quick ? '200' : '5000'], {
+    nodeFlags: ['--expose-gc'],
+    timeoutMs: 300_000,
+  });
   raw.churn.push(res);
-  log(`  4 churn ${res.error ? 'ERROR' : `heap +${mb(res.heap_growth_bytes)} MB after ${n} streams, live ${res.live_after}`}`);
+  log(
+    `  4 churn ${res.error ? 'ERROR' : `heap +${mb(res.heap_growth_bytes)} MB after ${n} streams, live ${res.live_after}`}`,
+  );
 }
 const totalS = (Date.now() - tStart) / 1000;
 
@@ -185,7 +275,9 @@ function mb(b) {
 }
 const ok = (rs) => (rs ?? []).filter((x) => !x.error);
 const stat = (rs, key) => {
-  const v = ok(rs).map((x) => x[key]).filter((x) => typeof x === 'number' && Number.isFinite(x));
+  const v = ok(rs)
+    .map((x) => x[key])
+    .filter((x) => typeof x === 'number' && Number.isFinite(x));
   return v.length ? { med: median(v), min: Math.min(...v), max: Math.max(...v), n: v.length } : null;
 };
 const paired = (a, b, key) => {
@@ -205,17 +297,26 @@ const fNum = (v, d = 2) => {
   if (Math.abs(v) >= 100) return Math.round(v).toLocaleString('en-US');
   return v.toFixed(d);
 };
-const fS = (s, d = 2) => (s === null ? 'n/a' : rounds > 1 ? `${fNum(s.med, d)} [${fNum(s.min, d)}–${fNum(s.max, d)}]` : fNum(s.med, d));
+const fS = (s, d = 2) =>
+  s === null ? 'n/a' : rounds > 1 ? `${fNum(s.med, d)} [${fNum(s.min, d)}–${fNum(s.max, d)}]` : fNum(s.med, d);
 const fx = (v) => (v == null ? '–' : v >= 10 ? `${v.toFixed(0)}×` : v >= 1 ? `${v.toFixed(2)}×` : `${v.toFixed(2)}×`);
 
 const md = [];
 const summary = { decode: [], tpw: [], lifecycle: [], memory: null, churn: null, latency: [], lanes: [], lanesWt: [] };
-md.push(`lanemux benchmark — ${info.date}, ${info.nproc} vCPU ${info.cpu_model}, Node ${info.node}, commit ${info.git_commit}${info.src_dirty ? ' (src modified)' : ''}, ` +
-  `${rounds} round(s)${quick ? ', --quick (tiny sizes: a smoke check)' : ''}; median [min–max] over rounds; ratios paired per round.`);
+md.push(
+  `lanemux benchmark — ${info.date}, ${info.nproc} vCPU ${info.cpu_model}, Node ${info.node}, commit ${info.git_commit}${info.src_dirty ? ' (src modified)' : ''}, ` +
+    `${rounds} round(s)${quick ? ', --quick (tiny sizes: a smoke check)' : ''}; median [min–max] over rounds; ratios paired per round.`,
+);
 
 if (want(1)) {
-  md.push('', '### 1. Decode shape (64-byte tokens, one token per stream per pass; sender and receiver in separate processes)', '');
-  md.push('| X streams | Y peers | W | implementation | tokens/s | CPU µs/token (both) | pass p50 ms | pass p99 ms | tokens/write | tok/s ÷ (d) | CPU ÷ (d) | p50 ÷ (d) | tok/s ÷ per-stream | tok/s ÷ yamux |');
+  md.push(
+    '',
+    '### 1. Decode shape (64-byte tokens, one token per stream per pass; sender and receiver in separate processes)',
+    '',
+  );
+  md.push(
+    '| X streams | Y peers | W | implementation | tokens/s | CPU µs/token (both) | pass p50 ms | pass p99 ms | tokens/write | tok/s ÷ (d) | CPU ÷ (d) | p50 ÷ (d) | tok/s ÷ per-stream | tok/s ÷ yamux |',
+  );
   md.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const shape of SHAPES) {
     const cell = raw.decode[shapeKey(shape)] ?? {};
@@ -223,37 +324,74 @@ if (want(1)) {
       const rs = cell[impl.id];
       if (!rs) continue;
       const row = {
-        x: shape.x, y: shape.y, w: shape.w, token_bytes: 64, impl: impl.id, name: impl.name, ok_runs: ok(rs).length, runs: rs.length,
-        tokens_per_s: stat(rs, 'tokens_per_s'), cpu_us_per_token: stat(rs, 'total_cpu_us_per_token'), send_cpu_us_per_token: stat(rs, 'send_cpu_us_per_token'),
-        recv_cpu_us_per_token: stat(rs, 'recv_cpu_us_per_token'), p50_ms: stat(rs, 'pass_latency_p50_ms'), p99_ms: stat(rs, 'pass_latency_p99_ms'),
-        tokens_per_write: impl.id === 'd' ? { med: shape.x / shape.y } : stat(rs, 'tokens_per_write'), writes_per_pass: impl.id === 'd' ? { med: shape.y } : stat(rs, 'writes_per_pass'),
-        vs_d: { tokens_per_s: paired(rs, cell.d, 'tokens_per_s'), cpu: paired(rs, cell.d, 'total_cpu_us_per_token'), p50: paired(rs, cell.d, 'pass_latency_p50_ms') },
-        vs_per_stream: paired(rs, cell['per-stream'], 'tokens_per_s'), vs_yamux: paired(rs, cell.yamux, 'tokens_per_s'),
+        x: shape.x,
+        y: shape.y,
+        w: shape.w,
+        token_bytes: 64,
+        impl: impl.id,
+        name: impl.name,
+        ok_runs: ok(rs).length,
+        runs: rs.length,
+        tokens_per_s: stat(rs, 'tokens_per_s'),
+        cpu_us_per_token: stat(rs, 'total_cpu_us_per_token'),
+        send_cpu_us_per_token: stat(rs, 'send_cpu_us_per_token'),
+        recv_cpu_us_per_token: stat(rs, 'recv_cpu_us_per_token'),
+        p50_ms: stat(rs, 'pass_latency_p50_ms'),
+        p99_ms: stat(rs, 'pass_latency_p99_ms'),
+        tokens_per_write: impl.id === 'd' ? { med: shape.x / shape.y } : stat(rs, 'tokens_per_write'),
+        writes_per_pass: impl.id === 'd' ? { med: shape.y } : stat(rs, 'writes_per_pass'),
+        vs_d: {
+          tokens_per_s: paired(rs, cell.d, 'tokens_per_s'),
+          cpu: paired(rs, cell.d, 'total_cpu_us_per_token'),
+          p50: paired(rs, cell.d, 'pass_latency_p50_ms'),
+        },
+        vs_per_stream: paired(rs, cell['per-stream'], 'tokens_per_s'),
+        vs_yamux: paired(rs, cell.yamux, 'tokens_per_s'),
         errors: rs.filter((x) => x.error).map((x) => String(x.error).slice(0, 300)),
       };
       summary.decode.push(row);
       const name = impl.mux ? `**${impl.name}**` : impl.name;
-      const tpw = row.tokens_per_write ? fNum(row.tokens_per_write.med, 1) : impl.id === 'yamux' || impl.id === 'ws' ? '1 (per send)' : 'n/a';
+      const tpw = row.tokens_per_write
+        ? fNum(row.tokens_per_write.med, 1)
+        : impl.id === 'yamux' || impl.id === 'ws'
+          ? '1 (per send)'
+          : 'n/a';
       const isD = impl.id === 'd';
-      md.push(`| ${shape.x} | ${shape.y} | ${shape.w} | ${name} | ${fS(row.tokens_per_s)} | ${fS(row.cpu_us_per_token)} | ${fS(row.p50_ms, 3)} | ${fS(row.p99_ms)} | ${tpw} | ` +
-        `${isD ? '1' : fx(row.vs_d.tokens_per_s)} | ${isD ? '1' : fx(row.vs_d.cpu)} | ${isD ? '1' : fx(row.vs_d.p50)} | ${impl.id === 'per-stream' ? '1' : fx(row.vs_per_stream)} | ${impl.id === 'yamux' ? '1' : fx(row.vs_yamux)} |`);
+      md.push(
+        `| ${shape.x} | ${shape.y} | ${shape.w} | ${name} | ${fS(row.tokens_per_s)} | ${fS(row.cpu_us_per_token)} | ${fS(row.p50_ms, 3)} | ${fS(row.p99_ms)} | ${tpw} | ` +
+          `${isD ? '1' : fx(row.vs_d.tokens_per_s)} | ${isD ? '1' : fx(row.vs_d.cpu)} | ${isD ? '1' : fx(row.vs_d.p50)} | ${impl.id === 'per-stream' ? '1' : fx(row.vs_per_stream)} | ${impl.id === 'yamux' ? '1' : fx(row.vs_yamux)} |`,
+      );
     }
   }
-  md.push('', 'tokens/write: data records per write the engine made in the timed passes (lanemux: per batch; per-stream: one write per token). ' +
-    'CPU is user+system of both processes over the timed passes. W = 8 rows measure throughput, W = 1 rows lockstep latency.');
+  md.push(
+    '',
+    'tokens/write: data records per write the engine made in the timed passes (lanemux: per batch; per-stream: one write per token). ' +
+      'CPU is user+system of both processes over the timed passes. W = 8 rows measure throughput, W = 1 rows lockstep latency.',
+  );
 }
 
 if (want(2) && raw.tpw.length) {
-  md.push('', '### 2. Tokens per write, the reference\'s decode shapes (3 frontends, credit 256, 20 tokens per request; one process)', '');
-  md.push('| shape | legacy per-stream | mux Auto | mux Manual | reference legacy / Auto / Manual |', '|---|---|---|---|---|');
-  const { SHAPES: TS } = { SHAPES: [
-    { id: '24 req / batch 8 / 1 ms', ref: '0.99–1.00 / 2.18–2.19 / 2.19' },
-    { id: '96 req / batch 32 / 1 ms', ref: 'not run / 4.67–5.14 / 5.38' },
-    { id: '24 req / batch 8 / no gap', ref: 'not run / 6.61–7.44 / 3.47–4.41' },
-  ] };
+  md.push(
+    '',
+    "### 2. Tokens per write, the reference's decode shapes (3 frontends, credit 256, 20 tokens per request; one process)",
+    '',
+  );
+  md.push(
+    '| shape | legacy per-stream | mux Auto | mux Manual | reference legacy / Auto / Manual |',
+    '|---|---|---|---|---|',
+  );
+  const { SHAPES: TS } = {
+    SHAPES: [
+      { id: '24 req / batch 8 / 1 ms', ref: '0.99–1.00 / 2.18–2.19 / 2.19' },
+      { id: '96 req / batch 32 / 1 ms', ref: 'not run / 4.67–5.14 / 5.38' },
+      { id: '24 req / batch 8 / no gap', ref: 'not run / 6.61–7.44 / 3.47–4.41' },
+    ],
+  };
   for (const sh of TS) {
     const cells = ['legacy', 'auto', 'manual'].map((mode) => {
-      const v = ok(raw.tpw).map((r) => r.rows.find((x) => x.shape === sh.id && x.mode === mode)?.tokens_per_write).filter((x) => x != null);
+      const v = ok(raw.tpw)
+        .map((r) => r.rows.find((x) => x.shape === sh.id && x.mode === mode)?.tokens_per_write)
+        .filter((x) => x != null);
       const s = v.length ? { med: median(v), min: Math.min(...v), max: Math.max(...v), runs: v } : null;
       summary.tpw.push({ shape: sh.id, mode, tokens_per_write: s });
       return s ? `${s.med.toFixed(2)} [${s.min.toFixed(2)}–${s.max.toFixed(2)}]` : 'n/a';
@@ -264,18 +402,41 @@ if (want(2) && raw.tpw.length) {
 }
 
 if (want(3)) {
-  md.push('', '### 3. Stream lifecycle: open + 4 items of 16 B + close, 64 in flight (both nodes in one process, as the reference measured it)', '');
-  md.push('| path | streams/s | CPU µs per stream (both sides) | first item p50 / p99 ms | whole stream p50 / p99 ms | ÷ per-stream CPU | ÷ yamux CPU |', '|---|---|---|---|---|---|---|');
+  md.push(
+    '',
+    '### 3. Stream lifecycle: open + 4 items of 16 B + close, 64 in flight (both nodes in one process, as the reference measured it)',
+    '',
+  );
+  md.push(
+    '| path | streams/s | CPU µs per stream (both sides) | first item p50 / p99 ms | whole stream p50 / p99 ms | ÷ per-stream CPU | ÷ yamux CPU |',
+    '|---|---|---|---|---|---|---|',
+  );
   for (const mode of LIFE) {
     const rs = raw.lifecycle[mode];
-    const row = { mode, streams_per_s: stat(rs, 'streams_per_s'), cpu_us_per_stream: stat(rs, 'cpu_us_per_stream'),
-      first_p50: stat(rs, 'first_item_p50_ms'), first_p99: stat(rs, 'first_item_p99_ms'), stream_p50: stat(rs, 'stream_p50_ms'), stream_p99: stat(rs, 'stream_p99_ms'),
-      vs_per_stream_cpu: paired(rs, raw.lifecycle['per-stream'], 'cpu_us_per_stream'), vs_yamux_cpu: paired(rs, raw.lifecycle.yamux, 'cpu_us_per_stream') };
+    const row = {
+      mode,
+      streams_per_s: stat(rs, 'streams_per_s'),
+      cpu_us_per_stream: stat(rs, 'cpu_us_per_stream'),
+      first_p50: stat(rs, 'first_item_p50_ms'),
+      first_p99: stat(rs, 'first_item_p99_ms'),
+      stream_p50: stat(rs, 'stream_p50_ms'),
+      stream_p99: stat(rs, 'stream_p99_ms'),
+      vs_per_stream_cpu: paired(rs, raw.lifecycle['per-stream'], 'cpu_us_per_stream'),
+      vs_yamux_cpu: paired(rs, raw.lifecycle.yamux, 'cpu_us_per_stream'),
+    };
     summary.lifecycle.push(row);
-    const label = { attach: 'lanemux attach', 'zero-rtt': 'lanemux zero-RTT', 'per-stream': 'per-stream path', yamux: 'yamux stream open',
-      'attach-0': 'lanemux attach, open + close only (0 items)', 'zero-rtt-0': 'lanemux zero-RTT, open + close only (0 items)' }[mode];
+    const label = {
+      attach: 'lanemux attach',
+      'zero-rtt': 'lanemux zero-RTT',
+      'per-stream': 'per-stream path',
+      yamux: 'yamux stream open',
+      'attach-0': 'lanemux attach, open + close only (0 items)',
+      'zero-rtt-0': 'lanemux zero-RTT, open + close only (0 items)',
+    }[mode];
     const first = row.first_p50 === null ? '–' : `${fS(row.first_p50, 2)} / ${fS(row.first_p99, 2)}`;
-    md.push(`| ${label} | ${fS(row.streams_per_s)} | ${fS(row.cpu_us_per_stream, 1)} | ${first} | ${fS(row.stream_p50, 2)} / ${fS(row.stream_p99, 2)} | ${fx(row.vs_per_stream_cpu)} | ${fx(row.vs_yamux_cpu)} |`);
+    md.push(
+      `| ${label} | ${fS(row.streams_per_s)} | ${fS(row.cpu_us_per_stream, 1)} | ${first} | ${fS(row.stream_p50, 2)} / ${fS(row.stream_p99, 2)} | ${fx(row.vs_per_stream_cpu)} | ${fx(row.vs_yamux_cpu)} |`,
+    );
   }
   md.push('', `${lifeN[0]} timed streams after ${lifeN[1]} warm-up per run.`);
 }
@@ -283,44 +444,87 @@ if (want(3)) {
 if (want(4)) {
   summary.memory = {};
   md.push('', '### 4. Memory: streams whose consumer never reads (separate processes)', '');
-  md.push('| streams × item | side | RSS growth MiB | heap+ArrayBuffer growth MiB | RSS ÷ peerByteBudget | heap ÷ peerByteBudget | credit bound X · C · item MiB | window peak ÷ peerByteBudget |', '|---|---|---|---|---|---|---|---|');
+  md.push(
+    '| streams × item | side | RSS growth MiB | heap+ArrayBuffer growth MiB | RSS ÷ peerByteBudget | heap ÷ peerByteBudget | credit bound X · C · item MiB | window peak ÷ peerByteBudget |',
+    '|---|---|---|---|---|---|---|---|',
+  );
   let first = {};
   for (const item of MEM_ITEMS) {
     const m = raw.memory[item] ?? [];
     const sm = (k) => stat(m, k);
-    const row = { runs: m, recv_rss: sm('recv_rss_growth_bytes'), recv_heap: sm('recv_heap_growth_bytes'), send_rss: sm('send_rss_growth_bytes'), send_heap: sm('send_heap_growth_bytes') };
+    const row = {
+      runs: m,
+      recv_rss: sm('recv_rss_growth_bytes'),
+      recv_heap: sm('recv_heap_growth_bytes'),
+      send_rss: sm('send_rss_growth_bytes'),
+      send_heap: sm('send_heap_growth_bytes'),
+    };
     summary.memory[item] = row;
     first = ok(m)[0] ?? {};
     const fmb = (x) => (x === null ? 'n/a' : rounds > 1 ? `${mb(x.med)} [${mb(x.min)}–${mb(x.max)}]` : mb(x.med));
-    const ratio = (x) => (x === null || !first.peer_byte_budget ? 'n/a' : `${(x.med / first.peer_byte_budget).toFixed(2)}×`);
+    const ratio = (x) =>
+      x === null || !first.peer_byte_budget ? 'n/a' : `${(x.med / first.peer_byte_budget).toFixed(2)}×`;
     const shape = `${first.slots ?? '?'} × ${item} B`;
-    const peak = first.recv_window_peak_bytes !== undefined && first.peer_byte_budget ? `${(first.recv_window_peak_bytes / first.peer_byte_budget).toFixed(2)}×` : 'n/a';
-    md.push(`| ${shape} | receiver (stalled consumer) | ${fmb(row.recv_rss)} | ${fmb(row.recv_heap)} | ${ratio(row.recv_rss)} | ${ratio(row.recv_heap)} | ${first.credit_bound_bytes ? mb(first.credit_bound_bytes) : '?'} | ${peak} |`);
-    md.push(`| ${shape} | sender | ${fmb(row.send_rss)} | ${fmb(row.send_heap)} | ${ratio(row.send_rss)} | ${ratio(row.send_heap)} | | |`);
+    const peak =
+      first.recv_window_peak_bytes !== undefined && first.peer_byte_budget
+        ? `${(first.recv_window_peak_bytes / first.peer_byte_budget).toFixed(2)}×`
+        : 'n/a';
+    md.push(
+      `| ${shape} | receiver (stalled consumer) | ${fmb(row.recv_rss)} | ${fmb(row.recv_heap)} | ${ratio(row.recv_rss)} | ${ratio(row.recv_heap)} | ${first.credit_bound_bytes ? mb(first.credit_bound_bytes) : '?'} | ${peak} |`,
+    );
+    md.push(
+      `| ${shape} | sender | ${fmb(row.send_rss)} | ${fmb(row.send_heap)} | ${ratio(row.send_rss)} | ${ratio(row.send_heap)} | | |`,
+    );
   }
-  md.push('', `peerByteBudget ${first.peer_byte_budget ? mb(first.peer_byte_budget) : '?'} MiB. The receiver advertises it as its receive window: what it holds ` +
-    'for one peer\'s unread records stays within it plus one batch, whatever X · C · item (the credit bound) would allow. The sender\'s withheld queues share `peerByteBudget` too.');
+  md.push(
+    '',
+    `peerByteBudget ${first.peer_byte_budget ? mb(first.peer_byte_budget) : '?'} MiB. The receiver advertises it as its receive window: what it holds ` +
+      "for one peer's unread records stays within it plus one batch, whatever X · C · item (the credit bound) would allow. The sender's withheld queues share `peerByteBudget` too.",
+  );
   const c = ok(raw.churn)[0];
   summary.churn = c ?? null;
-  md.push('', c ? `Churn: ${c.n.toLocaleString('en-US')} streams opened and closed (attach, 4 items each, 64 in flight, after ${c.warm} warm-up): heap growth after GC ` +
-    `${mb(c.heap_growth_bytes)} MiB (${Math.round(c.heap_growth_bytes / c.n)} B per stream), RSS growth ${mb(c.rss_growth_bytes)} MiB, live slots at the end ${c.live_after}.` : 'Churn: ERROR');
+  md.push(
+    '',
+    c
+      ? `Churn: ${c.n.toLocaleString('en-US')} streams opened and closed (attach, 4 items each, 64 in flight, after ${c.warm} warm-up): heap growth after GC ` +
+          `${mb(c.heap_growth_bytes)} MiB (${Math.round(c.heap_growth_bytes / c.n)} B per stream), RSS growth ${mb(c.rss_growth_bytes)} MiB, live slots at the end ${c.live_after}.`
+      : 'Churn: ERROR',
+  );
 }
 
 if (want(5)) {
   md.push('', '### 5. Latency: one stream, one 64-byte token every 10 ms (separate processes)', '');
-  md.push('| flush policy | one-way p50 ms | p99 ms | added p50 over raw socket ms | added p99 ms |', '|---|---|---|---|---|');
+  md.push(
+    '| flush policy | one-way p50 ms | p99 ms | added p50 over raw socket ms | added p99 ms |',
+    '|---|---|---|---|---|',
+  );
   const rawRs = raw.latency.raw;
   for (const mode of LAT) {
     const rs = raw.latency[mode];
     const added = (k) => {
       const d = [];
-      for (let i = 0; i < Math.min(rs?.length ?? 0, rawRs?.length ?? 0); i++) if (!rs[i].error && !rawRs[i].error) d.push(rs[i][k] - rawRs[i][k]);
+      for (let i = 0; i < Math.min(rs?.length ?? 0, rawRs?.length ?? 0); i++)
+        if (!rs[i].error && !rawRs[i].error) d.push(rs[i][k] - rawRs[i][k]);
       return median(d);
     };
-    const row = { mode, p50_ms: stat(rs, 'latency_p50_ms'), p99_ms: stat(rs, 'latency_p99_ms'), added_p50_ms: mode === 'raw' ? 0 : added('latency_p50_ms'), added_p99_ms: mode === 'raw' ? 0 : added('latency_p99_ms') };
+    const row = {
+      mode,
+      p50_ms: stat(rs, 'latency_p50_ms'),
+      p99_ms: stat(rs, 'latency_p99_ms'),
+      added_p50_ms: mode === 'raw' ? 0 : added('latency_p50_ms'),
+      added_p99_ms: mode === 'raw' ? 0 : added('latency_p99_ms'),
+    };
     summary.latency.push(row);
-    const label = { raw: 'raw socket (floor)', auto: 'Auto (onAdmission)', linger: 'Auto, maxLinger 2 ms', 'linger-complete': 'Auto, maxLinger 2 ms + onComplete', manual: 'Manual + flushBatch()' }[mode];
-    md.push(`| ${label} | ${fS(row.p50_ms, 3)} | ${fS(row.p99_ms, 3)} | ${mode === 'raw' ? '–' : fNum(row.added_p50_ms, 3)} | ${mode === 'raw' ? '–' : fNum(row.added_p99_ms, 3)} |`);
+    const label = {
+      raw: 'raw socket (floor)',
+      auto: 'Auto (onAdmission)',
+      linger: 'Auto, maxLinger 2 ms',
+      'linger-complete': 'Auto, maxLinger 2 ms + onComplete',
+      manual: 'Manual + flushBatch()',
+    }[mode];
+    md.push(
+      `| ${label} | ${fS(row.p50_ms, 3)} | ${fS(row.p99_ms, 3)} | ${mode === 'raw' ? '–' : fNum(row.added_p50_ms, 3)} | ${mode === 'raw' ? '–' : fNum(row.added_p99_ms, 3)} |`,
+    );
   }
 }
 
@@ -329,7 +533,12 @@ if (want(6)) {
   md.push('| lanes | MB/s | ÷ 1 lane | CPU µs per item (both) |', '|---|---|---|---|');
   for (const l of LANES) {
     const rs = raw.lanes[l];
-    const row = { lanes: l, mb_per_s: stat(rs, 'mb_per_s'), cpu_us_per_item: stat(rs, 'cpu_us_per_item'), vs_1: paired(rs, raw.lanes[1], 'mb_per_s') };
+    const row = {
+      lanes: l,
+      mb_per_s: stat(rs, 'mb_per_s'),
+      cpu_us_per_item: stat(rs, 'cpu_us_per_item'),
+      vs_1: paired(rs, raw.lanes[1], 'mb_per_s'),
+    };
     summary.lanes.push(row);
     md.push(`| ${l} | ${fS(row.mb_per_s, 1)} | ${l === 1 ? '1' : fx(row.vs_1)} | ${fS(row.cpu_us_per_item, 1)} |`);
   }
@@ -337,16 +546,41 @@ if (want(6)) {
   md.push('| lanes | MB/s | ÷ 1 lane | CPU µs per item (both) |', '|---|---|---|---|');
   for (const l of LANES) {
     const rs = raw.lanesWt[l] ?? [];
-    const row = { lanes: l, mb_per_s: stat(rs, 'mb_per_s'), cpu_us_per_item: stat(rs, 'cpu_us_per_item'), vs_1: paired(rs, raw.lanesWt[1] ?? [], 'mb_per_s') };
+    const row = {
+      lanes: l,
+      mb_per_s: stat(rs, 'mb_per_s'),
+      cpu_us_per_item: stat(rs, 'cpu_us_per_item'),
+      vs_1: paired(rs, raw.lanesWt[1] ?? [], 'mb_per_s'),
+    };
     summary.lanesWt.push(row);
     md.push(`| ${l} | ${fS(row.mb_per_s, 1)} | ${l === 1 ? '1' : fx(row.vs_1)} | ${fS(row.cpu_us_per_item, 1)} |`);
   }
 }
-md.push('', `Load average (1 min) at start ${info.loadavg_at_start[0].toFixed(2)}, at end ${os.loadavg()[0].toFixed(2)}. Total ${Math.round(totalS)} s. Command: \`npm run bench${quick ? ' -- --quick' : ''}\`. JSON: ${path.relative(repoRoot, jsonPath)}.`);
+md.push(
+  '',
+  `Load average (1 min) at start ${info.loadavg_at_start[0].toFixed(2)}, at end ${os.loadavg()[0].toFixed(2)}. Total ${Math.round(totalS)} s. Command: \`npm run bench${quick ? ' -- --quick' : ''}\`. JSON: ${path.relative(repoRoot, jsonPath)}.`,
+);
 const text = md.join('\n');
 process.stdout.write(text + '\n');
 fs.mkdirSync(path.dirname(jsonPath), { recursive: true });
-fs.writeFileSync(jsonPath, JSON.stringify({ machine: info, argv: process.argv.slice(2), quick, rounds, total_s: totalS, failures, summary, raw, markdown: text }, null, 1));
+fs.writeFileSync(
+  jsonPath,
+  JSON.stringify(
+    {
+      machine: info,
+      argv: process.argv.slice(2),
+      quick,
+      rounds,
+      total_s: totalS,
+      failures,
+      summary,
+      raw,
+      markdown: text,
+    },
+    null,
+    1,
+  ),
+);
 log(`wrote ${jsonPath}`);
 if (failures > 0) {
   log(`bench: ${failures} benchmark run(s) failed`);
@@ -362,7 +596,17 @@ function machine() {
   let dirty = null;
   try {
     commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: repoRoot, encoding: 'utf8' }).trim();
-    dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: repoRoot, encoding: 'utf8' }).trim() !== '';
+    dirty =
+      execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: repoRoot, encoding: 'utf8' }).trim() !== '';
   } catch {}
-  return { date: new Date().toISOString(), nproc: os.availableParallelism?.() ?? os.cpus().length, cpu_model: model, node: process.version, kernel: os.release(), loadavg_at_start: os.loadavg(), git_commit: commit, src_dirty: dirty };
+  return {
+    date: new Date().toISOString(),
+    nproc: os.availableParallelism?.() ?? os.cpus().length,
+    cpu_model: model,
+    node: process.version,
+    kernel: os.release(),
+    loadavg_at_start: os.loadavg(),
+    git_commit: commit,
+    src_dirty: dirty,
+  };
 }

@@ -22,7 +22,11 @@ const { memoryTransport, createMemoryNetwork } = await import(join(dist, 'adapte
 const { default: WebSocket } = await import('ws');
 
 const args = Object.fromEntries(
-  process.argv.slice(2).flatMap((a, i, all) => (a.startsWith('--') ? [[a.slice(2), all[i + 1]?.startsWith('--') ? 'true' : all[i + 1] ?? 'true']] : [])),
+  process.argv
+    .slice(2)
+    .flatMap((a, i, all) =>
+      a.startsWith('--') ? [[a.slice(2), all[i + 1]?.startsWith('--') ? 'true' : (all[i + 1] ?? 'true')]] : [],
+    ),
 );
 const ADAPTERS = {
   memory: { lanes: 1 },
@@ -48,7 +52,11 @@ let sharedNetwork;
 
 /** The receiving side: counts 'tok', echoes 'ping', answers 'rpc'. */
 async function serve(kind) {
-  const m = await createMessenger({ transports: serverTransports(kind), lanes: ADAPTERS[kind].lanes, healthCheck: false });
+  const m = await createMessenger({
+    transports: serverTransports(kind),
+    lanes: ADAPTERS[kind].lanes,
+    healthCheck: false,
+  });
   let expected = 0;
   let count = 0;
   let from;
@@ -93,7 +101,11 @@ async function run(kind, messages, rtts) {
       child.once('exit', (code) => reject(new Error(`server exited ${code}`)));
     });
   }
-  const client = await createMessenger({ transports: clientTransports(kind), lanes: ADAPTERS[kind].lanes, healthCheck: false });
+  const client = await createMessenger({
+    transports: clientTransports(kind),
+    lanes: ADAPTERS[kind].lanes,
+    healthCheck: false,
+  });
   let onDone;
   client.on('done', () => onDone?.());
   let onPong;
@@ -157,7 +169,14 @@ async function run(kind, messages, rtts) {
     await new Promise((r) => child.once('exit', r));
   }
   return {
-    adapter: kind === 'tcp1' ? 'tcp, 1 lane' : kind === 'tcp8' ? 'tcp, 8 lanes' : kind === 'ws' ? 'ws + partysocket' : 'memory',
+    adapter:
+      kind === 'tcp1'
+        ? 'tcp, 1 lane'
+        : kind === 'tcp8'
+          ? 'tcp, 8 lanes'
+          : kind === 'ws'
+            ? 'ws + partysocket'
+            : 'memory',
     'msgs/s': Math.round(tp.rate).toLocaleString('en-US'),
     'CPU µs/msg': tp.cpuUsPerMsg.toFixed(2),
     'f&f echo p50 ms': pct(echo, 50).toFixed(3),
@@ -180,7 +199,9 @@ if (args.serve !== undefined) {
   const kinds = (args.adapters ?? 'memory,tcp1,tcp8,ws').split(',');
   const messages = Number(args.messages ?? 300_000);
   const rtts = Number(args.rtts ?? 3_000);
-  console.log(`lanemux transport bench: ${PAYLOAD}-byte fire-and-forget x ${messages}, ${rtts} sequential round trips, Node ${process.version}`);
+  console.log(
+    `lanemux transport bench: ${PAYLOAD}-byte fire-and-forget x ${messages}, ${rtts} sequential round trips, Node ${process.version}`,
+  );
   const rows = [];
   for (const kind of kinds) rows.push(await run(kind, messages, rtts));
   console.table(rows);

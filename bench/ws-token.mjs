@@ -6,7 +6,19 @@
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { WebSocket, WebSocketServer } from 'ws';
-import { TOKEN, ackWriter, connect, emit, emitAndExit, fillToken, listen, pairMain, parseArgs, passDriver, passTracker, watchdog } from './harness.mjs';
+import {
+  TOKEN,
+  ackWriter,
+  connect,
+  emit,
+  emitAndExit,
+  fillToken,
+  listen,
+  parseArgs,
+  passDriver,
+  passTracker,
+  watchdog,
+} from './harness.mjs';
 
 const args = parseArgs();
 const slots = Number(args.slots ?? 256);
@@ -40,7 +52,13 @@ async function send() {
 
 async function recv(peer) {
   watchdog(timeoutMs, 'recv');
-  const tracker = passTracker({ slots, warm, passes, onAck: (p) => ack(p), onDone: (r) => emitAndExit({ role: 'recv', ...r }) });
+  const tracker = passTracker({
+    slots,
+    warm,
+    passes,
+    onAck: (p) => ack(p),
+    onDone: (r) => emitAndExit({ role: 'recv', ...r }),
+  });
   for (let y = 0; y < peers; y++) {
     const ws = new WebSocket(`ws://127.0.0.1:${peer.wsPort}`, { perMessageDeflate: false });
     ws.on('message', (data) => tracker.add(data.readUInt32BE(0), 1, data, 0));
@@ -52,13 +70,29 @@ async function recv(peer) {
 }
 
 const script = fileURLToPath(import.meta.url);
-const common = ['--slots', String(slots), '--peers', String(peers), '--passes', String(passes), '--warm', String(warm), '--window', String(window)];
+const common = [
+  '--slots',
+  String(slots),
+  '--peers',
+  String(peers),
+  '--passes',
+  String(passes),
+  '--warm',
+  String(warm),
+  '--window',
+  String(window),
+];
 // pairMain starts 'recv' first; here the sender must listen first, so swap the role names.
 if (args.role === 'send') await send();
 else if (args.role === 'recv') await recv(JSON.parse(args.peer));
 else {
   const { runPair, finalizePass } = await import('./harness.mjs');
-  const r = await runPair(script, [...common, '--timeout', String(timeoutMs), '--role', 'send'], [...common, '--timeout', String(timeoutMs), '--role', 'recv'], timeoutMs + 5000);
+  const r = await runPair(
+    script,
+    [...common, '--timeout', String(timeoutMs), '--role', 'send'],
+    [...common, '--timeout', String(timeoutMs), '--role', 'recv'],
+    timeoutMs + 5000,
+  );
   const out = finalizePass(r, slots, passes);
   await emitAndExit({ bench: 'ws-per-token', slots, peers, passes, warm, window, ...out }, out.error ? 1 : 0);
 }

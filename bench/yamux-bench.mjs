@@ -5,7 +5,20 @@
 // Usage: node bench/yamux-bench.mjs [--slots 256] [--peers 1] [--window 8] [--passes 2000] [--warm 2000]
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { TOKEN, ackWriter, connect, emit, emitAndExit, fillToken, listen, pairMain, parseArgs, passDriver, passTracker, watchdog } from './harness.mjs';
+import {
+  TOKEN,
+  ackWriter,
+  connect,
+  emit,
+  emitAndExit,
+  fillToken,
+  listen,
+  pairMain,
+  parseArgs,
+  passDriver,
+  passTracker,
+  watchdog,
+} from './harness.mjs';
 import { messageBytes, yamuxOver } from './yamux-conn.mjs';
 
 const args = parseArgs();
@@ -19,7 +32,13 @@ const timeoutMs = Number(args.timeout ?? 55_000);
 async function recv() {
   watchdog(timeoutMs, 'recv');
   let ack = null;
-  const tracker = passTracker({ slots, warm, passes, onAck: (p) => ack(p), onDone: (r) => emitAndExit({ role: 'recv', ...r }) });
+  const tracker = passTracker({
+    slots,
+    warm,
+    passes,
+    onAck: (p) => ack(p),
+    onDone: (r) => emitAndExit({ role: 'recv', ...r }),
+  });
   const srv = net.createServer((sock) => {
     sock.setNoDelay(true);
     const muxer = yamuxOver(sock, 'inbound');
@@ -60,5 +79,20 @@ async function send(peer) {
   passDriver({ warm, passes, window, sendPass, ctrl, onDone: (r) => emitAndExit({ role: 'send', ...r }) }).start();
 }
 
-const common = ['--slots', String(slots), '--peers', String(peers), '--passes', String(passes), '--warm', String(warm), '--window', String(window)];
-await pairMain(fileURLToPath(import.meta.url), args, common, { recv, send, extra: { bench: 'yamux', slots, peers, passes, warm, window } });
+const common = [
+  '--slots',
+  String(slots),
+  '--peers',
+  String(peers),
+  '--passes',
+  String(passes),
+  '--warm',
+  String(warm),
+  '--window',
+  String(window),
+];
+await pairMain(fileURLToPath(import.meta.url), args, common, {
+  recv,
+  send,
+  extra: { bench: 'yamux', slots, peers, passes, warm, window },
+});

@@ -9,7 +9,11 @@ import { multiaddr } from '@multiformats/multiaddr';
 
 class SocketConn extends AbstractMultiaddrConnection {
   constructor(socket, direction) {
-    super({ log: defaultLogger().forComponent(`bench:yamux:${direction}`), direction, remoteAddr: multiaddr(`/ip4/127.0.0.1/tcp/${socket.remotePort ?? 0}`) });
+    super({
+      log: defaultLogger().forComponent(`bench:yamux:${direction}`),
+      direction,
+      remoteAddr: multiaddr(`/ip4/127.0.0.1/tcp/${socket.remotePort ?? 0}`),
+    });
     this.socket = socket;
     socket.on('data', (buf) => this.onData(buf));
     socket.on('drain', () => this.safeDispatchEvent('drain'));

@@ -82,8 +82,12 @@ describe('browser over WebSocket (Node server)', () => {
     expect(srv.served.get('alpha')!.outcome).toBe('finalized');
     // The zero-RTT path: the server opened every stream from the ticket, no attach round trip.
     const m = srv.node.metrics();
-    expect(m['velo_streaming_anchor_operations_total{operation="open",outcome="success",transport_scheme="mux"}']).toBe(3);
-    expect(m['velo_streaming_anchor_operations_total{operation="attach",outcome="success",transport_scheme="mux"}']).toBeUndefined();
+    expect(m['velo_streaming_anchor_operations_total{operation="open",outcome="success",transport_scheme="mux"}']).toBe(
+      3,
+    );
+    expect(
+      m['velo_streaming_anchor_operations_total{operation="attach",outcome="success",transport_scheme="mux"}'],
+    ).toBeUndefined();
   });
 
   it('3. 256 concurrent streams in one page: per-stream order checked in the page', async () => {
@@ -93,7 +97,9 @@ describe('browser over WebSocket (Node server)', () => {
     // E2E_TOKENS raises the per-stream count for a longer measurement (the default keeps the suite fast).
     const n = Number(process.env['E2E_TOKENS'] ?? 200);
     const sum = await drive(p, 'generateMany', 256, { prompt: 'c', n });
-    console.log(`[e2e ws] 256 streams x ${n} tokens: ${Math.round(sum.tokensPerSecond)} tokens/s, wall ${sum.wallMs.toFixed(0)} ms, ttft p50 ${sum.ttftP50Ms.toFixed(1)} ms, p99 ${sum.ttftP99Ms.toFixed(1)} ms; generate reply p50 ${sum.replyP50Ms.toFixed(1)} ms`);
+    console.log(
+      `[e2e ws] 256 streams x ${n} tokens: ${Math.round(sum.tokensPerSecond)} tokens/s, wall ${sum.wallMs.toFixed(0)} ms, ttft p50 ${sum.ttftP50Ms.toFixed(1)} ms, p99 ${sum.ttftP99Ms.toFixed(1)} ms; generate reply p50 ${sum.replyP50Ms.toFixed(1)} ms`,
+    );
     expect(sum.badStreams).toEqual([]);
     expect(sum.allOrdered).toBe(true);
     expect(sum.allFinalized).toBe(true);
@@ -116,7 +122,9 @@ describe('browser over WebSocket (Node server)', () => {
     await drive(p, 'connect', { url: srv.url, kind: 'ws', mux: QUIET });
     const n = 100;
     const sum = await drive(p, 'generateMany', 256, { prompt: 'q', n, reader: 'push' });
-    console.log(`[e2e ws push] 256 streams x ${n} tokens: ${Math.round(sum.tokensPerSecond)} tokens/s, wall ${sum.wallMs.toFixed(0)} ms`);
+    console.log(
+      `[e2e ws push] 256 streams x ${n} tokens: ${Math.round(sum.tokensPerSecond)} tokens/s, wall ${sum.wallMs.toFixed(0)} ms`,
+    );
     expect(sum.badStreams).toEqual([]);
     expect(sum.allOrdered).toBe(true);
     expect(sum.allFinalized).toBe(true);
@@ -135,7 +143,9 @@ describe('browser over WebSocket (Node server)', () => {
       await drive(p, 'connect', { url: first.url, kind: 'ws' });
       // Two streams read with `for await`, two in push mode: both end the same way.
       const ids = await Promise.all(
-        ['k0', 'k1', 'k2', 'k3'].map((prompt, i) => drive(p, 'generate', { prompt, n: 1_000_000, delayMs: 5, reader: i < 2 ? 'iterator' : 'push' })),
+        ['k0', 'k1', 'k2', 'k3'].map((prompt, i) =>
+          drive(p, 'generate', { prompt, n: 1_000_000, delayMs: 5, reader: i < 2 ? 'iterator' : 'push' }),
+        ),
       );
       for (const id of ids) await drive(p, 'waitTokens', id, 5, 10_000);
       // crash: every socket reset at once, as a killed process; close: the node shuts down (GOAWAY, close frames).
@@ -170,9 +180,17 @@ describe('browser over WebSocket (Node server)', () => {
     const slotByteBudget = 4096;
     const slowStreams = 16;
     // The stalled page is the consumer: its credit and slot byte budget are the terms in its tickets.
-    const { workerId: slowPeer } = await drive(slow, 'connect', { url: srv.url, kind: 'ws', mux: { ...QUIET, initialCredit: credit, slotByteBudget } });
+    const { workerId: slowPeer } = await drive(slow, 'connect', {
+      url: srv.url,
+      kind: 'ws',
+      mux: { ...QUIET, initialCredit: credit, slotByteBudget },
+    });
     await drive(fast, 'connect', { url: srv.url, kind: 'ws', mux: QUIET });
-    const slowIds = await Promise.all(Array.from({ length: slowStreams }, (_, i) => drive(slow, 'generate', { prompt: `s${i}`, n: 10_000_000, read: false, render: false })));
+    const slowIds = await Promise.all(
+      Array.from({ length: slowStreams }, (_, i) =>
+        drive(slow, 'generate', { prompt: `s${i}`, n: 10_000_000, read: false, render: false }),
+      ),
+    );
     const slowServed = () => [...srv.served.values()].filter((s) => s.peer === slowPeer);
     // Bytes the server's mux holds for a stalled stream: the records it took but may not send yet
     // (tokens credit..accepted: the first `credit` went out, the last one is the send still waiting).
@@ -181,7 +199,8 @@ describe('browser over WebSocket (Node server)', () => {
       for (let i = credit; i <= accepted; i++) b += RECORD_HEADER_LEN + itemStringLength(tokenText(prompt, i));
       return b;
     };
-    const heldForSlowPeer = (): number => slowServed().reduce((a, s) => a + (s.accepted >= credit ? withheldBytes(s.prompt, s.accepted) : 0), 0);
+    const heldForSlowPeer = (): number =>
+      slowServed().reduce((a, s) => a + (s.accepted >= credit ? withheldBytes(s.prompt, s.accepted) : 0), 0);
     let maxHeld = 0;
     let maxBuffered = 0;
     let sampling = true;
@@ -197,7 +216,10 @@ describe('browser over WebSocket (Node server)', () => {
     expect(sum.allOrdered && sum.allFinalized).toBe(true);
     expect(sum.tokens).toBe(32 * 300);
     // Every stalled producer is parked in send(): paused at its byte budget, not buffering without bound.
-    await until(() => slowServed().length === slowStreams && slowServed().every((s) => s.waiting), 'every stalled producer paused');
+    await until(
+      () => slowServed().length === slowStreams && slowServed().every((s) => s.waiting),
+      'every stalled producer paused',
+    );
     sampling = false;
     await sampler;
     const m = srv.node.metricsRegistry;
@@ -218,7 +240,9 @@ describe('browser over WebSocket (Node server)', () => {
     // nor a socket backlog toward it.
     expect(maxHeld).toBeLessThanOrEqual(slowStreams * (slotByteBudget + 32));
     expect(maxBuffered).toBeLessThan(64 * 1024);
-    console.log(`[e2e ws] stalled page: ${slowStreams} streams, server accepted ${accepted.join('/')} tokens, withheld ${m.withheldRecords} records, max held ${maxHeld} B of ${slowStreams * slotByteBudget} B budget, max socket backlog ${maxBuffered} B`);
+    console.log(
+      `[e2e ws] stalled page: ${slowStreams} streams, server accepted ${accepted.join('/')} tokens, withheld ${m.withheldRecords} records, max held ${maxHeld} B of ${slowStreams * slotByteBudget} B budget, max socket backlog ${maxBuffered} B`,
+    );
     // Leave: the stalled page cancels its streams; the server's producers see it and the withheld records go.
     for (const id of slowIds) await drive(slow, 'cancel', id);
     await until(() => slowServed().every((s) => s.outcome === 'cancelled'), 'stalled producers cancelled');
@@ -240,7 +264,12 @@ describe('browser over WebSocket (Node server)', () => {
     expect(stopped.error).toBeNull();
     expect(stopped.orderOk).toBe(true);
     expect(stopped.tailCount).toBe(3);
-    expect(stopped.tokens).toEqual([...expected('stop', stopped.mainCount), tailText('stop', 0), tailText('stop', 1), tailText('stop', 2)]);
+    expect(stopped.tokens).toEqual([
+      ...expected('stop', stopped.mainCount),
+      tailText('stop', 0),
+      tailText('stop', 1),
+      tailText('stop', 2),
+    ]);
     expect(await drive(p, 'domText', stopId)).toBe(stopped.tokens.join(''));
     const s = srv.served.get('stop')!;
     expect(s.outcome).toBe('stopped');

@@ -27,22 +27,63 @@ let p: Page;
 
 /** ECDSA P-256, 10 days (Chromium's serverCertificateHashes rules), and the SHA-256 of its DER. */
 function makeCert(dir: string): string {
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '10', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+      '-days',
+      '10',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=DNS:localhost,IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   const der = execFileSync('openssl', ['x509', '-in', join(dir, 'cert.pem'), '-outform', 'der']);
-  return execFileSync('openssl', ['dgst', '-sha256', '-hex'], { input: der, encoding: 'utf8' }).trim().split(' ').pop()!;
+  return execFileSync('openssl', ['dgst', '-sha256', '-hex'], { input: der, encoding: 'utf8' })
+    .trim()
+    .split(' ')
+    .pop()!;
 }
 
 function startDeno(): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(DENO, ['run', '--unstable-net', '--node-modules-dir=manual', '--allow-net', '--allow-read', '--allow-env', join(ROOT, 'e2e/servers/deno-wt-server.ts'), certDir], {
-      cwd: ROOT,
-      env: { ...process.env, DENO_NO_UPDATE_CHECK: '1' },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      DENO,
+      [
+        'run',
+        '--unstable-net',
+        '--node-modules-dir=manual',
+        '--allow-net',
+        '--allow-read',
+        '--allow-env',
+        join(ROOT, 'e2e/servers/deno-wt-server.ts'),
+        certDir,
+      ],
+      {
+        cwd: ROOT,
+        env: { ...process.env, DENO_NO_UPDATE_CHECK: '1' },
+        stdio: ['pipe', 'pipe', 'pipe'],
+      },
+    );
     deno = child;
     let stderr = '';
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => reject(new Error(`the Deno server printed no ready line in 20 s; stderr:\n${stderr}`)), 20_000);
+    const timer = setTimeout(
+      () => reject(new Error(`the Deno server printed no ready line in 20 s; stderr:\n${stderr}`)),
+      20_000,
+    );
     child.on('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`the Deno server exited (${code}); stderr:\n${stderr}`));
@@ -83,7 +124,11 @@ describe('browser over WebTransport (Deno server)', () => {
   it('2. streams tokens to the page: exact content and order, in the DOM too', async () => {
     // The page dialled the Deno server's WebTransport endpoint (the WebSocket client dials ws: only).
     expect(serverUrl).toMatch(/^https:\/\/127\.0\.0\.1:\d+\/lanemux$/);
-    const ids = await Promise.all([drive(p, 'generate', { prompt: 'wt-alpha', n: 50 }), drive(p, 'generate', { prompt: 'wt-beta', n: 3 }), drive(p, 'generate', { prompt: 'wt-gamma', n: 0 })]);
+    const ids = await Promise.all([
+      drive(p, 'generate', { prompt: 'wt-alpha', n: 50 }),
+      drive(p, 'generate', { prompt: 'wt-beta', n: 3 }),
+      drive(p, 'generate', { prompt: 'wt-gamma', n: 0 }),
+    ]);
     const rs = await Promise.all(ids.map((id) => drive(p, 'waitEnd', id)));
     expect(rs.map((r) => r.tokens)).toEqual([expected('wt-alpha', 50), expected('wt-beta', 3), []]);
     for (const r of rs) {
@@ -97,7 +142,9 @@ describe('browser over WebTransport (Deno server)', () => {
     // E2E_TOKENS raises the per-stream count for a longer measurement (the default keeps the suite fast).
     const n = Number(process.env['E2E_TOKENS'] ?? 200);
     const sum = await drive(p, 'generateMany', 256, { prompt: 'wtc', n });
-    console.log(`[e2e wt] 256 streams x ${n} tokens: ${Math.round(sum.tokensPerSecond)} tokens/s, wall ${sum.wallMs.toFixed(0)} ms, ttft p50 ${sum.ttftP50Ms.toFixed(1)} ms, p99 ${sum.ttftP99Ms.toFixed(1)} ms; generate reply p50 ${sum.replyP50Ms.toFixed(1)} ms`);
+    console.log(
+      `[e2e wt] 256 streams x ${n} tokens: ${Math.round(sum.tokensPerSecond)} tokens/s, wall ${sum.wallMs.toFixed(0)} ms, ttft p50 ${sum.ttftP50Ms.toFixed(1)} ms, p99 ${sum.ttftP99Ms.toFixed(1)} ms; generate reply p50 ${sum.replyP50Ms.toFixed(1)} ms`,
+    );
     expect(sum.badStreams).toEqual([]);
     expect(sum.allOrdered && sum.allFinalized).toBe(true);
     expect(sum.tokens).toBe(256 * n);
@@ -113,7 +160,11 @@ describe('browser over WebTransport (Deno server)', () => {
     await drive(p, 'requestStop', stopId);
     const stopped = await drive(p, 'waitEnd', stopId);
     expect(stopped.end).toBe('finalized');
-    expect(stopped.tokens).toEqual([...expected('wt-stop', stopped.mainCount), tailText('wt-stop', 0), tailText('wt-stop', 1)]);
+    expect(stopped.tokens).toEqual([
+      ...expected('wt-stop', stopped.mainCount),
+      tailText('wt-stop', 0),
+      tailText('wt-stop', 1),
+    ]);
     await drive(p, 'cancel', cancelId);
     const cancelled = await drive(p, 'waitEnd', cancelId);
     expect(cancelled.end).toBe('cancelled');

@@ -82,7 +82,12 @@ export function drawLines(canvas: HTMLCanvasElement, lines: ReadonlyArray<{ seri
 }
 
 /** Vertical bars with a label under each and the value above it. */
-export function drawBars(canvas: HTMLCanvasElement, values: readonly number[], labels: readonly string[], color: string): void {
+export function drawBars(
+  canvas: HTMLCanvasElement,
+  values: readonly number[],
+  labels: readonly string[],
+  color: string,
+): void {
   const { g, w, h } = context(canvas);
   const n = Math.max(1, values.length);
   const max = Math.max(1, ...values);
@@ -108,7 +113,10 @@ export function drawBars(canvas: HTMLCanvasElement, values: readonly number[], l
  * One cell per slot: the green part is the credit the sender still holds (of `limit`), the blue
  * sliver the records delivered but not yet read, red when no credit is left.
  */
-export function drawCreditGrid(canvas: HTMLCanvasElement, cells: ReadonlyArray<{ remaining: number; buffered: number; limit: number }>): void {
+export function drawCreditGrid(
+  canvas: HTMLCanvasElement,
+  cells: ReadonlyArray<{ remaining: number; buffered: number; limit: number }>,
+): void {
   const { g, w, h } = context(canvas);
   if (cells.length === 0) {
     g.fillStyle = MUTED;

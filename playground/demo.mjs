@@ -39,7 +39,10 @@ const cfg = {
   tokens: int(opt.tokens, 1, 100_000, 'tokens'),
   credit: int(opt.credit, 1, 65_536, 'credit'),
   lanes: int(opt.lanes, 1, 16, 'lanes'),
-  modes: opt.modes.split(',').map((m) => m.trim()).filter(Boolean),
+  modes: opt.modes
+    .split(',')
+    .map((m) => m.trim())
+    .filter(Boolean),
   yieldSends: opt['yield-sends'],
 };
 cfg.maxBatch = opt['max-batch'] === undefined ? cfg.requests : int(opt['max-batch'], 1, 100_000, 'max-batch');
@@ -62,8 +65,10 @@ function fail(msg) {
 
 const results = [];
 if (!opt.json) {
-  console.log(`lanemux demo: ${cfg.requests} requests x ${cfg.tokens} tokens, ${cfg.frontends} frontends, max batch ${cfg.maxBatch}, ` +
-    `pass every ${cfg.passMs} ms, credit ${cfg.credit}, ${cfg.lanes} lane(s)${cfg.yieldSends ? ', yielding after every send' : ''}, loopback TCP`);
+  console.log(
+    `lanemux demo: ${cfg.requests} requests x ${cfg.tokens} tokens, ${cfg.frontends} frontends, max batch ${cfg.maxBatch}, ` +
+      `pass every ${cfg.passMs} ms, credit ${cfg.credit}, ${cfg.lanes} lane(s)${cfg.yieldSends ? ', yielding after every send' : ''}, loopback TCP`,
+  );
 }
 const log = !cfg.quiet && !opt.json ? (text) => process.stdout.write(text) : null;
 for (const mode of cfg.modes) results.push(await runDecodeSim(cfg, mode, log));
@@ -82,13 +87,28 @@ if (opt.json) {
     r.cpuUsPerToken.toFixed(2),
     r.seconds.toFixed(2),
   ]);
-  const head = ['mode', 'tokens', 'data writes', 'open writes', 'tokens/write', 'latency p50 / p99 ms', 'CPU µs/token', 'wall s'];
+  const head = [
+    'mode',
+    'tokens',
+    'data writes',
+    'open writes',
+    'tokens/write',
+    'latency p50 / p99 ms',
+    'CPU µs/token',
+    'wall s',
+  ];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (cells) => '| ' + cells.map((c, i) => c.padEnd(widths[i])).join(' | ') + ' |';
   console.log('\n' + line(head));
   console.log('|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|');
   for (const r of rows) console.log(line(r));
   const bad = results.filter((r) => r.readerStall !== 0 || r.creditLost !== 0 || r.liveSlotsAfter !== 0);
-  console.log(bad.length === 0 ? '\ninvariants: reader_stall_total = 0, credit_lost_total = 0, live_slots back to 0 in every mode' : `\nINVARIANT BROKEN: ${JSON.stringify(bad)}`);
-  console.log('CPU is user+system of this one process (engine and frontends share it); data writes are the engine\'s writes that carried tokens (mux batches, or one write per frame on the per-stream path, terminals included); open writes are the mux\'s OpenSlot batches (one per stream, written at attach).');
+  console.log(
+    bad.length === 0
+      ? '\ninvariants: reader_stall_total = 0, credit_lost_total = 0, live_slots back to 0 in every mode'
+      : `\nINVARIANT BROKEN: ${JSON.stringify(bad)}`,
+  );
+  console.log(
+    "CPU is user+system of this one process (engine and frontends share it); data writes are the engine's writes that carried tokens (mux batches, or one write per frame on the per-stream path, terminals included); open writes are the mux's OpenSlot batches (one per stream, written at attach).",
+  );
 }

@@ -74,7 +74,6 @@ class Engine {
   #tokens = 0;
   #stalls = 0;
   #last = null;
-  #onAddress = [];
 
   constructor(transports, lanes, log) {
     this.#transports = transports;
@@ -109,8 +108,16 @@ class Engine {
     messenger.onPeer((p) => this.#log(`page connected (worker ${p.id}, ${p.lanes} lane${p.lanes === 1 ? '' : 's'})`));
     this.#passTimer = setInterval(() => this.#pass(), 1000 / config.rate);
     this.#reportTimer = setInterval(() => this.#report(), REPORT_MS);
-    this.#last = { t: performance.now(), batches: 0, tokens: 0, passes: 0, hist: [...node.metricsRegistry.recordsPerBatchSent.counts] };
-    this.#log(`engine generation ${this.generation}: flush ${config.flush}, ${config.rate} passes/s, ${config.tokens} tokens per stream`);
+    this.#last = {
+      t: performance.now(),
+      batches: 0,
+      tokens: 0,
+      passes: 0,
+      hist: [...node.metricsRegistry.recordsPerBatchSent.counts],
+    };
+    this.#log(
+      `engine generation ${this.generation}: flush ${config.flush}, ${config.rate} passes/s, ${config.tokens} tokens per stream`,
+    );
   }
 
   async close() {
@@ -234,11 +241,14 @@ class Engine {
       withheldRecords: m.withheldRecords,
       creditExhaustedTotal: m.slotCreditExhausted,
       recordsPerBatch: { bounds: m.recordsPerBatchSent.bounds, window, total: counts },
-      lanes: peers.length === 0 ? [] : Array.from({ length: peers[0].lanes }, (_, i) => ({
-        streams: lanes[i]?.streams ?? 0,
-        // Bytes taken for this lane but not yet on the wire: the lane's back-log.
-        bufferedBytes: messenger.bufferedAmount(peers[0].id, i),
-      })),
+      lanes:
+        peers.length === 0
+          ? []
+          : Array.from({ length: peers[0].lanes }, (_, i) => ({
+              streams: lanes[i]?.streams ?? 0,
+              // Bytes taken for this lane but not yet on the wire: the lane's back-log.
+              bufferedBytes: messenger.bufferedAmount(peers[0].id, i),
+            })),
     };
     this.#last = { t: now, batches, tokens: this.#tokens, passes: this.#passes, hist: counts };
     const bytes = new TextEncoder().encode(JSON.stringify(report));

@@ -112,14 +112,19 @@ async function openSession(settings: Settings): Promise<Session> {
   const node = await createNode({ messenger, mux: { initialCredit: settings.credit } });
   try {
     const peer = await node.connect(info.address, { signal: AbortSignal.timeout(5_000) });
-    messenger.on('playground.metrics', (_from, _lane, payload) => onReport(JSON.parse(new TextDecoder().decode(payload)) as EngineReport));
+    messenger.on('playground.metrics', (_from, _lane, payload) =>
+      onReport(JSON.parse(new TextDecoder().decode(payload)) as EngineReport),
+    );
     messenger.onPeerGone(() => {
       if (session?.messenger !== messenger) return;
       setStatus('engine went away; reconnecting…', 'bad');
       void closeSession().then(connectLoop);
     });
     const link = messenger.peer(peer);
-    setStatus(`connected to ${info.runtime} engine over ${info.transport}: ${info.address} (${link?.lanes ?? '?'} lanes)`, 'ok');
+    setStatus(
+      `connected to ${info.runtime} engine over ${info.transport}: ${info.address} (${link?.lanes ?? '?'} lanes)`,
+      'ok',
+    );
     return { node, messenger, peer, credit: settings.credit, lanes: settings.lanes };
   } catch (e) {
     await node.close();
@@ -151,7 +156,10 @@ async function connectLoop(): Promise<void> {
         stopButton.disabled = !running;
         return;
       } catch (e) {
-        setStatus(`no engine at ${infoUrl} (${(e as Error).message}) — start one as shown above; retrying…`, attempt === 0 ? 'wait' : 'bad');
+        setStatus(
+          `no engine at ${infoUrl} (${(e as Error).message}) — start one as shown above; retrying…`,
+          attempt === 0 ? 'wait' : 'bad',
+        );
         await new Promise((r) => setTimeout(r, Math.min(2_000, 200 * (attempt + 1))));
       }
     }
@@ -286,7 +294,8 @@ function onReport(report: EngineReport): void {
   batchSeries.push(report.batchesPerSec);
   tokenSeries.push(report.tokensPerSec);
   const c = report.config;
-  $('engine-config').textContent = `engine generation ${report.generation} · flush ${c.flush} · ${c.rate} passes/s · ${c.tokens} tokens per stream`;
+  $('engine-config').textContent =
+    `engine generation ${report.generation} · flush ${c.flush} · ${c.rate} passes/s · ${c.tokens} tokens per stream`;
   $('active-streams').textContent = String(report.activeStreams);
   $('batches-per-sec').textContent = report.batchesPerSec.toFixed(0);
   $('tokens-per-sec').textContent = report.tokensPerSec.toFixed(0);

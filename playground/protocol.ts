@@ -32,7 +32,11 @@ export interface EngineReport {
   readonly withheldRecords: number;
   readonly creditExhaustedTotal: number;
   /** `records_per_batch` (sent): bucket upper bounds, counts over the period, and since start. */
-  readonly recordsPerBatch: { readonly bounds: readonly number[]; readonly window: readonly number[]; readonly total: readonly number[] };
+  readonly recordsPerBatch: {
+    readonly bounds: readonly number[];
+    readonly window: readonly number[];
+    readonly total: readonly number[];
+  };
   /** Per lane of the link to this page: live streams and bytes queued for the wire. */
   readonly lanes: ReadonlyArray<{ readonly streams: number; readonly bufferedBytes: number }>;
 }

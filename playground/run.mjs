@@ -10,7 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { build, createServer } from 'vite';
 
-const { values: opt } = parseArgs({ options: { preview: { type: 'boolean', default: false }, port: { type: 'string', default: '8787' } } });
+const { values: opt } = parseArgs({
+  options: { preview: { type: 'boolean', default: false }, port: { type: 'string', default: '8787' } },
+});
 const here = fileURLToPath(new URL('.', import.meta.url));
 const configFile = fileURLToPath(new URL('./vite.config.ts', import.meta.url));
 process.env['PLAYGROUND_ENGINE_PORT'] = opt.port;
@@ -32,7 +34,9 @@ if (!opt.preview) {
   await vite.listen();
   pageUrl = vite.resolvedUrls?.local[0];
 }
-console.log(`\n  lanemux playground\n  engine (Node, WebSocket): ${ready.address}\n  open:                     ${pageUrl}\n`);
+console.log(
+  `\n  lanemux playground\n  engine (Node, WebSocket): ${ready.address}\n  open:                     ${pageUrl}\n`,
+);
 
 const stop = async () => {
   engine.kill('SIGTERM');

@@ -40,21 +40,28 @@ const log = quiet ? () => {} : (line: string) => console.error(`[engine] ${line}
 const cert = await createDevCertificate({ ipAddresses: [hostname] });
 const engine = await createEngine({
   // Chromium refuses `localhost` here (it tries ::1 first): the address uses the literal IP.
-  transports: () => [webTransportServerTransport({ cert: cert.certPem, key: cert.keyPem, hostname, port: 0, path: '/lanemux' })],
+  transports: () => [
+    webTransportServerTransport({ cert: cert.certPem, key: cert.keyPem, hostname, port: 0, path: '/lanemux' }),
+  ],
   log,
 });
 
 const info = (): Response =>
-  new Response(JSON.stringify({ transport: 'webtransport', address: engine.address, runtime: 'deno', certHashes: [cert.hashHex] }), {
-    headers: { 'content-type': 'application/json', 'access-control-allow-origin': '*', 'cache-control': 'no-store' },
-  });
+  new Response(
+    JSON.stringify({ transport: 'webtransport', address: engine.address, runtime: 'deno', certHashes: [cert.hashHex] }),
+    {
+      headers: { 'content-type': 'application/json', 'access-control-allow-origin': '*', 'cache-control': 'no-store' },
+    },
+  );
 
 Deno.serve(
   {
     hostname,
     port,
     onListen: ({ port: bound }) => {
-      console.log(JSON.stringify({ ready: true, info: `http://${hostname}:${bound}/engine.json`, address: engine.address }));
+      console.log(
+        JSON.stringify({ ready: true, info: `http://${hostname}:${bound}/engine.json`, address: engine.address }),
+      );
       log(`lanemux engine (WebTransport) on ${engine.address}; certificate valid until ${cert.notAfter.toISOString()}`);
       log(`open the playground with ?engine=http://${hostname}:${bound}/engine.json`);
     },

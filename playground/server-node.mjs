@@ -30,7 +30,14 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port
 const log = opt.quiet ? () => {} : (line) => console.error(`[engine] ${line}`);
 const staticDir = opt.static === undefined ? undefined : resolve(opt.static);
 
-const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.css': 'text/css', '.png': 'image/png', '.svg': 'image/svg+xml', '.json': 'application/json' };
+const TYPES = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript',
+  '.css': 'text/css',
+  '.png': 'image/png',
+  '.svg': 'image/svg+xml',
+  '.json': 'application/json',
+};
 
 /** @type {Awaited<ReturnType<typeof createEngine>> | null} */
 let engine = null;
@@ -39,7 +46,11 @@ const http = createServer(async (req, res) => {
   const path = new URL(req.url ?? '/', 'http://x').pathname;
   if (path === '/engine.json') {
     // Any origin may ask where the engine is (the vite dev server runs on another port).
-    res.writeHead(200, { 'content-type': 'application/json', 'access-control-allow-origin': '*', 'cache-control': 'no-store' });
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'access-control-allow-origin': '*',
+      'cache-control': 'no-store',
+    });
     res.end(JSON.stringify({ transport: 'websocket', address: engine?.address ?? '', runtime: 'node' }));
     return;
   }
@@ -72,9 +83,13 @@ engine = await createEngine({
   log,
 });
 const url = `http://${hostName}:${bound.port}/`;
-console.log(JSON.stringify({ ready: true, url: staticDir ? url : null, info: `${url}engine.json`, address: engine.address }));
+console.log(
+  JSON.stringify({ ready: true, url: staticDir ? url : null, info: `${url}engine.json`, address: engine.address }),
+);
 log(`lanemux engine listening on ${engine.address}`);
-log(staticDir ? `playground page: ${url}` : 'page: served by vite (npm run playground), which forwards /engine.json here');
+log(
+  staticDir ? `playground page: ${url}` : 'page: served by vite (npm run playground), which forwards /engine.json here',
+);
 
 const stop = async () => {
   await engine.close();

@@ -81,8 +81,16 @@ export class ConfigError extends LanemuxError<ConfigErrorCode> {
   readonly fields: readonly string[];
 
   constructor(field: string, detail: string, options: ConfigErrorOptions = {}) {
-    super('ERR_INVALID_CONFIG', options.where === undefined ? `invalid config ${field}: ${detail}` : `invalid options for ${options.where}: ${detail}`, { cause: options.cause });
+    super(
+      'ERR_INVALID_CONFIG',
+      options.where === undefined
+        ? `invalid config ${field}: ${detail}`
+        : `invalid options for ${options.where}: ${detail}`,
+      { cause: options.cause },
+    );
     this.field = field;
-    this.fields = Object.freeze(options.fields !== undefined && options.fields.length > 0 ? [...options.fields] : [field]);
+    this.fields = Object.freeze(
+      options.fields !== undefined && options.fields.length > 0 ? [...options.fields] : [field],
+    );
   }
 }

@@ -33,7 +33,10 @@ export interface Parser<T> {
  * message cheaply and returns undefined for anything else, which zod then parses (so every refusal
  * and its message is zod's). It must never accept what the schema refuses, nor return another value.
  */
-export function parser<S extends z.ZodMiniType>(schema: S, fast?: (input: unknown) => z.output<S> | undefined): Parser<z.output<S>> {
+export function parser<S extends z.ZodMiniType>(
+  schema: S,
+  fast?: (input: unknown) => z.output<S> | undefined,
+): Parser<z.output<S>> {
   if (fast === undefined) return { safeParse: (input) => parse(schema, input) };
   return {
     safeParse: (input) => {
@@ -70,11 +73,15 @@ export function parseOptions<S extends z.ZodMiniType>(schema: S, input: unknown,
  * before each, every unrecognized key on its own). With `where` the message is zod's pretty listing
  * of every issue; without, `invalid config <field>: <reason>` and the other issues after it.
  */
-export function configError(error: z.core.$ZodError, options: { readonly where?: string; readonly prefix?: string } = {}): ConfigError {
+export function configError(
+  error: z.core.$ZodError,
+  options: { readonly where?: string; readonly prefix?: string } = {},
+): ConfigError {
   const prefix = options.prefix ?? '';
   const fields = issueFields(error.issues, prefix);
   const first = fields[0] ?? (prefix.replace(/\.$/, '') || 'options');
-  if (options.where !== undefined) return new ConfigError(first, z.prettifyError(error), { fields, where: options.where });
+  if (options.where !== undefined)
+    return new ConfigError(first, z.prettifyError(error), { fields, where: options.where });
   let detail = error.issues[0]?.message ?? 'invalid';
   for (let i = 1; i < error.issues.length; i++) {
     const issue = error.issues[i]!;
@@ -95,7 +102,10 @@ export function issueFields(issues: readonly z.core.$ZodIssue[], prefix = ''): s
   const out: string[] = [];
   for (const issue of issues) {
     const path = issue.path.map(String).join('.');
-    const named = issue.code === 'unrecognized_keys' ? issue.keys.map((k) => prefix + (path ? `${path}.${k}` : k)) : [path ? prefix + path : prefix.replace(/\.$/, '') || 'options'];
+    const named =
+      issue.code === 'unrecognized_keys'
+        ? issue.keys.map((k) => prefix + (path ? `${path}.${k}` : k))
+        : [path ? prefix + path : prefix.replace(/\.$/, '') || 'options'];
     for (const f of named) if (!out.includes(f)) out.push(f);
   }
   return out;

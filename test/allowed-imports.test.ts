@@ -37,7 +37,18 @@ const ALLOWED: Record<string, readonly string[]> = {
   messenger: ['transport', 'wire', 'runtime', ...LEAVES],
   mux: ['messenger', 'credit', 'wire', 'runtime', 'metrics', ...LEAVES],
   stream: ['mux', 'messenger', 'credit', 'wire', 'runtime', 'metrics', 'transport', ...LEAVES],
-  'index.ts': ['stream', 'mux', 'messenger', 'credit', 'wire', 'runtime', 'metrics', 'transport', 'adapters', ...LEAVES],
+  'index.ts': [
+    'stream',
+    'mux',
+    'messenger',
+    'credit',
+    'wire',
+    'runtime',
+    'metrics',
+    'transport',
+    'adapters',
+    ...LEAVES,
+  ],
 };
 
 /** Type-only imports a layer may make beyond {@link ALLOWED} (they vanish at runtime): none today. */
@@ -72,8 +83,11 @@ export function importsOf(text: string, fileRel: string): Import[] {
     const clause = m[3] ?? '';
     // `import { type A, type B }` is type-only too.
     const names = /^\{([^}]*)\}$/.exec(clause.trim())?.[1];
-    const allTypes = names !== undefined && names.split(',').every((n) => n.trim() === '' || n.trim().startsWith('type '));
-    const target = normalize(join(dirname(fileRel), spec)).split(sep).join('/');
+    const allTypes =
+      names !== undefined && names.split(',').every((n) => n.trim() === '' || n.trim().startsWith('type '));
+    const target = normalize(join(dirname(fileRel), spec))
+      .split(sep)
+      .join('/');
     const line = text.slice(0, m.index).split('\n').length + (text[m.index] === '\n' ? 1 : 0);
     out.push({ line, target, typeOnly: m[2] !== undefined || allTypes });
   }
@@ -99,7 +113,9 @@ describe('allowed imports between the layers of src/', () => {
         const to = layerOf(imp.target);
         if (to === from || allowed.includes(to)) continue;
         if (imp.typeOnly && (ALLOWED_TYPES[from] ?? []).includes(imp.target)) continue;
-        broken.push(`src/${rel}:${imp.line}: ${from} may not import ${imp.typeOnly ? 'types from ' : ''}${imp.target} (${from} → ${allowed.join(', ') || 'nothing'})`);
+        broken.push(
+          `src/${rel}:${imp.line}: ${from} may not import ${imp.typeOnly ? 'types from ' : ''}${imp.target} (${from} → ${allowed.join(', ') || 'nothing'})`,
+        );
       }
     }
     expect(broken).toEqual([]);

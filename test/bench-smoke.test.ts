@@ -24,7 +24,11 @@ function newestMtime(dir: string): number {
 function ensureBuild(): void {
   const index = join(root, 'dist', 'index.js');
   if (existsSync(index) && statSync(index).mtimeMs >= newestMtime(join(root, 'src'))) return;
-  const tsc = spawnSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], { cwd: root, encoding: 'utf8' });
+  const tsc = spawnSync(
+    process.execPath,
+    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+    { cwd: root, encoding: 'utf8' },
+  );
   expect(tsc.status, `build failed:\n${tsc.stdout}${tsc.stderr}`).toBe(0);
 }
 
@@ -44,7 +48,11 @@ describe('npm run bench -- --quick', () => {
   it('runs every scenario and reports sane figures', { timeout: 150_000 }, () => {
     ensureBuild();
     const out = join(work, 'bench.json');
-    const r = spawnSync(process.execPath, [join(root, 'bench', 'run.mjs'), '--quick', '--json', out], { cwd: root, encoding: 'utf8', timeout: 140_000 });
+    const r = spawnSync(process.execPath, [join(root, 'bench', 'run.mjs'), '--quick', '--json', out], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 140_000,
+    });
     expect(r.status, `bench exited ${r.status}:\n${r.stderr.slice(-3000)}`).toBe(0);
     const { summary, failures } = JSON.parse(readFileSync(out, 'utf8'));
     expect(failures).toBe(0);
@@ -66,14 +74,22 @@ describe('npm run bench -- --quick', () => {
     expect(summary.tpw).toHaveLength(9);
     for (const row of summary.tpw) sane(row.tokens_per_write, `tokens/write ${row.shape} ${row.mode}`);
     // 3. lifecycle: attach, zero-RTT, per-stream, yamux, then open + close alone for attach and zero-RTT
-    expect(summary.lifecycle.map((row: { mode: string }) => row.mode)).toEqual(['attach', 'zero-rtt', 'per-stream', 'yamux', 'attach-0', 'zero-rtt-0']);
+    expect(summary.lifecycle.map((row: { mode: string }) => row.mode)).toEqual([
+      'attach',
+      'zero-rtt',
+      'per-stream',
+      'yamux',
+      'attach-0',
+      'zero-rtt-0',
+    ]);
     for (const row of summary.lifecycle) {
       sane(row.streams_per_s, `lifecycle ${row.mode} streams/s`);
       sane(row.cpu_us_per_stream, `lifecycle ${row.mode} CPU`);
     }
     // 4. memory: both sides measured; the churn run ends with no live slot
     for (const item of ['64', '1024', '4096', '61440']) {
-      for (const k of ['recv_rss', 'send_rss']) expect(Number.isFinite(summary.memory[item]?.[k]?.med), `memory ${item} B ${k}`).toBe(true);
+      for (const k of ['recv_rss', 'send_rss'])
+        expect(Number.isFinite(summary.memory[item]?.[k]?.med), `memory ${item} B ${k}`).toBe(true);
     }
     expect(summary.churn.live_after).toBe(0);
     expect(Number.isFinite(summary.churn.heap_growth_bytes)).toBe(true);

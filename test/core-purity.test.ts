@@ -54,7 +54,29 @@ export function isAdapter(rel: string): boolean {
 
 // ───────────────────────── a tiny lexer ─────────────────────────
 
-const REGEX_PRECEDERS = new Set(['', '(', ',', '=', ':', '[', '!', '&', '|', '?', '{', '}', ';', '+', '-', '*', '%', '<', '>', '~', '^']);
+const REGEX_PRECEDERS = new Set([
+  '',
+  '(',
+  ',',
+  '=',
+  ':',
+  '[',
+  '!',
+  '&',
+  '|',
+  '?',
+  '{',
+  '}',
+  ';',
+  '+',
+  '-',
+  '*',
+  '%',
+  '<',
+  '>',
+  '~',
+  '^',
+]);
 const REGEX_KEYWORDS = /(?:^|[^\w$])(?:return|typeof|instanceof|in|of|new|delete|void|throw|case|do|else|yield|await)$/;
 
 /**
@@ -210,7 +232,12 @@ function localBindings(code: string): Set<string> {
   // Import lists: import { a, b as c } from ...
   for (const m of code.matchAll(/\bimport\s+(?:type\s+)?\{([^}]*)\}/g)) {
     for (const part of m[1]!.split(',')) {
-      const name = part.trim().split(/\s+as\s+/).pop()?.replace(/^type\s+/, '').trim();
+      const name = part
+        .trim()
+        .split(/\s+as\s+/)
+        .pop()
+        ?.replace(/^type\s+/, '')
+        .trim();
       if (name) names.add(name);
     }
   }
@@ -250,7 +277,9 @@ export function checkSource(src: string): Violation[] {
       .slice(0, index)
       .replace(/\b(?:readonly|public|private|protected|static)\s*$/, '')
       .match(/(\S)\s*$/)?.[1];
-    return (after === ':' || after === '?') && (before === '{' || before === ',' || before === ';' || before === undefined);
+    return (
+      (after === ':' || after === '?') && (before === '{' || before === ',' || before === ';' || before === undefined)
+    );
   };
   for (const name of FORBIDDEN_GLOBALS) {
     if (locals.has(name)) continue;
@@ -287,7 +316,9 @@ function listTs(dir: string): string[] {
 
 describe('core purity', () => {
   it('the checker flags `import net from "node:net"`, bare builtins and `Buffer.from(x)`, and passes comments and strings', () => {
-    expect(checkSource("import net from 'node:net';\nexport const x = net;").map((v) => v.what)).toEqual(["imports Node builtin 'node:net'"]);
+    expect(checkSource("import net from 'node:net';\nexport const x = net;").map((v) => v.what)).toEqual([
+      "imports Node builtin 'node:net'",
+    ]);
     expect(checkSource('const b = Buffer.from(x);')).toEqual([{ line: 1, what: "uses global 'Buffer'" }]);
     expect(checkSource('// Buffer in a comment\nexport const x = 1;')).toEqual([]);
     // More positives.
@@ -340,10 +371,33 @@ describe('core purity', () => {
   });
 
   it('adapter files are recognised by path', () => {
-    for (const rel of ['transport/node-tcp.ts', 'transport/node-tcp-server.ts', 'transport/ws-server.ts', 'transport/node-ws.ts', 'adapters/ws-server.ts', 'adapters/node-tcp.ts', 'adapters/deno-ws.ts', 'node/index.ts', 'runtime/deno-timers.ts', 'bun-listen.ts', 'transport/node-foo.ts']) {
+    for (const rel of [
+      'transport/node-tcp.ts',
+      'transport/node-tcp-server.ts',
+      'transport/ws-server.ts',
+      'transport/node-ws.ts',
+      'adapters/ws-server.ts',
+      'adapters/node-tcp.ts',
+      'adapters/deno-ws.ts',
+      'node/index.ts',
+      'runtime/deno-timers.ts',
+      'bun-listen.ts',
+      'transport/node-foo.ts',
+    ]) {
       expect(isAdapter(rel), rel).toBe(true);
     }
-    for (const rel of ['wire/decoder.ts', 'transport/memory.ts', 'transport/websocket.ts', 'adapters/memory.ts', 'adapters/websocket.ts', 'adapters/byte-stream-conn.ts', 'credit/window.ts', 'errors.ts', 'runtime/runtime.ts', 'mux/nodes.ts']) {
+    for (const rel of [
+      'wire/decoder.ts',
+      'transport/memory.ts',
+      'transport/websocket.ts',
+      'adapters/memory.ts',
+      'adapters/websocket.ts',
+      'adapters/byte-stream-conn.ts',
+      'credit/window.ts',
+      'errors.ts',
+      'runtime/runtime.ts',
+      'mux/nodes.ts',
+    ]) {
       expect(isAdapter(rel), rel).toBe(false);
     }
   });
@@ -359,7 +413,9 @@ describe('core purity', () => {
     for (const f of core) {
       for (const v of checkSource(readFileSync(f.full, 'utf8'))) problems.push(`src/${f.rel}:${v.line} ${v.what}`);
     }
-    console.log(`[core-purity] checked ${core.length} core files; skipped adapters: ${adapters.map((f) => f.rel).join(', ') || 'none'}`);
+    console.log(
+      `[core-purity] checked ${core.length} core files; skipped adapters: ${adapters.map((f) => f.rel).join(', ') || 'none'}`,
+    );
     expect(problems, `checked ${core.length} files: ${core.map((f) => f.rel).join(', ')}`).toEqual([]);
   });
 });

@@ -55,7 +55,10 @@ describe('citations resolve inside the repository', () => {
         if (at < 0) return;
         // "protocol.md §9.6, §10.2" and "protocol.md §§3–4": every § after the name on that line.
         for (const m of line.slice(at).matchAll(/§+\s*(\d+(?:\.\d+)*)/g)) {
-          if (!sections.has(m[1]!)) broken.push(`${relative(ROOT, file).split(sep).join('/')}:${i + 1}: §${m[1]} is not a section of docs/protocol.md`);
+          if (!sections.has(m[1]!))
+            broken.push(
+              `${relative(ROOT, file).split(sep).join('/')}:${i + 1}: §${m[1]} is not a section of docs/protocol.md`,
+            );
         }
       });
     }
@@ -69,7 +72,9 @@ describe('citations resolve inside the repository', () => {
         if (file === SELF) continue;
         const lines = readFileSync(file, 'utf8').split('\n');
         lines.forEach((line, i) => {
-          for (const re of OUTSIDE) if (re.test(line)) found.push(`${relative(ROOT, file).split(sep).join('/')}:${i + 1}: ${line.trim().slice(0, 100)}`);
+          for (const re of OUTSIDE)
+            if (re.test(line))
+              found.push(`${relative(ROOT, file).split(sep).join('/')}:${i + 1}: ${line.trim().slice(0, 100)}`);
         });
       }
     }

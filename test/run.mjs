@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm test`: the type check, then every suite (vitest on Node, then the shared suites under Deno
+// `npm test`: format and lint (biome), the type check, then every suite (vitest on Node, then the shared suites under Deno
 // and Bun), then one plain "N passed, N failed" line. Each suite reports counts (vitest JSON, JUnit
 // XML from `deno test` and `bun test`); a suite that cannot report (crash, type errors, a missing
 // runtime binary) counts as one failure.
@@ -70,11 +70,15 @@ function entries(dir, suffix) {
     .map((f) => `./test/runtimes/${dir}/${f}`);
 }
 
-// 1. Type check (strict, erasable-only). One check.
+// 1. Format and lint (biome.json: width 120). One check; `npm run format` fixes what it can.
+if (run('lint', bin('biome'), ['check', '.']) === 0) passed += 1;
+else failed += 1;
+
+// 2. Type check (strict, erasable-only). One check.
 if (run('typecheck', bin('tsc'), ['--noEmit', '-p', 'tsconfig.json']) === 0) passed += 1;
 else failed += 1;
 
-// 2. vitest: unit, property, fuzz, integration suites, cross-runtime pairs.
+// 3. vitest: unit, property, fuzz, integration suites, cross-runtime pairs.
 const out = join(root, '.vitest-results.json');
 rmSync(out, { force: true });
 const status = run('vitest', bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile=${out}`]);
@@ -89,33 +93,57 @@ if (existsSync(out)) {
   failed += 1;
 }
 
-// 3. Deno: the conformance and mux integration suites over the Deno adapters (`deno test`, vitest
+// 4. Deno: the conformance and mux integration suites over the Deno adapters (`deno test`, vitest
 // mapped to test/portable by deno.json, npm packages from node_modules, offline).
 const deno = findBinary([bin('deno'), join(root, 'node_modules', 'deno', 'deno')]);
 if (deno === undefined) {
-  process.stdout.write('\n=== deno: no working deno binary in node_modules (npm ci installs deno 2.9.6); counted as one failure\n');
+  process.stdout.write(
+    '\n=== deno: no working deno binary in node_modules (npm ci installs deno 2.9.6); counted as one failure\n',
+  );
   failed += 1;
 } else {
   runJunit(
     'deno',
     deno,
-    ['test', '--cached-only', '--no-check', '--allow-net', '--allow-read', '--allow-env', '--junit-path=.deno-results.xml', ...entries('deno', '.deno.ts')],
+    [
+      'test',
+      '--cached-only',
+      '--no-check',
+      '--allow-net',
+      '--allow-read',
+      '--allow-env',
+      '--junit-path=.deno-results.xml',
+      ...entries('deno', '.deno.ts'),
+    ],
     join(root, '.deno-results.xml'),
     { DENO_NO_UPDATE_CHECK: '1' },
   );
 }
 
-// 4. Bun: the same suites over the Bun adapters (`bun test` maps vitest imports to bun:test).
+// 5. Bun: the same suites over the Bun adapters (`bun test` maps vitest imports to bun:test).
 // `npm ci --ignore-scripts` leaves .bin/bun a placeholder: fall back to the platform package.
-const bun = findBinary([bin('bun'), join(root, 'node_modules', '@oven', 'bun-linux-x64', 'bin', 'bun'), join(root, 'node_modules', '@oven', 'bun-linux-x64-baseline', 'bin', 'bun')]);
+const bun = findBinary([
+  bin('bun'),
+  join(root, 'node_modules', '@oven', 'bun-linux-x64', 'bin', 'bun'),
+  join(root, 'node_modules', '@oven', 'bun-linux-x64-baseline', 'bin', 'bun'),
+]);
 if (bun === undefined) {
-  process.stdout.write('\n=== bun: no working bun binary in node_modules (npm ci installs bun 1.4.4); counted as one failure\n');
+  process.stdout.write(
+    '\n=== bun: no working bun binary in node_modules (npm ci installs bun 1.4.4); counted as one failure\n',
+  );
   failed += 1;
 } else {
   runJunit(
     'bun',
     bun,
-    ['test', '--timeout', '30000', '--reporter=junit', '--reporter-outfile=.bun-results.xml', ...entries('bun', '.bun.ts')],
+    [
+      'test',
+      '--timeout',
+      '30000',
+      '--reporter=junit',
+      '--reporter-outfile=.bun-results.xml',
+      ...entries('bun', '.bun.ts'),
+    ],
     join(root, '.bun-results.xml'),
   );
 }

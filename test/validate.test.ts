@@ -12,7 +12,11 @@ import { attachRequestSchema } from '../src/stream/attach-messages.ts';
 import { memoryTransport } from '../src/adapters/memory.ts';
 import { webSocketClientTransport } from '../src/adapters/websocket.ts';
 
-const b64url = (bytes: Uint8Array): string => btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+const b64url = (bytes: Uint8Array): string =>
+  btoa(String.fromCharCode(...bytes))
+    .replace(/\+/g, '-')
+    .replace(/\//g, '_')
+    .replace(/=+$/, '');
 
 function thrown(f: () => unknown): { code?: string; message: string } {
   try {
@@ -28,12 +32,22 @@ describe('validation messages (zod/mini with English messages)', () => {
     const e = thrown(() => resolveMuxConfig({ initialCredit: -1 }));
     expect(e).toBeInstanceOf(ConfigError);
     expect(e.message).toBe('invalid config mux.initialCredit: Too small: expected number to be >=0');
-    expect(thrown(() => resolveMuxConfig({ bogus: 1 })).message).toBe('invalid config mux.bogus: Unrecognized key: "bogus"');
-    expect(thrown(() => resolveMuxConfig({ detectionMultiplier: 1.5 })).message).toBe('invalid config mux.detectionMultiplier: Invalid input: expected int, received number');
+    expect(thrown(() => resolveMuxConfig({ bogus: 1 })).message).toBe(
+      'invalid config mux.bogus: Unrecognized key: "bogus"',
+    );
+    expect(thrown(() => resolveMuxConfig({ detectionMultiplier: 1.5 })).message).toBe(
+      'invalid config mux.detectionMultiplier: Invalid input: expected int, received number',
+    );
   });
 
   it('a bad ticket field is named with the reason', () => {
-    const good = { streaming_transport_key: 'mux', heartbeat_interval_ms: 5000, routing_session_id: '0x1f', initial_credit: 64, slot_byte_budget: 1024 };
+    const good = {
+      streaming_transport_key: 'mux',
+      heartbeat_interval_ms: 5000,
+      routing_session_id: '0x1f',
+      initial_credit: 64,
+      slot_byte_budget: 1024,
+    };
     expect(parseTicket(b64url(encode(good))).routing_session_id).toBe(31n);
     const e = thrown(() => parseTicket(b64url(encode({ ...good, lane: 16 }))));
     expect(e.code).toBe('ERR_INVALID_TICKET');
@@ -49,7 +63,10 @@ describe('validation messages (zod/mini with English messages)', () => {
   });
 
   it('schemas parsed by other modules carry the messages too', () => {
-    const r = attachRequestSchema.safeParse({ handle: { hi: '0x1', lo: '0x2' }, supported_transport_keys: Array(17).fill('mux') });
+    const r = attachRequestSchema.safeParse({
+      handle: { hi: '0x1', lo: '0x2' },
+      supported_transport_keys: Array(17).fill('mux'),
+    });
     expect(r.success).toBe(false);
     expect(r.error?.issues[0]?.message).toBe('Too big: expected array to have <=16 items');
   });

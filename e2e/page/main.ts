@@ -25,11 +25,15 @@ declare global {
 let messenger: Messenger | null = null;
 let node: LanemuxNode | null = null;
 let nextId = 0;
-const streams = new Map<string, { anchor: StreamAnchor<string>; result: StreamResult; row: Text | null; ended: Promise<void> }>();
+const streams = new Map<
+  string,
+  { anchor: StreamAnchor<string>; result: StreamResult; row: Text | null; ended: Promise<void> }
+>();
 const container = document.getElementById('streams')!;
 
 function webTransportAdapter(options: ConnectOptions): TransportAdapter {
-  const hashes = options.certHashHex === undefined ? [] : [{ algorithm: 'sha-256' as const, value: hexBytes(options.certHashHex) }];
+  const hashes =
+    options.certHashHex === undefined ? [] : [{ algorithm: 'sha-256' as const, value: hexBytes(options.certHashHex) }];
   return webTransportClientTransport({ serverCertificateHashes: hashes, ...(options.transportOptions ?? {}) });
 }
 
@@ -57,7 +61,11 @@ async function connect(options: ConnectOptions): Promise<{ workerId: string; pee
       ? webTransportAdapter(options)
       : // Short reconnect delays: the restart scenario waits for partysocket's reconnect (defaults: 0.5–3 s).
         webSocketClientTransport({ minReconnectionDelay: 50, reconnectionJitter: 50, maxReconnectionDelay: 500 });
-  messenger = await createMessenger({ transports: [transport], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false });
+  messenger = await createMessenger({
+    transports: [transport],
+    transportKeys: [MESSENGER_MUX_KEY],
+    healthCheck: false,
+  });
   const mux: MuxConfig = options.mux ?? {};
   node = await createNode({ messenger, mux });
   const peer = await messenger.connect(options.url);
@@ -97,7 +105,12 @@ function render(id: string, prompt: string, show: boolean): Text | null {
   return text;
 }
 
-async function readStream(anchor: StreamAnchor<string>, result: StreamResult, row: Text | null, reader: 'iterator' | 'push'): Promise<void> {
+async function readStream(
+  anchor: StreamAnchor<string>,
+  result: StreamResult,
+  row: Text | null,
+  reader: 'iterator' | 'push',
+): Promise<void> {
   const onToken = (token: string): void => {
     if (result.firstTokenMs === null) result.firstTokenMs = performance.now() - result.startMs;
     result.tokens.push(token);
@@ -151,7 +164,14 @@ async function generate(options: GenerateOptions): Promise<string> {
   const read = options.read ?? true;
   const ended = read ? readStream(anchor, result, row, options.reader ?? 'iterator') : Promise.resolve();
   streams.set(id, { anchor, result, row, ended });
-  const body: GenerateRequest = { handle: anchor.handle, ticket, prompt, n: options.n, delayMs: options.delayMs ?? 0, tail: options.tail ?? 0 };
+  const body: GenerateRequest = {
+    handle: anchor.handle,
+    ticket,
+    prompt,
+    n: options.n,
+    delayMs: options.delayMs ?? 0,
+    tail: options.tail ?? 0,
+  };
   try {
     await messenger!.request(serverPeer(), GENERATE_HANDLER, body, { timeoutMs: 10_000 });
     result.repliedMs = performance.now() - result.startMs;
@@ -169,7 +189,9 @@ function percentile(sorted: readonly number[], p: number): number {
 
 async function generateMany(count: number, options: GenerateOptions): Promise<ManySummary> {
   const t0 = performance.now();
-  const ids = await Promise.all(Array.from({ length: count }, (_, i) => generate({ ...options, prompt: `${options.prompt ?? 'm'}${i}` })));
+  const ids = await Promise.all(
+    Array.from({ length: count }, (_, i) => generate({ ...options, prompt: `${options.prompt ?? 'm'}${i}` })),
+  );
   await Promise.all(ids.map((id) => streams.get(id)!.ended));
   const wallMs = performance.now() - t0;
   const rs = ids.map((id) => streams.get(id)!.result);
@@ -183,10 +205,16 @@ async function generateMany(count: number, options: GenerateOptions): Promise<Ma
     tokensPerSecond: (tokens / wallMs) * 1000,
     ttftP50Ms: percentile(ttft, 50),
     ttftP99Ms: percentile(ttft, 99),
-    replyP50Ms: percentile(rs.map((r) => r.repliedMs ?? Infinity).sort((a, b) => a - b), 50),
+    replyP50Ms: percentile(
+      rs.map((r) => r.repliedMs ?? Infinity).sort((a, b) => a - b),
+      50,
+    ),
     allOrdered: rs.every((r) => r.orderOk && r.mainCount === options.n && r.tailCount === 0),
     allFinalized: rs.every((r) => r.end === 'finalized'),
-    badStreams: rs.filter((r) => !(r.orderOk && r.mainCount === options.n && r.end === 'finalized')).map((r) => ({ id: r.id, end: r.end, tokens: r.tokens.length, error: r.error })).slice(0, 5),
+    badStreams: rs
+      .filter((r) => !(r.orderOk && r.mainCount === options.n && r.end === 'finalized'))
+      .map((r) => ({ id: r.id, end: r.end, tokens: r.tokens.length, error: r.error }))
+      .slice(0, 5),
   };
 }
 
@@ -216,7 +244,8 @@ window.e2e = {
     const deadline = performance.now() + timeoutMs;
     const r = get(id).result;
     while (r.tokens.length < atLeast && r.end === null) {
-      if (performance.now() > deadline) throw new Error(`stream ${id}: ${r.tokens.length} of ${atLeast} tokens after ${timeoutMs} ms`);
+      if (performance.now() > deadline)
+        throw new Error(`stream ${id}: ${r.tokens.length} of ${atLeast} tokens after ${timeoutMs} ms`);
       await new Promise((f) => setTimeout(f, 5));
     }
     return r.tokens.length;

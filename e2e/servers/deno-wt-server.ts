@@ -37,7 +37,7 @@ const messenger = await createMessenger({
 const node = await createNode({ messenger });
 serveGenerate(node, messenger);
 const url = messenger.addresses[0] ?? '';
-console.log(JSON.stringify({ ready: true, url, port: Number(new URL(url).port)}));
+console.log(JSON.stringify({ ready: true, url, port: Number(new URL(url).port) }));
 
 let closing = false;
 async function shutdown(): Promise<void> {

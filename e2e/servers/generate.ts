@@ -42,10 +42,24 @@ export function serveGenerate(node: LanemuxNode, messenger: Messenger): Map<stri
   const served = new Map<string, ServedStream>();
   messenger.handle(GENERATE_HANDLER, async (from, body): Promise<GenerateReply> => {
     const parsed = requestSchema.safeParse(body);
-    if (!parsed.success) throw new LanemuxError('ERR_BAD_REQUEST', `malformed generate request: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+    if (!parsed.success)
+      throw new LanemuxError(
+        'ERR_BAD_REQUEST',
+        `malformed generate request: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
+      );
     const req = parsed.data;
     const sender = await node.openAnchorStream<string>(req.handle, req.ticket);
-    const rec: ServedStream = { prompt: req.prompt, peer: from, accepted: 0, waiting: false, outcome: 'streaming', tailSent: 0, sendErrorCode: null, sendErrorRetryable: null, cancelReason: null };
+    const rec: ServedStream = {
+      prompt: req.prompt,
+      peer: from,
+      accepted: 0,
+      waiting: false,
+      outcome: 'streaming',
+      tailSent: 0,
+      sendErrorCode: null,
+      sendErrorRetryable: null,
+      cancelReason: null,
+    };
     served.set(req.prompt, rec);
     void produce(sender, req, rec);
     return { ok: true };
@@ -53,7 +67,11 @@ export function serveGenerate(node: LanemuxNode, messenger: Messenger): Map<stri
   return served;
 }
 
-async function produce(sender: StreamSender<string>, req: z.output<typeof requestSchema>, rec: ServedStream): Promise<void> {
+async function produce(
+  sender: StreamSender<string>,
+  req: z.output<typeof requestSchema>,
+  rec: ServedStream,
+): Promise<void> {
   // Pacing waits end early on stop or cancel, so the reaction does not depend on the delay.
   const woken = new Promise<void>((resolve) => {
     sender.stopSignal.addEventListener('abort', () => resolve(), { once: true });

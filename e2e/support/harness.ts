@@ -31,7 +31,12 @@ export const CHROMIUM_ARGS = [
   '--disable-backgrounding-occluded-windows',
 ];
 
-const TYPES: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.map': 'application/json' };
+const TYPES: Record<string, string> = {
+  '.html': 'text/html',
+  '.js': 'text/javascript',
+  '.css': 'text/css',
+  '.map': 'application/json',
+};
 
 /** The built page, a static server for it, and a browser. */
 export interface E2eEnv {
@@ -55,7 +60,14 @@ export async function startE2e(): Promise<E2eEnv> {
     configFile: false,
     root: PAGE_ROOT,
     logLevel: 'warn',
-    build: { outDir, emptyOutDir: true, minify: false, target: 'es2022', sourcemap: false, reportCompressedSize: false },
+    build: {
+      outDir,
+      emptyOutDir: true,
+      minify: false,
+      target: 'es2022',
+      sourcemap: false,
+      reportCompressedSize: false,
+    },
   });
   const buildMs = performance.now() - t0;
   const http: Server = createServer((req, res) => {
@@ -79,7 +91,11 @@ export async function startE2e(): Promise<E2eEnv> {
   const pageUrl = `http://127.0.0.1:${(http.address() as AddressInfo).port}/`;
   const profile = scratchDir('lanemux-e2e-chromium-');
   const t1 = performance.now();
-  const context = await chromium.launchPersistentContext(profile, { executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: CHROMIUM_ARGS,
+  });
   const launchMs = performance.now() - t1;
   const errors: string[] = [];
   return {
@@ -105,7 +121,11 @@ export async function startE2e(): Promise<E2eEnv> {
 }
 
 /** Call `window.e2e.<method>(...args)` in a page. */
-export function drive<K extends keyof E2ePage>(page: Page, method: K, ...args: Parameters<E2ePage[K]>): Promise<Awaited<ReturnType<E2ePage[K]>>> {
+export function drive<K extends keyof E2ePage>(
+  page: Page,
+  method: K,
+  ...args: Parameters<E2ePage[K]>
+): Promise<Awaited<ReturnType<E2ePage[K]>>> {
   return page.evaluate(
     ([m, a]) => {
       const api = (window as unknown as { e2e: Record<string, (...x: unknown[]) => unknown> }).e2e;

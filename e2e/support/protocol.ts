@@ -39,7 +39,10 @@ export function tailText(prompt: string, k: number): string {
  * Check a received token sequence: `tokenText(prompt, 0..m-1)` then (after a stop) `tailText(prompt, 0..t-1)`.
  * Returns the counts, or the index of the first token out of place.
  */
-export function checkOrder(prompt: string, tokens: readonly string[]): { ok: boolean; main: number; tail: number; badAt: number } {
+export function checkOrder(
+  prompt: string,
+  tokens: readonly string[],
+): { ok: boolean; main: number; tail: number; badAt: number } {
   let main = 0;
   let tail = 0;
   for (let i = 0; i < tokens.length; i++) {

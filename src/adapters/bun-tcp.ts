@@ -26,7 +26,12 @@
  */
 import type { AdmissionLimits } from '../transport/admission.ts';
 import type { Authenticate, CredentialSource } from '../transport/auth.ts';
-import { ByteStreamConnection, dialByteStream, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
+import {
+  ByteStreamConnection,
+  dialByteStream,
+  type ByteSocketDriver,
+  type ByteSocketEvents,
+} from './byte-stream-conn.ts';
 import { listenFailure } from '../transport/errors.ts';
 import { defaultFramePolicy, type FramePolicy } from '../transport/frame-pool.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
@@ -87,8 +92,20 @@ interface BunTlsOptions {
   serverName?: string;
 }
 interface BunNet {
-  listen(options: { hostname: string; port: number; socket: SocketHandlers; data: SocketData; tls?: BunTlsOptions }): BunListener;
-  connect(options: { hostname: string; port: number; socket: SocketHandlers; data: SocketData; tls?: BunTlsOptions }): Promise<BunSocketLike>;
+  listen(options: {
+    hostname: string;
+    port: number;
+    socket: SocketHandlers;
+    data: SocketData;
+    tls?: BunTlsOptions;
+  }): BunListener;
+  connect(options: {
+    hostname: string;
+    port: number;
+    socket: SocketHandlers;
+    data: SocketData;
+    tls?: BunTlsOptions;
+  }): Promise<BunSocketLike>;
 }
 
 /**
@@ -98,7 +115,8 @@ interface BunNet {
  */
 export function bunTcpTransport(options: BunTcpTransportOptions = {}): TransportAdapter {
   const bun = runtimeGlobal<BunNet>('Bun', ['listen', 'connect']);
-  if (bun === undefined) throw unsupportedRuntimeError('bunTcpTransport', 'bun-tcp', 'Bun.listen and Bun.connect', 'tcp');
+  if (bun === undefined)
+    throw unsupportedRuntimeError('bunTcpTransport', 'bun-tcp', 'Bun.listen and Bun.connect', 'tcp');
   return new BunTcpAdapter(bun, parseTcpOptions(options, 'bunTcpTransport'));
 }
 
@@ -174,7 +192,10 @@ class BunTcpAdapter implements TransportAdapter {
       }
       const socket = this.#track(raw);
       const remote = formatTcpAddress(raw.remoteAddress, raw.remotePort ?? 0, o.scheme);
-      const accept = (): void => host.accept(new ByteStreamConnection(socket, this.name, remote, host.frameLimit, this.#limits, o.closeGraceMs, policy));
+      const accept = (): void =>
+        host.accept(
+          new ByteStreamConnection(socket, this.name, remote, host.frameLimit, this.#limits, o.closeGraceMs, policy),
+        );
       if (t === undefined) {
         accept();
         return;
@@ -209,7 +230,8 @@ class BunTcpAdapter implements TransportAdapter {
   dial(request: DialRequest, events: DialEvents): DialHandle {
     const o = this.#o;
     const target = parseTcpAddress(request.address, o.scheme);
-    if (target === undefined || this.#closed) return failDial(events, tcpDialRefusal(request.address, this.#closed, `bun ${o.scheme} transport`, o.scheme));
+    if (target === undefined || this.#closed)
+      return failDial(events, tcpDialRefusal(request.address, this.#closed, `bun ${o.scheme} transport`, o.scheme));
     const t = o.tls;
     const policy = this.#policy(request.framePolicy);
     return dialByteStream({
@@ -219,9 +241,23 @@ class BunTcpAdapter implements TransportAdapter {
       // Track the socket in `open` (before the promise settles) so no early read is lost.
       connect: () =>
         t === undefined
-          ? this.#bun.connect({ hostname: target.host, port: target.port, socket: handlers((raw) => void this.#track(raw)), data: { driver: undefined } })
+          ? this.#bun.connect({
+              hostname: target.host,
+              port: target.port,
+              socket: handlers((raw) => void this.#track(raw)),
+              data: { driver: undefined },
+            })
           : this.#connectTls(target, t),
-      wrap: (raw) => new ByteStreamConnection(raw.data.driver ?? this.#track(raw), this.name, request.address, request.frameLimit, this.#limits, o.closeGraceMs, policy),
+      wrap: (raw) =>
+        new ByteStreamConnection(
+          raw.data.driver ?? this.#track(raw),
+          this.name,
+          request.address,
+          request.frameLimit,
+          this.#limits,
+          o.closeGraceMs,
+          policy,
+        ),
       discard: (raw) => (raw.data.driver ?? this.#track(raw)).destroy(),
       unwanted: () => this.#closed,
       ...(t !== undefined ? { failure: (e: unknown) => tlsDialError(request.address, e) } : {}),
@@ -247,7 +283,13 @@ class BunTcpAdapter implements TransportAdapter {
         });
       };
       this.#bun
-        .connect({ hostname: target.host, port: target.port, socket: handlers(onOpen), data: { driver: undefined }, tls: connectTls(t) })
+        .connect({
+          hostname: target.host,
+          port: target.port,
+          socket: handlers(onOpen),
+          data: { driver: undefined },
+          tls: connectTls(t),
+        })
         .catch(reject);
     });
   }
@@ -317,7 +359,10 @@ class BunSocket implements ByteSocketDriver {
   /** Call `then` once: handshake done (`ok`), refused, not done within `ms`, or the socket gone first. */
   awaitHandshake(ms: number, then: (ok: boolean, error: Error | undefined) => void): void {
     this.#handshaken = then;
-    this.#handshakeTimer = setUnrefTimeout(() => this.#settleHandshake(false, new Error(`the TLS handshake did not complete within ${ms} ms`)), ms);
+    this.#handshakeTimer = setUnrefTimeout(
+      () => this.#settleHandshake(false, new Error(`the TLS handshake did not complete within ${ms} ms`)),
+      ms,
+    );
   }
 
   onHandshake(success: boolean, error: Error | null): void {

@@ -32,7 +32,12 @@ import { failDial } from '../transport/fail-dial.ts';
 import { headerRecord, type Authenticate, type UpgradeRequest } from '../transport/auth.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from '../transport/runtime-guard.ts';
-import { formatWsAddress, wsServerOptionsSchema, type SocketWebSocketServerOptions, type WsServerOptions } from './socket-options.ts';
+import {
+  formatWsAddress,
+  wsServerOptionsSchema,
+  type SocketWebSocketServerOptions,
+  type WsServerOptions,
+} from './socket-options.ts';
 
 /** Options of {@link bunWebSocketServerTransport}. */
 export type BunWebSocketServerTransportOptions = SocketWebSocketServerOptions;
@@ -88,7 +93,8 @@ const MAX_BACKPRESSURE_LIMIT = 2 ** 32 - 1;
  */
 export function bunWebSocketServerTransport(options: BunWebSocketServerTransportOptions = {}): TransportAdapter {
   const bun = runtimeGlobal<BunServe>('Bun', ['serve']);
-  if (bun === undefined) throw unsupportedRuntimeError('bunWebSocketServerTransport', 'bun-ws', 'Bun.serve', 'ws-server');
+  if (bun === undefined)
+    throw unsupportedRuntimeError('bunWebSocketServerTransport', 'bun-ws', 'Bun.serve', 'ws-server');
   return new BunWsServerAdapter(bun, parseOptions(wsServerOptionsSchema, options, 'bunWebSocketServerTransport'));
 }
 
@@ -118,12 +124,15 @@ class BunWsServerAdapter implements TransportAdapter {
         port: o.port,
         fetch: (request, server) => {
           if (new URL(request.url).pathname !== o.path) return new Response('not found', { status: 404 });
-          if (request.headers.get('upgrade')?.toLowerCase() !== 'websocket') return new Response('lanemux WebSocket endpoint', { status: 426 });
+          if (request.headers.get('upgrade')?.toLowerCase() !== 'websocket')
+            return new Response('lanemux WebSocket endpoint', { status: 426 });
           if (this.#closed) return new Response('closing', { status: 503 });
           const ip = server.requestIP(request);
           const remote = formatWsAddress(ip?.address ?? '?', ip?.port ?? 0, '');
           const upgrade: UpgradeRequest = { url: request.url, headers: headerRecord(request.headers) };
-          return server.upgrade(request, { data: { remote, conn: undefined, upgrade } }) ? undefined : new Response('upgrade failed', { status: 400 });
+          return server.upgrade(request, { data: { remote, conn: undefined, upgrade } })
+            ? undefined
+            : new Response('upgrade failed', { status: 400 });
         },
         websocket: {
           maxPayloadLength: host.maxMessageSize,
@@ -136,7 +145,14 @@ class BunWsServerAdapter implements TransportAdapter {
               ws.close(1001, 'server closing');
               return;
             }
-            const conn = new MessageSocketConnection(driverFor(ws), ws.data.remote, host.frameLimit, this.#limits, o.closeGraceMs, o.drainPollMs);
+            const conn = new MessageSocketConnection(
+              driverFor(ws),
+              ws.data.remote,
+              host.frameLimit,
+              this.#limits,
+              o.closeGraceMs,
+              o.drainPollMs,
+            );
             conn.request = ws.data.upgrade;
             ws.data.conn = conn;
             this.#conns.add(conn);
@@ -159,7 +175,13 @@ class BunWsServerAdapter implements TransportAdapter {
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
-    return failDial(events, new TransportError('ERR_UNSUPPORTED_ADDRESS', `the Bun WebSocket server adapter does not dial (${request.address}); use webSocketClientTransport`));
+    return failDial(
+      events,
+      new TransportError(
+        'ERR_UNSUPPORTED_ADDRESS',
+        `the Bun WebSocket server adapter does not dial (${request.address}); use webSocketClientTransport`,
+      ),
+    );
   }
 
   async close(): Promise<void> {

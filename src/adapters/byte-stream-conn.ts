@@ -19,7 +19,15 @@ import { TransportError, asTransportError } from '../transport/errors.ts';
 import { FRAME_PREFIX_BYTES, FrameDecoder, writeFrame } from '../transport/frame.ts';
 import type { FramePolicy } from '../transport/frame-pool.ts';
 import { encodeGoaway } from '../transport/hello.ts';
-import type { Admission, CloseMode, Connection, ConnectionReceiver, DialEvents, DialHandle, DialRequest } from '../transport/port.ts';
+import type {
+  Admission,
+  CloseMode,
+  Connection,
+  ConnectionReceiver,
+  DialEvents,
+  DialHandle,
+  DialRequest,
+} from '../transport/port.ts';
 import { setUnrefTimeout, type TimerHandle } from '../transport/runtime.ts';
 
 /** What a runtime's socket reports to the connection. */
@@ -82,7 +90,15 @@ export class ByteStreamConnection implements Connection {
    * @param remote - the peer, e.g. `tcp://127.0.0.1:4000`.
    * @param policy - bounds on incomplete frames (the node's pool and deadline).
    */
-  constructor(driver: ByteSocketDriver, name: string, remote: string, frameLimit: number, limits: AdmissionLimits, closeGraceMs: number, policy: FramePolicy) {
+  constructor(
+    driver: ByteSocketDriver,
+    name: string,
+    remote: string,
+    frameLimit: number,
+    limits: AdmissionLimits,
+    closeGraceMs: number,
+    policy: FramePolicy,
+  ) {
     this.#driver = driver;
     this.#label = name === '' ? 'connection' : `${name} connection`;
     this.#coalesces = driver.coalesces === true;
@@ -90,7 +106,11 @@ export class ByteStreamConnection implements Connection {
     this.remote = remote;
     this.#closeGraceMs = closeGraceMs;
     this.#decoder = new FrameDecoder(frameLimit, remote, { policy, onDeadline: (e) => this.#refuse(e) });
-    this.#gate = new AdmissionGate({ buffered: () => driver.buffered() + this.#batchBytes, write: (f) => this.#write(f) }, limits, remote);
+    this.#gate = new AdmissionGate(
+      { buffered: () => driver.buffered() + this.#batchBytes, write: (f) => this.#write(f) },
+      limits,
+      remote,
+    );
   }
 
   start(receiver: ConnectionReceiver): void {
@@ -114,7 +134,10 @@ export class ByteStreamConnection implements Connection {
   }
 
   send(head: Uint8Array, body?: Uint8Array): Admission {
-    if (this.#closed) return Promise.reject(new TransportError('ERR_PEER_GONE', `${this.#label} to ${this.remote} is closed`, { retryable: true }));
+    if (this.#closed)
+      return Promise.reject(
+        new TransportError('ERR_PEER_GONE', `${this.#label} to ${this.remote} is closed`, { retryable: true }),
+      );
     const bytes = FRAME_PREFIX_BYTES + head.byteLength + (body?.byteLength ?? 0);
     const frame = this.#alloc === undefined ? new Uint8Array(bytes) : this.#alloc(bytes);
     writeFrame(frame, head, body);
@@ -198,8 +221,12 @@ export class ByteStreamConnection implements Connection {
 
   #lost(cause: unknown): void {
     if (this.#closed) return;
-    const detail = cause === undefined ? 'closed by peer' : `failed: ${cause instanceof Error ? cause.message : String(cause)}`;
-    this.close(new TransportError('ERR_PEER_GONE', `${this.#label} to ${this.remote} ${detail}`, { retryable: true, cause }), 'abort');
+    const detail =
+      cause === undefined ? 'closed by peer' : `failed: ${cause instanceof Error ? cause.message : String(cause)}`;
+    this.close(
+      new TransportError('ERR_PEER_GONE', `${this.#label} to ${this.remote} ${detail}`, { retryable: true, cause }),
+      'abort',
+    );
   }
 }
 
@@ -226,7 +253,11 @@ export function dialByteStream<S>(options: {
   const timer: TimerHandle = setUnrefTimeout(() => {
     if (settled) return;
     settled = true;
-    events.fail(new TransportError('ERR_CONNECT', `connect to ${request.address} timed out after ${options.timeoutMs} ms`, { retryable: true }));
+    events.fail(
+      new TransportError('ERR_CONNECT', `connect to ${request.address} timed out after ${options.timeoutMs} ms`, {
+        retryable: true,
+      }),
+    );
   }, options.timeoutMs);
   let connecting: Promise<S>;
   try {
@@ -250,7 +281,11 @@ export function dialByteStream<S>(options: {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      events.fail(options.failure !== undefined ? options.failure(e) : asTransportError('ERR_CONNECT', `tcp connect to ${request.address}`, e));
+      events.fail(
+        options.failure !== undefined
+          ? options.failure(e)
+          : asTransportError('ERR_CONNECT', `tcp connect to ${request.address}`, e),
+      );
     },
   );
   return {

@@ -32,7 +32,12 @@
 import { acceptLoop, type AcceptLoop } from '../transport/accept-loop.ts';
 import type { AdmissionLimits } from '../transport/admission.ts';
 import type { Authenticate, CredentialSource } from '../transport/auth.ts';
-import { ByteStreamConnection, dialByteStream, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
+import {
+  ByteStreamConnection,
+  dialByteStream,
+  type ByteSocketDriver,
+  type ByteSocketEvents,
+} from './byte-stream-conn.ts';
 import { listenFailure } from '../transport/errors.ts';
 import { ConfigError } from '../errors.ts';
 import { defaultFramePolicy, type FramePolicy } from '../transport/frame-pool.ts';
@@ -79,7 +84,13 @@ interface DenoNet {
   listen(options: { hostname: string; port: number; transport: 'tcp' }): DenoListener;
   connect(options: { hostname: string; port: number; transport: 'tcp' }): Promise<DenoConn>;
   listenTls?(options: { hostname: string; port: number; transport: 'tcp'; cert: string; key: string }): DenoListener;
-  connectTls?(options: { hostname: string; port: number; caCerts?: string[]; cert?: string; key?: string }): Promise<DenoConn>;
+  connectTls?(options: {
+    hostname: string;
+    port: number;
+    caCerts?: string[];
+    cert?: string;
+    key?: string;
+  }): Promise<DenoConn>;
   startTls?(conn: DenoConn, options: { hostname: string; caCerts?: string[] }): Promise<DenoConn>;
 }
 
@@ -90,7 +101,8 @@ interface DenoNet {
  */
 export function denoTcpTransport(options: DenoTcpTransportOptions = {}): TransportAdapter {
   const deno = runtimeGlobal<DenoNet>('Deno', ['listen', 'connect']);
-  if (deno === undefined) throw unsupportedRuntimeError('denoTcpTransport', 'deno-tcp', 'Deno.listen and Deno.connect', 'tcp');
+  if (deno === undefined)
+    throw unsupportedRuntimeError('denoTcpTransport', 'deno-tcp', 'Deno.listen and Deno.connect', 'tcp');
   const o = parseTcpOptions(options, 'denoTcpTransport');
   if (o.tls !== undefined) checkDenoTls(o.tls);
   return new DenoTcpAdapter(deno, o);
@@ -101,9 +113,21 @@ function checkDenoTls(t: TlsSettings): void {
   const refuse = (field: string, what: string): never => {
     throw new ConfigError(field, what, { where: 'denoTcpTransport' });
   };
-  if (t.requestCert) refuse('tls.requestCert', 'tls.requestCert is not available on Deno (Deno.listenTls cannot ask for client certificates)');
-  if (!t.rejectUnauthorized) refuse('tls.rejectUnauthorized', 'tls.rejectUnauthorized: false is not available on Deno (Deno.connectTls always verifies; trust the server with tls.ca)');
-  if (t.servername !== undefined) refuse('tls.servername', "tls.servername is not available on Deno (Deno.connectTls checks the address's host; dial the name the certificate carries)");
+  if (t.requestCert)
+    refuse(
+      'tls.requestCert',
+      'tls.requestCert is not available on Deno (Deno.listenTls cannot ask for client certificates)',
+    );
+  if (!t.rejectUnauthorized)
+    refuse(
+      'tls.rejectUnauthorized',
+      'tls.rejectUnauthorized: false is not available on Deno (Deno.connectTls always verifies; trust the server with tls.ca)',
+    );
+  if (t.servername !== undefined)
+    refuse(
+      'tls.servername',
+      "tls.servername is not available on Deno (Deno.connectTls checks the address's host; dial the name the certificate carries)",
+    );
 }
 
 class DenoTcpAdapter implements TransportAdapter {
@@ -147,7 +171,13 @@ class DenoTcpAdapter implements TransportAdapter {
         listener = this.#deno.listen({ hostname: o.host, port: o.port, transport: 'tcp' });
       } else {
         if (this.#deno.listenTls === undefined) throw new Error('this Deno has no Deno.listenTls');
-        listener = this.#deno.listenTls({ hostname: o.host, port: o.port, transport: 'tcp', cert: t.cert as string, key: t.key as string });
+        listener = this.#deno.listenTls({
+          hostname: o.host,
+          port: o.port,
+          transport: 'tcp',
+          cert: t.cert as string,
+          key: t.key as string,
+        });
       }
     } catch (e) {
       throw listenFailure('denoTcpTransport', o.host, o.port, e);
@@ -163,7 +193,9 @@ class DenoTcpAdapter implements TransportAdapter {
       try {
         const socket = this.#track(conn);
         const remote = formatTcpAddress(conn.remoteAddr.hostname, conn.remoteAddr.port, o.scheme);
-        host.accept(new ByteStreamConnection(socket, this.name, remote, host.frameLimit, this.#limits, o.closeGraceMs, policy));
+        host.accept(
+          new ByteStreamConnection(socket, this.name, remote, host.frameLimit, this.#limits, o.closeGraceMs, policy),
+        );
       } catch {
         closeQuietly(conn);
       }
@@ -192,7 +224,10 @@ class DenoTcpAdapter implements TransportAdapter {
       if (ok) handOver(conn);
       else closeQuietly(conn);
     };
-    (conn.handshake as () => Promise<unknown>).call(conn).then(() => done(true), () => done(false));
+    (conn.handshake as () => Promise<unknown>).call(conn).then(
+      () => done(true),
+      () => done(false),
+    );
   }
 
   #track(conn: DenoConn): DenoSocket {
@@ -209,15 +244,28 @@ class DenoTcpAdapter implements TransportAdapter {
   dial(request: DialRequest, events: DialEvents): DialHandle {
     const o = this.#o;
     const target = parseTcpAddress(request.address, o.scheme);
-    if (target === undefined || this.#closed) return failDial(events, tcpDialRefusal(request.address, this.#closed, `deno ${o.scheme} transport`, o.scheme));
+    if (target === undefined || this.#closed)
+      return failDial(events, tcpDialRefusal(request.address, this.#closed, `deno ${o.scheme} transport`, o.scheme));
     const t = o.tls;
     const policy = this.#policy(request.framePolicy);
     return dialByteStream({
       request,
       events,
       timeoutMs: o.connectTimeoutMs,
-      connect: () => (t === undefined ? this.#deno.connect({ hostname: target.host, port: target.port, transport: 'tcp' }) : this.#connectTls(target, t)),
-      wrap: (raw) => new ByteStreamConnection(this.#track(raw), this.name, request.address, request.frameLimit, this.#limits, o.closeGraceMs, policy),
+      connect: () =>
+        t === undefined
+          ? this.#deno.connect({ hostname: target.host, port: target.port, transport: 'tcp' })
+          : this.#connectTls(target, t),
+      wrap: (raw) =>
+        new ByteStreamConnection(
+          this.#track(raw),
+          this.name,
+          request.address,
+          request.frameLimit,
+          this.#limits,
+          o.closeGraceMs,
+          policy,
+        ),
       discard: closeQuietly,
       unwanted: () => this.#closed,
       ...(t !== undefined ? { failure: (e: unknown) => tlsDialError(request.address, e) } : {}),
@@ -249,7 +297,12 @@ class DenoTcpAdapter implements TransportAdapter {
       }
     } else {
       if (deno.connectTls === undefined) throw new Error('this Deno has no Deno.connectTls');
-      conn = await deno.connectTls.call(deno, { hostname: target.host, port: target.port, ...caCerts, ...(t.key !== undefined ? { key: t.key, cert: t.cert as string } : {}) });
+      conn = await deno.connectTls.call(deno, {
+        hostname: target.host,
+        port: target.port,
+        ...caCerts,
+        ...(t.key !== undefined ? { key: t.key, cert: t.cert as string } : {}),
+      });
     }
     const timer = setUnrefTimeout(() => closeQuietly(conn), this.#o.connectTimeoutMs);
     try {

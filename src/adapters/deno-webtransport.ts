@@ -35,7 +35,14 @@ import { encodeGoaway } from '../transport/hello.ts';
 import { admissionSchema, parseOptions } from '../transport/options.ts';
 import { int } from '../validate.ts';
 import { failDial } from '../transport/fail-dial.ts';
-import { MAX_LANES, type DialEvents, type DialHandle, type DialRequest, type ListenHost, type TransportAdapter } from '../transport/port.ts';
+import {
+  MAX_LANES,
+  type DialEvents,
+  type DialHandle,
+  type DialRequest,
+  type ListenHost,
+  type TransportAdapter,
+} from '../transport/port.ts';
 import { setUnrefTimeout, type TimerHandle } from '../transport/runtime.ts';
 import { WtSessionLanes, WtStreamConn, type WtBidiStream, type WtSessionLike } from './webtransport-stream.ts';
 import { authenticateOption, type Authenticate, type UpgradeRequest } from '../transport/auth.ts';
@@ -141,7 +148,13 @@ interface DenoQuicListener {
 
 interface DenoQuicEndpoint {
   readonly addr: DenoNetAddr;
-  listen(options: { cert: string; key: string; alpnProtocols: string[]; maxConcurrentBidirectionalStreams: number; maxConcurrentUnidirectionalStreams: number }): DenoQuicListener;
+  listen(options: {
+    cert: string;
+    key: string;
+    alpnProtocols: string[];
+    maxConcurrentBidirectionalStreams: number;
+    maxConcurrentUnidirectionalStreams: number;
+  }): DenoQuicListener;
   close(info?: { closeCode: number; reason: string }): void;
 }
 
@@ -153,10 +166,16 @@ interface DenoWebTransportApi {
 function denoApi(): DenoWebTransportApi {
   const deno = (globalThis as { Deno?: Partial<DenoWebTransportApi> }).Deno;
   if (deno === undefined) {
-    throw new LanemuxError('ERR_UNSUPPORTED_RUNTIME', 'webTransportServerTransport runs on Deno only (Node 20 and Bun have no WebTransport/HTTP3 server): serve browsers over WebSocket (lanemux/transport/ws-server) or run this server on Deno');
+    throw new LanemuxError(
+      'ERR_UNSUPPORTED_RUNTIME',
+      'webTransportServerTransport runs on Deno only (Node 20 and Bun have no WebTransport/HTTP3 server): serve browsers over WebSocket (lanemux/transport/ws-server) or run this server on Deno',
+    );
   }
   if (typeof deno.QuicEndpoint !== 'function' || typeof deno.upgradeWebTransport !== 'function') {
-    throw new LanemuxError('ERR_UNSUPPORTED_RUNTIME', 'webTransportServerTransport needs Deno.QuicEndpoint and Deno.upgradeWebTransport: run deno with --unstable-net (Deno ≥ 2.2)');
+    throw new LanemuxError(
+      'ERR_UNSUPPORTED_RUNTIME',
+      'webTransportServerTransport needs Deno.QuicEndpoint and Deno.upgradeWebTransport: run deno with --unstable-net (Deno ≥ 2.2)',
+    );
   }
   return deno as DenoWebTransportApi;
 }
@@ -204,7 +223,11 @@ function listenOn(endpoint: DenoQuicEndpoint, o: Resolved, cert: string, key: st
       maxConcurrentUnidirectionalStreams: 16,
     });
   } catch (e) {
-    throw new ConfigError('cert', `cannot listen (bad cert/key?): ${describeThrown(e)}`, { fields: ['cert', 'key'], where: 'webTransportServerTransport', cause: e });
+    throw new ConfigError('cert', `cannot listen (bad cert/key?): ${describeThrown(e)}`, {
+      fields: ['cert', 'key'],
+      where: 'webTransportServerTransport',
+      cause: e,
+    });
   }
 }
 
@@ -240,7 +263,17 @@ function bind(api: DenoWebTransportApi, o: Resolved): BoundEndpoint {
     endpoint.close();
     throw e;
   }
-  const bound: BoundEndpoint = { endpoint, listener, cert: o.cert, key: o.key, poolKey: `${o.hostname}|${endpoint.addr.port}`, owner: undefined, linger: undefined, closed: false, replaced: [] };
+  const bound: BoundEndpoint = {
+    endpoint,
+    listener,
+    cert: o.cert,
+    key: o.key,
+    poolKey: `${o.hostname}|${endpoint.addr.port}`,
+    owner: undefined,
+    linger: undefined,
+    closed: false,
+    replaced: [],
+  };
   dispatch(bound, listener);
   return bound;
 }
@@ -388,7 +421,13 @@ class DenoWtServerAdapter implements WebTransportServerAdapter {
         const { value: stream, done } = await reader.read();
         if (done || !lanes.usable) break;
         if (lanes.size >= o.maxStreamsPerSession) {
-          refuseStream(stream, new TransportError('ERR_TOO_MANY_PEERS', `more than ${o.maxStreamsPerSession} streams on one WebTransport session; open a new session per link`));
+          refuseStream(
+            stream,
+            new TransportError(
+              'ERR_TOO_MANY_PEERS',
+              `more than ${o.maxStreamsPerSession} streams on one WebTransport session; open a new session per link`,
+            ),
+          );
           continue;
         }
         const conn = new WtStreamConn(stream, remote, host.frameLimit, this.#limits, lanes, host.framePolicy);
@@ -403,12 +442,19 @@ class DenoWtServerAdapter implements WebTransportServerAdapter {
   setCertificate(certificate: { readonly cert: string; readonly key: string }): void {
     const c = parseOptions(certificateSchema, certificate, 'setCertificate');
     const bound = this.#bound;
-    if (bound === undefined || this.#closed) throw new TransportError('ERR_CLOSED', 'setCertificate: the WebTransport server is not listening');
+    if (bound === undefined || this.#closed)
+      throw new TransportError('ERR_CLOSED', 'setCertificate: the WebTransport server is not listening');
     if (bound.cert !== c.cert || bound.key !== c.key) relisten(bound, this.#o, c.cert, c.key);
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
-    return failDial(events, new TransportError('ERR_UNSUPPORTED_ADDRESS', `the WebTransport server adapter does not dial (${request.address}); use webTransportClientTransport`));
+    return failDial(
+      events,
+      new TransportError(
+        'ERR_UNSUPPORTED_ADDRESS',
+        `the WebTransport server adapter does not dial (${request.address}); use webTransportClientTransport`,
+      ),
+    );
   }
 
   async close(): Promise<void> {

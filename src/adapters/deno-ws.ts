@@ -37,7 +37,12 @@ import { failDial } from '../transport/fail-dial.ts';
 import { headerRecord, type Authenticate, type UpgradeRequest } from '../transport/auth.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from '../transport/runtime-guard.ts';
-import { formatWsAddress, wsServerOptionsSchema, type SocketWebSocketServerOptions, type WsServerOptions } from './socket-options.ts';
+import {
+  formatWsAddress,
+  wsServerOptionsSchema,
+  type SocketWebSocketServerOptions,
+  type WsServerOptions,
+} from './socket-options.ts';
 
 /** Options of {@link denoWebSocketServerTransport}. */
 export type DenoWebSocketServerTransportOptions = SocketWebSocketServerOptions;
@@ -53,7 +58,13 @@ interface DenoHttpServer {
 }
 interface DenoServe {
   serve(
-    options: { hostname: string; port: number; signal: AbortSignal; onListen(): void; onError(error: unknown): Response },
+    options: {
+      hostname: string;
+      port: number;
+      signal: AbortSignal;
+      onListen(): void;
+      onError(error: unknown): Response;
+    },
     handler: (request: Request, info: DenoServeInfo) => Response,
   ): DenoHttpServer;
   upgradeWebSocket(request: Request): { socket: WebSocket; response: Response };
@@ -62,7 +73,13 @@ interface DenoServe {
 /** Create a Deno WebSocket server adapter. Throws `ERR_UNSUPPORTED_RUNTIME` outside Deno. */
 export function denoWebSocketServerTransport(options: DenoWebSocketServerTransportOptions = {}): TransportAdapter {
   const deno = runtimeGlobal<DenoServe>('Deno', ['serve', 'upgradeWebSocket']);
-  if (deno === undefined) throw unsupportedRuntimeError('denoWebSocketServerTransport', 'deno-ws', 'Deno.serve and Deno.upgradeWebSocket', 'ws-server');
+  if (deno === undefined)
+    throw unsupportedRuntimeError(
+      'denoWebSocketServerTransport',
+      'deno-ws',
+      'Deno.serve and Deno.upgradeWebSocket',
+      'ws-server',
+    );
   return new DenoWsServerAdapter(deno, parseOptions(wsServerOptionsSchema, options, 'denoWebSocketServerTransport'));
 }
 
@@ -89,7 +106,8 @@ class DenoWsServerAdapter implements TransportAdapter {
     const o = this.#o;
     const handler = (request: Request, info: DenoServeInfo): Response => {
       if (new URL(request.url).pathname !== o.path) return new Response('not found', { status: 404 });
-      if (request.headers.get('upgrade')?.toLowerCase() !== 'websocket') return new Response('lanemux WebSocket endpoint', { status: 426 });
+      if (request.headers.get('upgrade')?.toLowerCase() !== 'websocket')
+        return new Response('lanemux WebSocket endpoint', { status: 426 });
       if (this.#closed) return new Response('closing', { status: 503 });
       // Read the peer address before upgrading: Deno drops it from the request afterwards.
       const remote = formatWsAddress(info.remoteAddr.hostname, info.remoteAddr.port, '');
@@ -100,7 +118,13 @@ class DenoWsServerAdapter implements TransportAdapter {
     };
     try {
       this.#server = this.#deno.serve(
-        { hostname: o.host, port: o.port, signal: this.#abort.signal, onListen() {}, onError: () => new Response('error', { status: 500 }) },
+        {
+          hostname: o.host,
+          port: o.port,
+          signal: this.#abort.signal,
+          onListen() {},
+          onError: () => new Response('error', { status: 500 }),
+        },
         handler,
       );
     } catch (e) {
@@ -131,7 +155,14 @@ class DenoWsServerAdapter implements TransportAdapter {
         closeQuietly(socket, 1001, 'server closing');
         return;
       }
-      conn = new MessageSocketConnection(driver, remote, host.frameLimit, this.#limits, this.#o.closeGraceMs, this.#o.drainPollMs);
+      conn = new MessageSocketConnection(
+        driver,
+        remote,
+        host.frameLimit,
+        this.#limits,
+        this.#o.closeGraceMs,
+        this.#o.drainPollMs,
+      );
       conn.request = upgrade;
       this.#conns.add(conn);
       host.accept(conn);
@@ -146,7 +177,13 @@ class DenoWsServerAdapter implements TransportAdapter {
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
-    return failDial(events, new TransportError('ERR_UNSUPPORTED_ADDRESS', `the Deno WebSocket server adapter does not dial (${request.address}); use webSocketClientTransport`));
+    return failDial(
+      events,
+      new TransportError(
+        'ERR_UNSUPPORTED_ADDRESS',
+        `the Deno WebSocket server adapter does not dial (${request.address}); use webSocketClientTransport`,
+      ),
+    );
   }
 
   async close(): Promise<void> {

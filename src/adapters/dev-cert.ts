@@ -70,10 +70,19 @@ export interface DevCertificate {
 /** Generate a self-signed ECDSA P-256 certificate for development and tests. */
 export async function createDevCertificate(options: DevCertificateOptions = {}): Promise<DevCertificate> {
   const subtle = globalThis.crypto?.subtle;
-  if (subtle === undefined) throw new ConfigError('crypto.subtle', 'needs WebCrypto (crypto.subtle), which this runtime lacks (browsers: a secure context)', { where: 'createDevCertificate' });
+  if (subtle === undefined)
+    throw new ConfigError(
+      'crypto.subtle',
+      'needs WebCrypto (crypto.subtle), which this runtime lacks (browsers: a secure context)',
+      { where: 'createDevCertificate' },
+    );
   const validityMs = options.validityMs ?? DEFAULT_DEV_CERT_VALIDITY_MS;
   if (!Number.isFinite(validityMs) || validityMs <= 0 || validityMs > MAX_DEV_CERT_VALIDITY_MS) {
-    throw new ConfigError('validityMs', `validityMs must be in (0, ${MAX_DEV_CERT_VALIDITY_MS}] (14 days: Chromium refuses a longer hash-pinned certificate), got ${validityMs}`, { where: 'createDevCertificate' });
+    throw new ConfigError(
+      'validityMs',
+      `validityMs must be in (0, ${MAX_DEV_CERT_VALIDITY_MS}] (14 days: Chromium refuses a longer hash-pinned certificate), got ${validityMs}`,
+      { where: 'createDevCertificate' },
+    );
   }
   const dnsNames = options.dnsNames ?? ['localhost'];
   const ips = (options.ipAddresses ?? ['127.0.0.1', '::1']).map(parseIp);
@@ -82,7 +91,10 @@ export async function createDevCertificate(options: DevCertificateOptions = {}):
   const notBefore = new Date(Math.floor((options.notBefore?.getTime() ?? Date.now() - 60_000) / 1000) * 1000);
   const notAfter = new Date(notBefore.getTime() + Math.floor(validityMs / 1000) * 1000);
 
-  const keys = (await subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const keys = (await subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, [
+    'sign',
+    'verify',
+  ])) as CryptoKeyPair;
   const spki = new Uint8Array(await subtle.exportKey('spki', keys.publicKey));
   const pkcs8 = new Uint8Array(await subtle.exportKey('pkcs8', keys.privateKey));
 
@@ -157,13 +169,18 @@ export interface CertificateRotation {
 }
 
 /** Create a rotation: a current certificate valid from now and a next one overlapping its end. */
-export async function createCertificateRotation(options: CertificateRotationOptions = {}): Promise<CertificateRotation> {
+export async function createCertificateRotation(
+  options: CertificateRotationOptions = {},
+): Promise<CertificateRotation> {
   const { overlapMs = 3600_000, ...certOptions } = options;
   const validityMs = certOptions.validityMs ?? DEFAULT_DEV_CERT_VALIDITY_MS;
   if (!Number.isFinite(overlapMs) || overlapMs < 0 || overlapMs >= validityMs / 2) {
-    throw new ConfigError('overlapMs', `overlapMs must be in [0, validityMs/2), got ${overlapMs}`, { where: 'createCertificateRotation' });
+    throw new ConfigError('overlapMs', `overlapMs must be in [0, validityMs/2), got ${overlapMs}`, {
+      where: 'createCertificateRotation',
+    });
   }
-  const after = (c: DevCertificate): Promise<DevCertificate> => createDevCertificate({ ...certOptions, notBefore: new Date(c.notAfter.getTime() - overlapMs) });
+  const after = (c: DevCertificate): Promise<DevCertificate> =>
+    createDevCertificate({ ...certOptions, notBefore: new Date(c.notAfter.getTime() - overlapMs) });
   let current = await createDevCertificate(certOptions);
   let next = await after(current);
   const rotation: CertificateRotation = {
@@ -195,7 +212,8 @@ export async function createCertificateRotation(options: CertificateRotationOpti
 /** Parse a 64-hex-digit SHA-256 (as printed by `openssl x509 -fingerprint -sha256`, colons allowed). */
 export function certificateHashFromHex(hex: string): CertificateHash {
   const clean = hex.replace(/[:\s]/g, '');
-  if (!/^[0-9a-fA-F]{64}$/.test(clean)) throw new ConfigError('hex', `not a SHA-256 hex digest: ${hex.slice(0, 80)}`, { where: 'certificateHashFromHex' });
+  if (!/^[0-9a-fA-F]{64}$/.test(clean))
+    throw new ConfigError('hex', `not a SHA-256 hex digest: ${hex.slice(0, 80)}`, { where: 'certificateHashFromHex' });
   const value = new Uint8Array(32);
   for (let i = 0; i < 32; i++) value[i] = parseInt(clean.slice(2 * i, 2 * i + 2), 16);
   return { algorithm: 'sha-256', value };
@@ -270,7 +288,8 @@ function utf8(s: string): Uint8Array<ArrayBuffer> {
 }
 
 function ascii(s: string): Uint8Array<ArrayBuffer> {
-  if (!/^[\x21-\x7e]+$/.test(s)) throw new ConfigError('dnsNames', `not an ASCII DNS name: ${JSON.stringify(s)}`, { where: 'createDevCertificate' });
+  if (!/^[\x21-\x7e]+$/.test(s))
+    throw new ConfigError('dnsNames', `not an ASCII DNS name: ${JSON.stringify(s)}`, { where: 'createDevCertificate' });
   return new TextEncoder().encode(s);
 }
 
@@ -296,7 +315,9 @@ function ecdsaSignatureDer(p1363: Uint8Array): Uint8Array<ArrayBuffer> {
 /** IPv4 dotted quad or IPv6 (with `::`) to network-order bytes. */
 function parseIp(ip: string): Uint8Array<ArrayBuffer> {
   const bad = (): never => {
-    throw new ConfigError('ipAddresses', `not an IP address literal: ${JSON.stringify(ip)}`, { where: 'createDevCertificate' });
+    throw new ConfigError('ipAddresses', `not an IP address literal: ${JSON.stringify(ip)}`, {
+      where: 'createDevCertificate',
+    });
   };
   if (/^\d{1,3}(\.\d{1,3}){3}$/.test(ip)) {
     const parts = ip.split('.').map(Number);
@@ -305,7 +326,8 @@ function parseIp(ip: string): Uint8Array<ArrayBuffer> {
   }
   if (!/^[0-9a-fA-F:]+$/.test(ip) || ip.split('::').length > 2) return bad();
   const [headText = '', tailText] = ip.split('::');
-  const groups = (t: string): number[] => (t === '' ? [] : t.split(':').map((g) => (/^[0-9a-fA-F]{1,4}$/.test(g) ? parseInt(g, 16) : bad())));
+  const groups = (t: string): number[] =>
+    t === '' ? [] : t.split(':').map((g) => (/^[0-9a-fA-F]{1,4}$/.test(g) ? parseInt(g, 16) : bad()));
   const head = groups(headText);
   const tail = tailText === undefined ? [] : groups(tailText);
   const fill = 8 - head.length - tail.length;

@@ -90,7 +90,9 @@ export interface MemoryTransportOptions {
 }
 
 const optionsSchema = z.object({
-  network: z.optional(z.custom<MemoryNetwork>((v) => v instanceof Network, 'not a MemoryNetwork from createMemoryNetwork()')),
+  network: z.optional(
+    z.custom<MemoryNetwork>((v) => v instanceof Network, 'not a MemoryNetwork from createMemoryNetwork()'),
+  ),
   name: z.optional(z.string().check(z.minLength(1), z.maxLength(200), z.regex(/^[^/\s]+$/, 'no slashes or spaces'))),
   listen: z._default(z.boolean(), true),
   admissionLimit: z._default(int(1, 2 ** 40), DEFAULT_HIGH_WATER_MARK),
@@ -103,7 +105,10 @@ const optionsSchema = z.object({
 export function memoryTransport(options: MemoryTransportOptions = {}): TransportAdapter {
   const o = parseOptions(optionsSchema, options, 'memoryTransport');
   const network = (o.network as Network | undefined) ?? (defaultNetwork ??= new Network());
-  const adapter = new MemoryAdapter(network, o.name, o.listen, { highWaterMark: o.admissionLimit, maxPendingBytes: o.maxPendingBytes });
+  const adapter = new MemoryAdapter(network, o.name, o.listen, {
+    highWaterMark: o.admissionLimit,
+    maxPendingBytes: o.maxPendingBytes,
+  });
   adapter.authenticate = o.authenticate;
   adapter.credential = o.credential;
   return adapter;
@@ -121,7 +126,12 @@ class MemoryAdapter implements TransportAdapter {
   #name: string | undefined;
   #closed = false;
 
-  constructor(network: Network, name: string | undefined, listen: boolean, limits: { highWaterMark: number; maxPendingBytes: number }) {
+  constructor(
+    network: Network,
+    name: string | undefined,
+    listen: boolean,
+    limits: { highWaterMark: number; maxPendingBytes: number },
+  ) {
     this.#network = network;
     this.#name = name;
     this.#listen = listen;
@@ -132,7 +142,11 @@ class MemoryAdapter implements TransportAdapter {
     if (!this.#listen) return undefined;
     const name = this.#name ?? `node-${++this.#network.counter}`;
     if (this.#network.listeners.has(name)) {
-      throw new TransportError('ERR_ADDRESS_IN_USE', `memoryTransport cannot listen on memory://${name}: the name is already listening on this network`, { retryable: true });
+      throw new TransportError(
+        'ERR_ADDRESS_IN_USE',
+        `memoryTransport cannot listen on memory://${name}: the name is already listening on this network`,
+        { retryable: true },
+      );
     }
     this.#name = name;
     this.#network.listeners.set(name, { host, conns: this.#conns });
@@ -157,7 +171,12 @@ class MemoryAdapter implements TransportAdapter {
       const local = new MemoryConn(`memory://${name}`, request.frameLimit, this.#limits, this.#conns);
       // The accepted end belongs to the listening adapter: closing this (dialling) adapter closes only
       // its own end, gracefully, so what it already sent is still delivered to the listener.
-      const remote = new MemoryConn(`memory://${this.#name ?? 'dialer'}`, listener.host.frameLimit, this.#limits, listener.conns);
+      const remote = new MemoryConn(
+        `memory://${this.#name ?? 'dialer'}`,
+        listener.host.frameLimit,
+        this.#limits,
+        listener.conns,
+      );
       local.pair(remote);
       conn = local;
       listener.host.accept(remote);
@@ -199,7 +218,12 @@ class MemoryConn implements Connection {
   /** The other side closed; deliver this after the inbox drains (graceful) or at once (abort). */
   #remoteClose: LanemuxError | undefined;
 
-  constructor(remote: string, frameLimit: number, limits: { highWaterMark: number; maxPendingBytes: number }, registry: Set<MemoryConn>) {
+  constructor(
+    remote: string,
+    frameLimit: number,
+    limits: { highWaterMark: number; maxPendingBytes: number },
+    registry: Set<MemoryConn>,
+  ) {
     this.remote = remote;
     this.#frameLimit = frameLimit;
     this.#registry = registry;
@@ -232,7 +256,10 @@ class MemoryConn implements Connection {
   }
 
   send(head: Uint8Array, body?: Uint8Array): Admission {
-    if (this.#closed) return Promise.reject(new TransportError('ERR_PEER_GONE', `connection to ${this.remote} is closed`, { retryable: true }));
+    if (this.#closed)
+      return Promise.reject(
+        new TransportError('ERR_PEER_GONE', `connection to ${this.remote} is closed`, { retryable: true }),
+      );
     const frame = new Uint8Array(head.byteLength + (body?.byteLength ?? 0));
     frame.set(head, 0);
     if (body !== undefined) frame.set(body, head.byteLength);
@@ -262,7 +289,13 @@ class MemoryConn implements Connection {
     this.#head = 0;
     const other = this.#other;
     this.#other = undefined;
-    if (other !== undefined) other.#peerClosed(new TransportError('ERR_PEER_GONE', `connection closed by peer (${reason.code}: ${reason.message})`, { retryable: true }), mode);
+    if (other !== undefined)
+      other.#peerClosed(
+        new TransportError('ERR_PEER_GONE', `connection closed by peer (${reason.code}: ${reason.message})`, {
+          retryable: true,
+        }),
+        mode,
+      );
     this.#receiver?.closed(reason);
   }
 
@@ -304,7 +337,12 @@ class MemoryConn implements Connection {
       const other = this.#other;
       if (other !== undefined) other.#inFlight -= frame.byteLength;
       if (frame.byteLength > this.#frameLimit) {
-        this.close(new TransportError('ERR_FRAME_TOO_LARGE', `message of ${frame.byteLength} bytes from ${this.remote} exceeds the limit of ${this.#frameLimit} bytes`));
+        this.close(
+          new TransportError(
+            'ERR_FRAME_TOO_LARGE',
+            `message of ${frame.byteLength} bytes from ${this.remote} exceeds the limit of ${this.#frameLimit} bytes`,
+          ),
+        );
         return;
       }
       receiver.message(frame);

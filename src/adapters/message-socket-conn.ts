@@ -72,7 +72,14 @@ export class MessageSocketConnection implements Connection {
   #poll: TimerHandle | undefined;
   #grace: TimerHandle | undefined;
 
-  constructor(driver: MessageSocketDriver, remote: string, frameLimit: number, limits: AdmissionLimits, closeGraceMs: number, pollMs: number) {
+  constructor(
+    driver: MessageSocketDriver,
+    remote: string,
+    frameLimit: number,
+    limits: AdmissionLimits,
+    closeGraceMs: number,
+    pollMs: number,
+  ) {
     this.#driver = driver;
     this.remote = remote;
     this.#frameLimit = frameLimit;
@@ -130,12 +137,22 @@ export class MessageSocketConnection implements Connection {
   text(bytes: Uint8Array | undefined): void {
     if (this.#closed) return;
     const what = bytes === undefined ? '' : ` (${describeBytes(bytes)})`;
-    this.#refuse(new TransportError('ERR_MALFORMED_ENVELOPE', `text WebSocket message from ${this.remote}${what}; lanemux speaks binary only`));
+    this.#refuse(
+      new TransportError(
+        'ERR_MALFORMED_ENVELOPE',
+        `text WebSocket message from ${this.remote}${what}; lanemux speaks binary only`,
+      ),
+    );
   }
 
   #deliver(bytes: Uint8Array): void {
     if (bytes.byteLength > this.#frameLimit) {
-      this.#refuse(new TransportError('ERR_FRAME_TOO_LARGE', `message of ${bytes.byteLength} bytes from ${this.remote} exceeds the limit of ${this.#frameLimit} bytes (${describeBytes(bytes)})`));
+      this.#refuse(
+        new TransportError(
+          'ERR_FRAME_TOO_LARGE',
+          `message of ${bytes.byteLength} bytes from ${this.remote} exceeds the limit of ${this.#frameLimit} bytes (${describeBytes(bytes)})`,
+        ),
+      );
       return;
     }
     this.#receiver?.message(bytes);
@@ -161,7 +178,10 @@ export class MessageSocketConnection implements Connection {
   }
 
   send(head: Uint8Array, body?: Uint8Array): Admission {
-    if (this.#closed) return Promise.reject(new TransportError('ERR_PEER_GONE', `websocket to ${this.remote} is closed`, { retryable: true }));
+    if (this.#closed)
+      return Promise.reject(
+        new TransportError('ERR_PEER_GONE', `websocket to ${this.remote} is closed`, { retryable: true }),
+      );
     const bytes = head.byteLength + (body?.byteLength ?? 0);
     const frame = this.#alloc === undefined ? new Uint8Array(bytes) : this.#alloc(bytes);
     frame.set(head, 0);

@@ -42,7 +42,13 @@ import { MAX_MAX_MESSAGE_SIZE } from '../transport/port.ts';
 import { TcpStreamError } from './tcp-stream-errors.ts';
 
 /** For the `framePolicy` option (sharing one pool across transports). */
-export { DEFAULT_FRAME_DEADLINE_MS, DEFAULT_INCOMPLETE_FRAME_BYTES, DEFAULT_LARGE_FRAME_BYTES, IncompleteFramePool, defaultFramePolicy } from '../transport/frame-pool.ts';
+export {
+  DEFAULT_FRAME_DEADLINE_MS,
+  DEFAULT_INCOMPLETE_FRAME_BYTES,
+  DEFAULT_LARGE_FRAME_BYTES,
+  IncompleteFramePool,
+  defaultFramePolicy,
+} from '../transport/frame-pool.ts';
 export type { FramePolicy } from '../transport/frame-pool.ts';
 
 /** The transport key of this path (the same string as `TCP_STREAM_KEY` of the stream layer). */
@@ -254,12 +260,16 @@ class NodeTcpStreamTransport implements TcpStreamTransport, Owner {
     if (this.#closed) throw new TcpStreamError('ERR_CLOSED', 'the tcp-stream transport is closed');
     if (this.#server !== null) throw new TcpStreamError('ERR_LISTEN', 'the tcp-stream transport is already listening');
     const o = this.options;
-    const server = net.createServer({ noDelay: true, highWaterMark: o.highWaterMark }, (socket) => this.#onSocket(socket, accept));
+    const server = net.createServer({ noDelay: true, highWaterMark: o.highWaterMark }, (socket) =>
+      this.#onSocket(socket, accept),
+    );
     this.#server = server;
     await new Promise<void>((resolve, reject) => {
       const onError = (cause: Error): void => {
         this.#server = null; // a failed bind may be retried (another port, after the holder left)
-        reject(new TcpStreamError('ERR_LISTEN', `tcp-stream listen on ${o.host}:${o.port}: ${cause.message}`, { cause }));
+        reject(
+          new TcpStreamError('ERR_LISTEN', `tcp-stream listen on ${o.host}:${o.port}: ${cause.message}`, { cause }),
+        );
       };
       server.once('error', onError);
       server.listen(o.port, o.host, () => {
@@ -295,23 +305,44 @@ class NodeTcpStreamTransport implements TcpStreamTransport, Owner {
     this.#inbound.add(new Inbound(socket, this, accept));
   }
 
-  connect(endpoint: string, anchorId: bigint, sessionId: bigint, options: { signal?: AbortSignal } = {}): Promise<PerStreamConnection> {
+  connect(
+    endpoint: string,
+    anchorId: bigint,
+    sessionId: bigint,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<PerStreamConnection> {
     if (this.#closed) return Promise.reject(new TcpStreamError('ERR_CLOSED', 'the tcp-stream transport is closed'));
-    for (const [name, id] of [['anchorId', anchorId], ['sessionId', sessionId]] as const) {
+    for (const [name, id] of [
+      ['anchorId', anchorId],
+      ['sessionId', sessionId],
+    ] as const) {
       if (typeof id !== 'bigint' || id < 0n || id > U64_MAX) {
-        return Promise.reject(new TcpStreamError('ERR_INVALID_ARGUMENT', `${name} must be a u64 bigint, got ${String(id)}`));
+        return Promise.reject(
+          new TcpStreamError('ERR_INVALID_ARGUMENT', `${name} must be a u64 bigint, got ${String(id)}`),
+        );
       }
     }
     const target = parseEndpoint(endpoint);
     if (target === undefined) {
-      return Promise.reject(new TcpStreamError('ERR_UNSUPPORTED_ADDRESS', `not a tcp-stream://host:port endpoint: ${endpoint.slice(0, 256)}`));
+      return Promise.reject(
+        new TcpStreamError(
+          'ERR_UNSUPPORTED_ADDRESS',
+          `not a tcp-stream://host:port endpoint: ${endpoint.slice(0, 256)}`,
+        ),
+      );
     }
     const signal = options.signal;
-    if (signal?.aborted) return Promise.reject(new TcpStreamError('ERR_ABORTED', `dial of ${endpoint} aborted`, { cause: signal.reason }));
+    if (signal?.aborted)
+      return Promise.reject(new TcpStreamError('ERR_ABORTED', `dial of ${endpoint} aborted`, { cause: signal.reason }));
     const o = this.options;
     return new Promise<PerStreamConnection>((resolve, reject) => {
       // highWaterMark is a stream option net.Socket passes on to Duplex; @types/node omits it here.
-      const socket = net.connect({ host: target.host, port: target.port, noDelay: true, highWaterMark: o.highWaterMark } as net.TcpNetConnectOpts);
+      const socket = net.connect({
+        host: target.host,
+        port: target.port,
+        noDelay: true,
+        highWaterMark: o.highWaterMark,
+      } as net.TcpNetConnectOpts);
       this.#track(socket);
       let settled = false;
       const cleanup = (): void => {
@@ -329,10 +360,23 @@ class NodeTcpStreamTransport implements TcpStreamTransport, Owner {
         reject(error);
       };
       const onError = (cause: Error): void =>
-        fail(new TcpStreamError('ERR_CONNECT', `tcp-stream connect to ${endpoint}: ${cause.message}`, { cause, retryable: true }));
-      const onAbort = (): void => fail(new TcpStreamError('ERR_ABORTED', `dial of ${endpoint} aborted`, { cause: signal?.reason }));
+        fail(
+          new TcpStreamError('ERR_CONNECT', `tcp-stream connect to ${endpoint}: ${cause.message}`, {
+            cause,
+            retryable: true,
+          }),
+        );
+      const onAbort = (): void =>
+        fail(new TcpStreamError('ERR_ABORTED', `dial of ${endpoint} aborted`, { cause: signal?.reason }));
       const timer = setTimeout(
-        () => fail(new TcpStreamError('ERR_CONNECT', `tcp-stream connect to ${endpoint} timed out after ${o.connectTimeoutMs} ms`, { retryable: true })),
+        () =>
+          fail(
+            new TcpStreamError(
+              'ERR_CONNECT',
+              `tcp-stream connect to ${endpoint} timed out after ${o.connectTimeoutMs} ms`,
+              { retryable: true },
+            ),
+          ),
         o.connectTimeoutMs,
       );
       timer.unref();
@@ -369,7 +413,9 @@ class NodeTcpStreamTransport implements TcpStreamTransport, Owner {
     const closing = [...this.#sockets].map((s) => new Promise<void>((resolve) => s.once('close', () => resolve())));
     const server = this.#server;
     const serverClosed =
-      server === null || !server.listening ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()));
+      server === null || !server.listening
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => server.close(() => resolve()));
     await Promise.all([...closing, serverClosed]);
   }
 }
@@ -412,7 +458,9 @@ class Inbound {
     });
     const timeoutMs = owner.options.prefaceTimeoutMs;
     this.#prefaceTimer = setTimeout(() => {
-      this.#fail(new TcpStreamError('ERR_PREFACE', `no tcp-stream preface from ${peerOf(socket)} within ${timeoutMs} ms`));
+      this.#fail(
+        new TcpStreamError('ERR_PREFACE', `no tcp-stream preface from ${peerOf(socket)} within ${timeoutMs} ms`),
+      );
     }, timeoutMs);
     this.#prefaceTimer.unref();
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
@@ -451,7 +499,9 @@ class Inbound {
     if (error === undefined) return;
     // The decoder's codes keep their meaning on the per-stream path.
     const code = error.code === 'ERR_FRAME_TOO_LARGE' || error.code === 'ERR_FRAME_DEADLINE' ? error.code : undefined;
-    this.#fail(code === undefined ? error : new TcpStreamError(code, `${error.message} (tcp-stream)`, { cause: error }));
+    this.#fail(
+      code === undefined ? error : new TcpStreamError(code, `${error.message} (tcp-stream)`, { cause: error }),
+    );
   }
 
   /** The preface is complete: ask the listener. False when refused (the socket is reset). */
@@ -472,7 +522,11 @@ class Inbound {
     }
     if (sink === null) {
       const id = `anchor 0x${anchorId.toString(16)} session 0x${sessionId.toString(16)}`;
-      this.#fail(new TcpStreamError('ERR_REFUSED', `tcp-stream connection from ${peerOf(this.#socket)} refused: unknown ${id}`, { cause }));
+      this.#fail(
+        new TcpStreamError('ERR_REFUSED', `tcp-stream connection from ${peerOf(this.#socket)} refused: unknown ${id}`, {
+          cause,
+        }),
+      );
       return false;
     }
     this.#sink = sink;
@@ -488,7 +542,11 @@ class Inbound {
     try {
       return this.#sink!.frame(body);
     } catch (cause) {
-      this.#fail(new TcpStreamError('ERR_MALFORMED_FRAME', `the sink threw on a tcp-stream frame from ${peerOf(this.#socket)}`, { cause }));
+      this.#fail(
+        new TcpStreamError('ERR_MALFORMED_FRAME', `the sink threw on a tcp-stream frame from ${peerOf(this.#socket)}`, {
+          cause,
+        }),
+      );
       return false;
     }
   };
@@ -522,9 +580,19 @@ class Inbound {
   #endOfInput(): void {
     if (this.#finished) return;
     if (this.#sink === null) {
-      this.#fail(new TcpStreamError('ERR_PREFACE', `tcp-stream connection from ${peerOf(this.#socket)} ended before its preface`));
+      this.#fail(
+        new TcpStreamError(
+          'ERR_PREFACE',
+          `tcp-stream connection from ${peerOf(this.#socket)} ended before its preface`,
+        ),
+      );
     } else if (this.#decoder.midFrame) {
-      this.#fail(new TcpStreamError('ERR_MALFORMED_FRAME', `tcp-stream connection from ${peerOf(this.#socket)} ended inside a frame`));
+      this.#fail(
+        new TcpStreamError(
+          'ERR_MALFORMED_FRAME',
+          `tcp-stream connection from ${peerOf(this.#socket)} ended inside a frame`,
+        ),
+      );
     } else {
       this.#finish(null);
     }
@@ -540,7 +608,12 @@ class Inbound {
     if (!this.#finished && !(this.#eof && this.#decoder.paused && this.#socketError === undefined)) {
       const cause = this.#socketError;
       const detail = cause === undefined ? 'closed before the stream ended' : `failed: ${cause.message}`;
-      this.#finish(new TcpStreamError('ERR_SENDER_DROPPED', `tcp-stream connection from ${peerOf(this.#socket)} ${detail}`, { cause, retryable: true }));
+      this.#finish(
+        new TcpStreamError('ERR_SENDER_DROPPED', `tcp-stream connection from ${peerOf(this.#socket)} ${detail}`, {
+          cause,
+          retryable: true,
+        }),
+      );
     }
     this.#maybeForget();
   }
@@ -632,7 +705,10 @@ class Outbound implements PerStreamConnection {
     if (this.#closed || this.#ending || this.#localError !== null) return this.#rejected(this.#writeError());
     const n = body.byteLength;
     if (n > this.#maxFrameBytes) {
-      const error = new TcpStreamError('ERR_FRAME_TOO_LARGE', `tcp-stream frame of ${n} bytes exceeds the limit of ${this.#maxFrameBytes} bytes`);
+      const error = new TcpStreamError(
+        'ERR_FRAME_TOO_LARGE',
+        `tcp-stream frame of ${n} bytes exceeds the limit of ${this.#maxFrameBytes} bytes`,
+      );
       // A stream with a frame missing is broken: tear it down rather than skip the frame.
       this.destroy(error);
       return this.#rejected(error);
@@ -666,7 +742,8 @@ class Outbound implements PerStreamConnection {
 
   destroy(error?: LanemuxError): void {
     if (this.#closed || this.#localError !== null) return;
-    this.#localError = error ?? new TcpStreamError('ERR_CLOSED', `tcp-stream connection to ${this.#endpoint} destroyed by the producer`);
+    this.#localError =
+      error ?? new TcpStreamError('ERR_CLOSED', `tcp-stream connection to ${this.#endpoint} destroyed by the producer`);
     // RST, not FIN: the consumer must see an abort (sink.end(error)), never a clean end.
     reset(this.#socket);
   }
@@ -740,7 +817,10 @@ class Outbound implements PerStreamConnection {
   #writeError(): LanemuxError {
     if (this.#localError !== null) return this.#localError;
     if (this.#closeError !== null) return this.#closeError;
-    return new TcpStreamError('ERR_CLOSED', `tcp-stream connection to ${this.#endpoint} is ${this.#closed ? 'closed' : 'ending'}`);
+    return new TcpStreamError(
+      'ERR_CLOSED',
+      `tcp-stream connection to ${this.#endpoint} is ${this.#closed ? 'closed' : 'ending'}`,
+    );
   }
 
   #rejected(error: LanemuxError): Promise<void> {
@@ -756,12 +836,21 @@ class Outbound implements PerStreamConnection {
     if (this.#localError !== null) error = this.#localError;
     else if (this.#socketError !== undefined) {
       const cause = this.#socketError;
-      error = new TcpStreamError('ERR_SENDER_DROPPED', `tcp-stream connection to ${this.#endpoint} lost (the consumer refused or dropped it): ${cause.message}`, {
-        cause,
-        retryable: true,
-      });
+      error = new TcpStreamError(
+        'ERR_SENDER_DROPPED',
+        `tcp-stream connection to ${this.#endpoint} lost (the consumer refused or dropped it): ${cause.message}`,
+        {
+          cause,
+          retryable: true,
+        },
+      );
     } else if (this.#ending && !this.#remoteEndedFirst) error = null;
-    else error = new TcpStreamError('ERR_SENDER_DROPPED', `tcp-stream connection to ${this.#endpoint} closed by the consumer before the stream ended`, { retryable: true });
+    else
+      error = new TcpStreamError(
+        'ERR_SENDER_DROPPED',
+        `tcp-stream connection to ${this.#endpoint} closed by the consumer before the stream ended`,
+        { retryable: true },
+      );
     this.#closeError = error;
     const d = this.#drain;
     this.#drain = null;

@@ -147,7 +147,8 @@ class TcpAdapter implements TransportAdapter {
     }
     this.#server = server;
     await new Promise<void>((resolve, reject) => {
-      const fail = (e: unknown): void => reject(listenFailure(o.tls === undefined ? 'tcpTransport' : 'tcpTransport (tls)', o.host, o.port, e));
+      const fail = (e: unknown): void =>
+        reject(listenFailure(o.tls === undefined ? 'tcpTransport' : 'tcpTransport (tls)', o.host, o.port, e));
       server.once('error', fail);
       server.listen(o.port, o.host, () => {
         server.off('error', fail);
@@ -163,7 +164,8 @@ class TcpAdapter implements TransportAdapter {
   dial(request: DialRequest, events: DialEvents): DialHandle {
     const o = this.#o;
     const target = parseTcpAddress(request.address, o.scheme);
-    if (target === undefined || this.#closed) return failDial(events, tcpDialRefusal(request.address, this.#closed, `${o.scheme} transport`, o.scheme));
+    if (target === undefined || this.#closed)
+      return failDial(events, tcpDialRefusal(request.address, this.#closed, `${o.scheme} transport`, o.scheme));
     const t = o.tls;
     const socket: net.Socket =
       t === undefined
@@ -183,7 +185,13 @@ class TcpAdapter implements TransportAdapter {
       if (settled) return;
       settled = true;
       socket.destroy();
-      events.fail(new TransportError('ERR_CONNECT', `${o.scheme} connect to ${request.address} timed out after ${o.connectTimeoutMs} ms`, { retryable: true }));
+      events.fail(
+        new TransportError(
+          'ERR_CONNECT',
+          `${o.scheme} connect to ${request.address} timed out after ${o.connectTimeoutMs} ms`,
+          { retryable: true },
+        ),
+      );
     }, o.connectTimeoutMs);
     timer.unref();
     const onError = (error: Error): void => {
@@ -191,7 +199,11 @@ class TcpAdapter implements TransportAdapter {
       settled = true;
       clearTimeout(timer);
       socket.destroy();
-      events.fail(t === undefined ? asTransportError('ERR_CONNECT', `tcp connect to ${request.address}`, error) : tlsDialError(request.address, error));
+      events.fail(
+        t === undefined
+          ? asTransportError('ERR_CONNECT', `tcp connect to ${request.address}`, error)
+          : tlsDialError(request.address, error),
+      );
     };
     socket.once('error', onError);
     // A TLS socket is usable once its handshake is done (and the server's certificate verified).
@@ -201,7 +213,14 @@ class TcpAdapter implements TransportAdapter {
       clearTimeout(timer);
       socket.off('error', onError);
       socket.setNoDelay(true);
-      conn = nodeConn(socket, request.address, request.frameLimit, this.#limits, o.closeGraceMs, this.#policy(request.framePolicy));
+      conn = nodeConn(
+        socket,
+        request.address,
+        request.frameLimit,
+        this.#limits,
+        o.closeGraceMs,
+        this.#policy(request.framePolicy),
+      );
       events.open(conn);
     });
     return {
@@ -237,7 +256,8 @@ class TcpAdapter implements TransportAdapter {
           s.once('close', () => clearTimeout(t));
         }),
     );
-    const serverClosed = server === undefined ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()));
+    const serverClosed =
+      server === undefined ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()));
     // Once the TLS connections closed (with their TCP connections), what is left is still in its handshake.
     const pending = Promise.all(closing).then(() => {
       for (const raw of this.#raw) raw.destroy();
@@ -327,6 +347,13 @@ class NodeSocketDriver implements ByteSocketDriver {
 }
 
 /** A lane connection over a Node socket (its errors say just "connection", as they always have). */
-function nodeConn(socket: net.Socket, remote: string, frameLimit: number, limits: AdmissionLimits, closeGraceMs: number, policy: FramePolicy): ByteStreamConnection {
+function nodeConn(
+  socket: net.Socket,
+  remote: string,
+  frameLimit: number,
+  limits: AdmissionLimits,
+  closeGraceMs: number,
+  policy: FramePolicy,
+): ByteStreamConnection {
   return new ByteStreamConnection(new NodeSocketDriver(socket), '', remote, frameLimit, limits, closeGraceMs, policy);
 }

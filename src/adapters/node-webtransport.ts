@@ -20,7 +20,10 @@ export type { WebTransportServerAdapter, WebTransportServerTransportOptions } fr
  * Node 20 or Bun. Serve browsers over WebSocket (`lanemux/transport/ws-server`) or run the server on Deno.
  */
 export function webTransportServerTransport(_options: WebTransportServerTransportOptions): WebTransportServerAdapter {
-  const runtime = (globalThis as { Bun?: unknown }).Bun !== undefined ? 'Bun' : 'this runtime (Node has no WebTransport/HTTP3 server up to Node 20)';
+  const runtime =
+    (globalThis as { Bun?: unknown }).Bun !== undefined
+      ? 'Bun'
+      : 'this runtime (Node has no WebTransport/HTTP3 server up to Node 20)';
   throw new LanemuxError(
     'ERR_UNSUPPORTED_RUNTIME',
     `webTransportServerTransport is not available on ${runtime}: serve browsers over WebSocket ` +

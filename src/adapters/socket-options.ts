@@ -136,13 +136,23 @@ export function parseTcpOptions(input: unknown, where: string): TcpOptions {
   const t = o.tls;
   if (t === undefined) return { ...o, tls: undefined, scheme: 'tcp' };
   if ((t.key === undefined) !== (t.cert === undefined)) {
-    throw new ConfigError(t.key === undefined ? 'tls.key' : 'tls.cert', 'tls.key and tls.cert go together (a certificate and its private key)', { fields: ['tls.key', 'tls.cert'], where });
+    throw new ConfigError(
+      t.key === undefined ? 'tls.key' : 'tls.cert',
+      'tls.key and tls.cert go together (a certificate and its private key)',
+      { fields: ['tls.key', 'tls.cert'], where },
+    );
   }
   if (o.listen && t.key === undefined) {
-    throw new ConfigError('tls.key', 'a TLS listener needs tls.key and tls.cert (or set listen: false to only dial)', { fields: ['tls.key', 'tls.cert'], where });
+    throw new ConfigError('tls.key', 'a TLS listener needs tls.key and tls.cert (or set listen: false to only dial)', {
+      fields: ['tls.key', 'tls.cert'],
+      where,
+    });
   }
   const text = (v: PemInput): string => (typeof v === 'string' ? v : new TextDecoder().decode(v));
-  const ca = t.ca === undefined ? undefined : (Array.isArray(t.ca) ? (t.ca as readonly PemInput[]) : [t.ca as PemInput]).map(text);
+  const ca =
+    t.ca === undefined
+      ? undefined
+      : (Array.isArray(t.ca) ? (t.ca as readonly PemInput[]) : [t.ca as PemInput]).map(text);
   return {
     ...o,
     scheme: 'tls',
@@ -164,7 +174,8 @@ export function parseTcpOptions(input: unknown, where: string): TcpOptions {
  * anything else is the usual retryable `ERR_CONNECT`.
  */
 export function tlsDialError(address: string, cause: unknown): LanemuxError {
-  const code = typeof cause === 'object' && cause !== null && 'code' in cause ? String((cause as { code: unknown }).code) : '';
+  const code =
+    typeof cause === 'object' && cause !== null && 'code' in cause ? String((cause as { code: unknown }).code) : '';
   const detail = describeThrown(cause);
   if (CERT_FAILURE.test(code) || CERT_FAILURE.test(detail)) {
     return new TransportError(
@@ -226,7 +237,10 @@ export function formatWsAddress(host: string, port: number, path: string): strin
 }
 
 /** `tcp://host:port` (or `tls://…`) → parts, or undefined if it is not one. */
-export function parseTcpAddress(address: string, scheme: 'tcp' | 'tls' = 'tcp'): { host: string; port: number } | undefined {
+export function parseTcpAddress(
+  address: string,
+  scheme: 'tcp' | 'tls' = 'tcp',
+): { host: string; port: number } | undefined {
   try {
     const url = new URL(address);
     const port = Number(url.port);
@@ -238,6 +252,13 @@ export function parseTcpAddress(address: string, scheme: 'tcp' | 'tls' = 'tcp'):
 }
 
 /** Why a TCP dial cannot start: the adapter is closed, or `address` is not `tcp://host:port` (`tls://…`). */
-export function tcpDialRefusal(address: string, closed: boolean, adapter: string, scheme: 'tcp' | 'tls' = 'tcp'): TransportError {
-  return closed ? new TransportError('ERR_CLOSED', `${adapter} is closed`) : new TransportError('ERR_UNSUPPORTED_ADDRESS', `not a ${scheme}://host:port address: ${address}`);
+export function tcpDialRefusal(
+  address: string,
+  closed: boolean,
+  adapter: string,
+  scheme: 'tcp' | 'tls' = 'tcp',
+): TransportError {
+  return closed
+    ? new TransportError('ERR_CLOSED', `${adapter} is closed`)
+    : new TransportError('ERR_UNSUPPORTED_ADDRESS', `not a ${scheme}://host:port address: ${address}`);
 }

@@ -115,7 +115,11 @@ export function webSocketClientTransport(options: WebSocketClientTransportOption
   const o = parseOptions(optionsSchema, options, 'webSocketClientTransport');
   const ctor = o.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
   if (ctor === undefined) {
-    throw new ConfigError('WebSocket', 'no global WebSocket in this runtime; pass `WebSocket` (e.g. from the ws package on Node 20)', { where: 'webSocketClientTransport' });
+    throw new ConfigError(
+      'WebSocket',
+      'no global WebSocket in this runtime; pass `WebSocket` (e.g. from the ws package on Node 20)',
+      { where: 'webSocketClientTransport' },
+    );
   }
   return new WsClientAdapter(o, ctor);
 }
@@ -176,7 +180,14 @@ class ClientDial {
   /** What the runtime said about the last failed attempt (its `error` event follows the close). */
   #lastError: OpenFailureDetail | undefined;
 
-  constructor(request: DialRequest, events: DialEvents, o: Resolved, ctor: WebSocketConstructor, limits: AdmissionLimits, registry: Set<ClientDial>) {
+  constructor(
+    request: DialRequest,
+    events: DialEvents,
+    o: Resolved,
+    ctor: WebSocketConstructor,
+    limits: AdmissionLimits,
+    registry: Set<ClientDial>,
+  ) {
     this.#request = request;
     this.#events = events;
     this.#o = o;
@@ -205,7 +216,14 @@ class ClientDial {
     this.#failedAttempts = 0;
     this.#everOpened = true;
     this.#lastError = undefined;
-    const conn = new WsClientConn(this.#rws, this.#request.address, this.#request.frameLimit, this.#limits, this.#o.drainPollMs, this);
+    const conn = new WsClientConn(
+      this.#rws,
+      this.#request.address,
+      this.#request.frameLimit,
+      this.#limits,
+      this.#o.drainPollMs,
+      this,
+    );
     this.#current = conn;
     this.#events.open(conn);
   };
@@ -234,7 +252,9 @@ class ClientDial {
     if (this.#stopped) return;
     // The first socket, closed before the server sent anything with a code lanemux never uses: this
     // is not a lanemux server, and retrying until the connect deadline would only hide that.
-    const early = this.#everHeard ? undefined : describeEarlyClose(this.#request.address, ev.code, ev.reason === PARTYSOCKET_NO_REASON ? '' : ev.reason);
+    const early = this.#everHeard
+      ? undefined
+      : describeEarlyClose(this.#request.address, ev.code, ev.reason === PARTYSOCKET_NO_REASON ? '' : ev.reason);
     if (!this.#request.reconnect || TERMINAL_CLOSE_CODES.has(ev.code) || early !== undefined) {
       this.stop();
       this.#events.fail(early ?? errorForClose(ev.code, ev.reason, this.#request.address));
@@ -250,8 +270,18 @@ class ClientDial {
     this.#lastError = undefined;
     this.#failedAttempts++;
     // A first connect is not retried: the caller learns at once what is wrong at that address.
-    if (!this.#everOpened || !this.#request.reconnect || TERMINAL_CLOSE_CODES.has(ev.code) || this.#failedAttempts > this.#o.maxRetries) {
-      const error = describeOpenFailure(this.#request.address, detail, this.#o.connectionTimeout, this.#everOpened ? this.#failedAttempts : 0);
+    if (
+      !this.#everOpened ||
+      !this.#request.reconnect ||
+      TERMINAL_CLOSE_CODES.has(ev.code) ||
+      this.#failedAttempts > this.#o.maxRetries
+    ) {
+      const error = describeOpenFailure(
+        this.#request.address,
+        detail,
+        this.#o.connectionTimeout,
+        this.#everOpened ? this.#failedAttempts : 0,
+      );
       this.stop();
       this.#events.fail(error);
       return;
@@ -286,7 +316,10 @@ class ClientDial {
     if (this.#openedSinceRestart && performance.now() - this.#openedAt > 5_000) this.#restarts = 0;
     this.#openedSinceRestart = false;
     const o = this.#o;
-    const delay = Math.min(o.maxReconnectionDelay, (o.minReconnectionDelay + Math.random() * o.reconnectionJitter) * o.reconnectionDelayGrowFactor ** this.#restarts);
+    const delay = Math.min(
+      o.maxReconnectionDelay,
+      (o.minReconnectionDelay + Math.random() * o.reconnectionJitter) * o.reconnectionDelayGrowFactor ** this.#restarts,
+    );
     this.#restarts++;
     const restart = (): void => {
       this.#restartTimer = undefined;
@@ -321,7 +354,12 @@ function errorDetail(ev: unknown): OpenFailureDetail {
   try {
     const e = ev as { message?: unknown; error?: { message?: unknown; code?: unknown } | undefined };
     const inner = e.error;
-    const message = typeof inner?.message === 'string' && inner.message !== '' ? inner.message : typeof e.message === 'string' ? e.message : '';
+    const message =
+      typeof inner?.message === 'string' && inner.message !== ''
+        ? inner.message
+        : typeof e.message === 'string'
+          ? e.message
+          : '';
     const code = typeof inner?.code === 'string' ? inner.code : undefined;
     return { message, code, cause: inner ?? ev };
   } catch {
@@ -342,7 +380,14 @@ class WsClientConn implements Connection {
   /** Messages that arrived before start() (an open event and a message can share a task). */
   #early: Uint8Array[] | undefined = [];
 
-  constructor(rws: ReconnectingWebSocket, remote: string, frameLimit: number, limits: AdmissionLimits, pollMs: number, dial: ClientDial) {
+  constructor(
+    rws: ReconnectingWebSocket,
+    remote: string,
+    frameLimit: number,
+    limits: AdmissionLimits,
+    pollMs: number,
+    dial: ClientDial,
+  ) {
     this.#rws = rws;
     this.remote = remote;
     this.#frameLimit = frameLimit;
@@ -378,7 +423,12 @@ class WsClientConn implements Connection {
     if (data instanceof ArrayBuffer) bytes = new Uint8Array(data);
     else if (ArrayBuffer.isView(data)) bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
     else {
-      this.#refuse(new TransportError('ERR_MALFORMED_ENVELOPE', `non-binary WebSocket message from ${this.remote} (${typeof data}); lanemux speaks binary only`));
+      this.#refuse(
+        new TransportError(
+          'ERR_MALFORMED_ENVELOPE',
+          `non-binary WebSocket message from ${this.remote} (${typeof data}); lanemux speaks binary only`,
+        ),
+      );
       return;
     }
     if (this.#early !== undefined) this.#early.push(bytes);
@@ -387,7 +437,12 @@ class WsClientConn implements Connection {
 
   #deliver(bytes: Uint8Array): void {
     if (bytes.byteLength > this.#frameLimit) {
-      this.#refuse(new TransportError('ERR_FRAME_TOO_LARGE', `message of ${bytes.byteLength} bytes from ${this.remote} exceeds the limit of ${this.#frameLimit} bytes (${describeBytes(bytes)})`));
+      this.#refuse(
+        new TransportError(
+          'ERR_FRAME_TOO_LARGE',
+          `message of ${bytes.byteLength} bytes from ${this.remote} exceeds the limit of ${this.#frameLimit} bytes (${describeBytes(bytes)})`,
+        ),
+      );
       return;
     }
     this.#receiver?.message(bytes);
@@ -398,7 +453,10 @@ class WsClientConn implements Connection {
   }
 
   send(head: Uint8Array, body?: Uint8Array): Admission {
-    if (this.#closed) return Promise.reject(new TransportError('ERR_PEER_GONE', `websocket to ${this.remote} is closed`, { retryable: true }));
+    if (this.#closed)
+      return Promise.reject(
+        new TransportError('ERR_PEER_GONE', `websocket to ${this.remote} is closed`, { retryable: true }),
+      );
     const frame = new Uint8Array(head.byteLength + (body?.byteLength ?? 0));
     frame.set(head, 0);
     if (body !== undefined) frame.set(body, head.byteLength);
@@ -446,7 +504,11 @@ class WsClientConn implements Connection {
   }
 
   #lostNow(): void {
-    queueMicrotask(() => this.remoteClosed(new TransportError('ERR_PEER_GONE', `websocket to ${this.remote} is not open`, { retryable: true })));
+    queueMicrotask(() =>
+      this.remoteClosed(
+        new TransportError('ERR_PEER_GONE', `websocket to ${this.remote} is not open`, { retryable: true }),
+      ),
+    );
   }
 
   #refuse(error: LanemuxError): void {

@@ -121,13 +121,20 @@ export class WtSessionLanes<S extends WtSessionLike = WtSessionLike> {
     } catch {
       // Already closed by the peer or the runtime.
     }
-    this.#failAll(new TransportError('ERR_PEER_GONE', `webtransport session ${this.label} closed`, { retryable: true }));
+    this.#failAll(
+      new TransportError('ERR_PEER_GONE', `webtransport session ${this.label} closed`, { retryable: true }),
+    );
   }
 
   #lost(cause: unknown): void {
     const detail = cause === undefined ? '' : `: ${describeThrown(cause)}`;
     if (!this.#retired) this.#retire();
-    this.#failAll(new TransportError('ERR_PEER_GONE', `webtransport session ${this.label} closed${detail}`, { retryable: true, cause }));
+    this.#failAll(
+      new TransportError('ERR_PEER_GONE', `webtransport session ${this.label} closed${detail}`, {
+        retryable: true,
+        cause,
+      }),
+    );
   }
 
   #retire(): void {
@@ -170,7 +177,14 @@ export class WtStreamConn implements Connection {
   /** Bytes handed to the writer (or batched) whose write has not resolved. */
   #inflight = 0;
 
-  constructor(stream: WtBidiStream, remote: string, frameLimit: number, limits: AdmissionLimits, lanes: WtSessionLanes, framePolicy?: FramePolicy) {
+  constructor(
+    stream: WtBidiStream,
+    remote: string,
+    frameLimit: number,
+    limits: AdmissionLimits,
+    lanes: WtSessionLanes,
+    framePolicy?: FramePolicy,
+  ) {
     this.remote = remote;
     this.#lanes = lanes;
     this.#reader = stream.readable.getReader();
@@ -179,7 +193,10 @@ export class WtStreamConn implements Connection {
     this.#writer.closed.catch(() => {});
     this.#reader.closed.catch(() => {});
     // Incomplete frames count against the node's pool, and a large one has a deadline (frame-pool.ts).
-    this.#decoder = new FrameDecoder(frameLimit, remote, { policy: framePolicy, onDeadline: (error) => this.#refuse(error) });
+    this.#decoder = new FrameDecoder(frameLimit, remote, {
+      policy: framePolicy,
+      onDeadline: (error) => this.#refuse(error),
+    });
     this.#gate = new AdmissionGate({ buffered: () => this.#inflight, write: (f) => this.#enqueue(f) }, limits, remote);
     lanes.add(this);
   }
@@ -216,9 +233,18 @@ export class WtStreamConn implements Connection {
   }
 
   send(head: Uint8Array, body?: Uint8Array): Admission {
-    if (this.#closed) return Promise.reject(new TransportError('ERR_PEER_GONE', `webtransport stream to ${this.remote} is closed`, { retryable: true }));
+    if (this.#closed)
+      return Promise.reject(
+        new TransportError('ERR_PEER_GONE', `webtransport stream to ${this.remote} is closed`, { retryable: true }),
+      );
     const len = head.byteLength + (body?.byteLength ?? 0);
-    if (len === 0) return Promise.reject(new TransportError('ERR_SEND_REFUSED', 'an empty message cannot be sent: a zero-length frame ends a WebTransport lane stream'));
+    if (len === 0)
+      return Promise.reject(
+        new TransportError(
+          'ERR_SEND_REFUSED',
+          'an empty message cannot be sent: a zero-length frame ends a WebTransport lane stream',
+        ),
+      );
     const frame = new Uint8Array(FRAME_PREFIX_BYTES + len);
     writeFrame(frame, head, body);
     return this.#gate.offer(frame);
@@ -387,7 +413,9 @@ export class WtStreamConn implements Connection {
     this.#endLocal();
     if (!this.#closed) {
       this.#closed = true;
-      const error = new TransportError('ERR_PEER_GONE', `webtransport stream to ${this.remote} closed by peer`, { retryable: true });
+      const error = new TransportError('ERR_PEER_GONE', `webtransport stream to ${this.remote} closed by peer`, {
+        retryable: true,
+      });
       this.#gate.fail(error);
       this.#report(error);
     }

@@ -136,8 +136,15 @@ const hashesSchema = z.array(hashSchema).check(z.maxLength(16));
 type HashFunction = () => readonly WebTransportHash[] | Promise<readonly WebTransportHash[]>;
 
 const optionsSchema = z.object({
-  WebTransport: z.optional(z.custom<WebTransportConstructor>((v) => typeof v === 'function', 'not a WebTransport constructor')),
-  serverCertificateHashes: z.optional(z.union([hashesSchema, z.custom<HashFunction>((v) => typeof v === 'function', 'not a list of hashes or a function')])),
+  WebTransport: z.optional(
+    z.custom<WebTransportConstructor>((v) => typeof v === 'function', 'not a WebTransport constructor'),
+  ),
+  serverCertificateHashes: z.optional(
+    z.union([
+      hashesSchema,
+      z.custom<HashFunction>((v) => typeof v === 'function', 'not a list of hashes or a function'),
+    ]),
+  ),
   congestionControl: z._default(z.enum(['default', 'throughput', 'low-latency']), 'default'),
   ...admissionSchema,
   connectTimeoutMs: z._default(int(1, 600_000), 10_000),
@@ -206,7 +213,11 @@ class WtClientAdapter implements TransportAdapter {
     };
     if (this.#closed) {
       queueMicrotask(() => fail(new TransportError('ERR_CLOSED', 'webtransport client transport is closed')));
-      return { close: () => { cancelled = true; } };
+      return {
+        close: () => {
+          cancelled = true;
+        },
+      };
     }
     const existing = request.lane === 0 ? undefined : this.#current.get(request.address);
     const opened = existing?.usable === true ? this.#openOn(existing, request) : this.#openSession(request);
@@ -222,7 +233,12 @@ class WtClientAdapter implements TransportAdapter {
       (e: unknown) =>
         fail(
           failureKind(e) === 'certificate'
-            ? certificateRefused(request.address, e, this.#o.serverCertificateHashes !== undefined, 'check serverCertificateHashes')
+            ? certificateRefused(
+                request.address,
+                e,
+                this.#o.serverCertificateHashes !== undefined,
+                'check serverCertificateHashes',
+              )
             : asTransportError('ERR_CONNECT', `webtransport to ${request.address} (lane ${request.lane})`, e),
         ),
     );
@@ -245,7 +261,11 @@ class WtClientAdapter implements TransportAdapter {
     try {
       session = new this.#ctor(request.address, init);
     } catch (e) {
-      throw new TransportError('ERR_UNSUPPORTED_ADDRESS', `not a WebTransport URL (https://host:port/path): ${request.address}`, { cause: e });
+      throw new TransportError(
+        'ERR_UNSUPPORTED_ADDRESS',
+        `not a WebTransport URL (https://host:port/path): ${request.address}`,
+        { cause: e },
+      );
     }
     // Neither promise may reject unhandled, whatever happens below.
     session.closed.catch(() => {});
@@ -273,19 +293,34 @@ class WtClientAdapter implements TransportAdapter {
   async #certificateHashes(address: string): Promise<WebTransportHash[] | undefined> {
     const source = this.#o.serverCertificateHashes;
     if (source === undefined) return undefined;
-    const copy = (list: readonly WebTransportHash[]): WebTransportHash[] => list.map((h) => ({ algorithm: h.algorithm, value: h.value }));
+    const copy = (list: readonly WebTransportHash[]): WebTransportHash[] =>
+      list.map((h) => ({ algorithm: h.algorithm, value: h.value }));
     if (typeof source !== 'function') return copy(source);
     let got: unknown;
     try {
       // Called from a promise so that a function that throws fails the attempt like one that rejects.
-      got = await this.#timed(Promise.resolve().then(source), `serverCertificateHashes() for ${address} did not settle`);
+      got = await this.#timed(
+        Promise.resolve().then(source),
+        `serverCertificateHashes() for ${address} did not settle`,
+      );
     } catch (cause) {
       if (cause instanceof TransportError && cause.code === 'ERR_CONNECT') throw tagged(cause, 'hashes');
-      throw tagged(new TransportError('ERR_CONNECT', `webtransport to ${address}: serverCertificateHashes() failed: ${describeThrown(cause)}`, { cause, retryable: true }), 'hashes');
+      throw tagged(
+        new TransportError(
+          'ERR_CONNECT',
+          `webtransport to ${address}: serverCertificateHashes() failed: ${describeThrown(cause)}`,
+          { cause, retryable: true },
+        ),
+        'hashes',
+      );
     }
     const parsed = parse(hashesSchema, got);
     if (!parsed.success) {
-      throw new ConfigError('serverCertificateHashes', `webtransport to ${address}: serverCertificateHashes() must return at most 16 { algorithm: 'sha-256', value: BufferSource } entries: ${z.prettifyError(parsed.error)}`, { where: 'webTransportClientTransport' });
+      throw new ConfigError(
+        'serverCertificateHashes',
+        `webtransport to ${address}: serverCertificateHashes() must return at most 16 { algorithm: 'sha-256', value: BufferSource } entries: ${z.prettifyError(parsed.error)}`,
+        { where: 'webTransportClientTransport' },
+      );
     }
     return copy(parsed.data);
   }
@@ -295,7 +330,10 @@ class WtClientAdapter implements TransportAdapter {
     lanes.opening(1);
     let stream: WtBidiStream;
     try {
-      stream = await this.#timed(lanes.session.createBidirectionalStream(), `webtransport stream to ${request.address} not opened`);
+      stream = await this.#timed(
+        lanes.session.createBidirectionalStream(),
+        `webtransport stream to ${request.address} not opened`,
+      );
     } catch (e) {
       lanes.opening(-1);
       // A session that cannot open a lane's stream cannot carry the link.
@@ -304,9 +342,20 @@ class WtClientAdapter implements TransportAdapter {
     }
     if (!lanes.usable) {
       lanes.opening(-1);
-      throw new TransportError('ERR_PEER_GONE', `webtransport session to ${request.address} closed while lane ${request.lane} opened`, { retryable: true });
+      throw new TransportError(
+        'ERR_PEER_GONE',
+        `webtransport session to ${request.address} closed while lane ${request.lane} opened`,
+        { retryable: true },
+      );
     }
-    const conn = new WtStreamConn(stream, request.address, request.frameLimit, { highWaterMark: this.#o.highWaterMark, maxPendingBytes: this.#o.maxPendingBytes }, lanes, request.framePolicy);
+    const conn = new WtStreamConn(
+      stream,
+      request.address,
+      request.frameLimit,
+      { highWaterMark: this.#o.highWaterMark, maxPendingBytes: this.#o.maxPendingBytes },
+      lanes,
+      request.framePolicy,
+    );
     lanes.opening(-1);
     return conn;
   }
@@ -384,7 +433,13 @@ class Redial {
   #openedAt = 0;
   #everOpened = false;
 
-  constructor(request: DialRequest, events: DialEvents, o: Resolved, open: () => Promise<WtStreamConn>, registry: Set<Redial>) {
+  constructor(
+    request: DialRequest,
+    events: DialEvents,
+    o: Resolved,
+    open: () => Promise<WtStreamConn>,
+    registry: Set<Redial>,
+  ) {
     this.#request = request;
     this.#events = events;
     this.#o = o;
@@ -423,12 +478,26 @@ class Redial {
         let error: LanemuxError | undefined;
         if (kind === 'fatal') error = asTransportError('ERR_CONNECT', `webtransport to ${address}`, e);
         else if (kind === 'certificate' && fixedHashes) {
-          error = certificateRefused(address, e, this.#o.serverCertificateHashes !== undefined, 'serverCertificateHashes is a fixed list, so no retry can change that; pass a function that returns the current hashes');
-        }
-        else if (this.#sameKind >= this.#o.maxSameFailures) {
-          error = kind === 'certificate'
-            ? certificateRefused(address, e, true, `serverCertificateHashes() returned no matching hash ${this.#sameKind} times in a row; giving up`)
-            : new TransportError('ERR_CONNECT', `webtransport to ${address}: ${this.#sameKind} consecutive attempts failed the same way (${describeThrown(e)}); giving up`, { cause: e, retryable: true });
+          error = certificateRefused(
+            address,
+            e,
+            this.#o.serverCertificateHashes !== undefined,
+            'serverCertificateHashes is a fixed list, so no retry can change that; pass a function that returns the current hashes',
+          );
+        } else if (this.#sameKind >= this.#o.maxSameFailures) {
+          error =
+            kind === 'certificate'
+              ? certificateRefused(
+                  address,
+                  e,
+                  true,
+                  `serverCertificateHashes() returned no matching hash ${this.#sameKind} times in a row; giving up`,
+                )
+              : new TransportError(
+                  'ERR_CONNECT',
+                  `webtransport to ${address}: ${this.#sameKind} consecutive attempts failed the same way (${describeThrown(e)}); giving up`,
+                  { cause: e, retryable: true },
+                );
         } else if (++this.#failures > this.#o.maxRetries) {
           error = asTransportError('ERR_CONNECT', `webtransport to ${address}: ${this.#failures} attempts failed`, e);
         }
@@ -447,7 +516,10 @@ class Redial {
     if (this.#openedAt > 0 && performance.now() - this.#openedAt > 5_000) this.#restarts = 0;
     this.#openedAt = 0;
     const o = this.#o;
-    const delay = Math.min(o.maxReconnectionDelay, (o.minReconnectionDelay + Math.random() * o.reconnectionJitter) * o.reconnectionDelayGrowFactor ** this.#restarts);
+    const delay = Math.min(
+      o.maxReconnectionDelay,
+      (o.minReconnectionDelay + Math.random() * o.reconnectionJitter) * o.reconnectionDelayGrowFactor ** this.#restarts,
+    );
     this.#restarts++;
     const retry = (): void => {
       this.#timer = undefined;
@@ -499,7 +571,11 @@ function certificateRefused(address: string, cause: unknown, hashes: boolean, wh
   const which = hashes
     ? 'it matches none of serverCertificateHashes (a restarted development server has a new certificate) and is not signed by a CA this runtime trusts'
     : 'it is not signed by a CA this runtime trusts (a self-signed development certificate needs serverCertificateHashes)';
-  return new TransportError('ERR_CONNECT', `webtransport to ${address}: the server's certificate is not accepted (${describeThrown(cause)}): ${which}; ${why}`, { cause });
+  return new TransportError(
+    'ERR_CONNECT',
+    `webtransport to ${address}: the server's certificate is not accepted (${describeThrown(cause)}): ${which}; ${why}`,
+    { cause },
+  );
 }
 
 /** Wait for `p` at most `ms`, then call `onLate` and stop waiting. */

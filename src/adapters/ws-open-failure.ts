@@ -34,7 +34,9 @@ function parts(address: string): { host: string; path: string } {
 
 /** An HTTP status in an upgrade refusal: `ws` says "Unexpected server response: 404", others "HTTP 404" or "status 404". */
 function httpStatus(message: string): number | undefined {
-  const m = /Unexpected server response: (\d{3})/.exec(message) ?? /\b(?:HTTP|status(?: code)?)\D{0,16}([1-5]\d\d)\b/i.exec(message);
+  const m =
+    /Unexpected server response: (\d{3})/.exec(message) ??
+    /\b(?:HTTP|status(?: code)?)\D{0,16}([1-5]\d\d)\b/i.exec(message);
   return m === null ? undefined : Number(m[1]);
 }
 
@@ -42,7 +44,12 @@ function httpStatus(message: string): number | undefined {
  * The `ERR_CONNECT` for a socket that never opened. `attempts` > 0: a reconnecting dial gave up
  * after that many consecutive failures.
  */
-export function describeOpenFailure(address: string, detail: OpenFailureDetail | undefined, timeoutMs: number, attempts = 0): LanemuxError {
+export function describeOpenFailure(
+  address: string,
+  detail: OpenFailureDetail | undefined,
+  timeoutMs: number,
+  attempts = 0,
+): LanemuxError {
   const raw = detail?.message ?? '';
   const code = detail?.code;
   const cause = detail?.cause;
@@ -51,28 +58,49 @@ export function describeOpenFailure(address: string, detail: OpenFailureDetail |
   const fail = (text: string, retryable: boolean): LanemuxError =>
     new TransportError('ERR_CONNECT', `websocket to ${address}: ${text}${after}`, { retryable, cause });
 
-  if (raw === 'TIMEOUT') return fail(`the WebSocket did not open within ${timeoutMs} ms (connectionTimeout): the server accepted no upgrade in time`, true);
+  if (raw === 'TIMEOUT')
+    return fail(
+      `the WebSocket did not open within ${timeoutMs} ms (connectionTimeout): the server accepted no upgrade in time`,
+      true,
+    );
   const { host, path } = parts(address);
-  if (code === 'ECONNREFUSED' || /ECONNREFUSED|connection refused/i.test(raw)) return fail(`connection refused: nothing listens at ${host}${said}`, true);
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || /ENOTFOUND|EAI_AGAIN|getaddrinfo/i.test(raw)) return fail(`cannot resolve the host ${host}${said}`, true);
+  if (code === 'ECONNREFUSED' || /ECONNREFUSED|connection refused/i.test(raw))
+    return fail(`connection refused: nothing listens at ${host}${said}`, true);
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || /ENOTFOUND|EAI_AGAIN|getaddrinfo/i.test(raw))
+    return fail(`cannot resolve the host ${host}${said}`, true);
   if ((code !== undefined && TLS_CODE.test(code)) || /certificate/i.test(raw)) {
-    return fail(`the server's TLS certificate was refused${said}; check the CA the runtime trusts and the host name`, false);
+    return fail(
+      `the server's TLS certificate was refused${said}; check the CA the runtime trusts and the host name`,
+      false,
+    );
   }
   const status = httpStatus(raw);
   if (status === 404) {
-    return fail(`the server answered HTTP 404: nothing serves WebSockets at the path "${path}" (is the path right? a lanemux ws-server listens at "/lanemux" by default)`, false);
+    return fail(
+      `the server answered HTTP 404: nothing serves WebSockets at the path "${path}" (is the path right? a lanemux ws-server listens at "/lanemux" by default)`,
+      false,
+    );
   }
   if (status !== undefined) {
     // Overload and gateway answers can pass; any other answer will be given again.
     const transient = status >= 500 || status === 408 || status === 429;
-    return fail(`the server answered HTTP ${status} instead of upgrading to WebSocket: this is not a lanemux WebSocket endpoint, or something in front of it refused`, transient);
+    return fail(
+      `the server answered HTTP ${status} instead of upgrading to WebSocket: this is not a lanemux WebSocket endpoint, or something in front of it refused`,
+      transient,
+    );
   }
   if (code === 'ECONNRESET' || /ECONNRESET|socket hang up/i.test(raw)) {
-    return fail(`the server closed the connection during the WebSocket upgrade: it does not speak WebSocket at this address${said}`, true);
+    return fail(
+      `the server closed the connection during the WebSocket upgrade: it does not speak WebSocket at this address${said}`,
+      true,
+    );
   }
   if (raw === '') {
     // Browsers hide why on purpose (no network detail reaches the page); the console has it.
-    return fail(`the WebSocket did not open and the runtime gave no reason: nothing listens there, the path is wrong, or it is not a WebSocket server (the browser console says which)`, true);
+    return fail(
+      `the WebSocket did not open and the runtime gave no reason: nothing listens there, the path is wrong, or it is not a WebSocket server (the browser console says which)`,
+      true,
+    );
   }
   return fail(`the WebSocket did not open${said}`, true);
 }

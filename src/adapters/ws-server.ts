@@ -62,7 +62,9 @@ export interface WebSocketServerTransportOptions {
 const optionsSchema = z.object({
   host: z._default(z.string().check(z.minLength(1)), '127.0.0.1'),
   port: z._default(int(0, 65535), 0),
-  server: z.optional(z.custom<HttpServer>((v) => typeof v === 'object' && v !== null && 'listen' in v, 'not an http.Server')),
+  server: z.optional(
+    z.custom<HttpServer>((v) => typeof v === 'object' && v !== null && 'listen' in v, 'not an http.Server'),
+  ),
   path: z._default(z.string().check(z.startsWith('/')), '/lanemux'),
   ...admissionSchema,
   closeGraceMs: z._default(int(0, 600_000), 2_000),
@@ -96,14 +98,20 @@ class WsServerAdapter implements TransportAdapter {
     const o = this.#o;
     // No `path` option: `ws` answers an upgrade at another path with a bare 400, which a client
     // cannot tell from a malformed request. verifyClient runs after ws's own header checks.
-    const verifyClient = (info: { req: { url?: string | undefined } }, done: (ok: boolean, code?: number, message?: string) => void): void => {
+    const verifyClient = (
+      info: { req: { url?: string | undefined } },
+      done: (ok: boolean, code?: number, message?: string) => void,
+    ): void => {
       const url = info.req.url ?? '/';
       const q = url.indexOf('?');
       if ((q < 0 ? url : url.slice(0, q)) === o.path) done(true);
       else done(false, 404, 'Not Found');
     };
     const common = { verifyClient, maxPayload: host.maxMessageSize, perMessageDeflate: false, clientTracking: true };
-    const wss = o.server !== undefined ? new WebSocketServer({ ...common, server: o.server }) : new WebSocketServer({ ...common, host: o.host, port: o.port });
+    const wss =
+      o.server !== undefined
+        ? new WebSocketServer({ ...common, server: o.server })
+        : new WebSocketServer({ ...common, host: o.host, port: o.port });
     this.#wss = wss;
     if (o.server === undefined) {
       await new Promise<void>((resolve, reject) => {
@@ -128,7 +136,10 @@ class WsServerAdapter implements TransportAdapter {
       const conn = new MessageSocketConnection(driver, remote, host.frameLimit, this.#limits, o.closeGraceMs, 0);
       driver.adopt(conn);
       const hostHeader = req.headers.host ?? '127.0.0.1';
-      conn.request = { url: `${secure ? 'wss' : 'ws'}://${hostHeader}${req.url ?? '/'}`, headers: headerRecord(req.headers) };
+      conn.request = {
+        url: `${secure ? 'wss' : 'ws'}://${hostHeader}${req.url ?? '/'}`,
+        headers: headerRecord(req.headers),
+      };
       host.accept(conn);
     });
     let addr: ReturnType<WebSocketServer['address']> | null;
@@ -137,7 +148,10 @@ class WsServerAdapter implements TransportAdapter {
     } catch {
       addr = null;
     }
-    if (addr === null || typeof addr !== 'object') throw new ConfigError('server', 'the HTTP server is not listening (call server.listen() first)', { where: 'webSocketServerTransport' });
+    if (addr === null || typeof addr !== 'object')
+      throw new ConfigError('server', 'the HTTP server is not listening (call server.listen() first)', {
+        where: 'webSocketServerTransport',
+      });
     const hostName = o.server !== undefined ? addr.address : o.host;
     // An https.Server (a tls.Server) behind this adapter serves `wss://`.
     const scheme = o.server instanceof TlsServer ? 'wss' : 'ws';
@@ -145,7 +159,14 @@ class WsServerAdapter implements TransportAdapter {
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
-    queueMicrotask(() => events.fail(new TransportError('ERR_UNSUPPORTED_ADDRESS', `the ws server adapter does not dial (${request.address}); use webSocketClientTransport`)));
+    queueMicrotask(() =>
+      events.fail(
+        new TransportError(
+          'ERR_UNSUPPORTED_ADDRESS',
+          `the ws server adapter does not dial (${request.address}); use webSocketClientTransport`,
+        ),
+      ),
+    );
     return { close() {} };
   }
 
@@ -155,7 +176,8 @@ class WsServerAdapter implements TransportAdapter {
     const err = new TransportError('ERR_CLOSED', 'websocket server closing');
     const closing = [...this.#conns].map((c) => c.closeAndWait(err));
     const wss = this.#wss;
-    const serverClosed = wss === undefined ? Promise.resolve() : new Promise<void>((resolve) => wss.close(() => resolve()));
+    const serverClosed =
+      wss === undefined ? Promise.resolve() : new Promise<void>((resolve) => wss.close(() => resolve()));
     await Promise.all([...closing, serverClosed]);
   }
 }

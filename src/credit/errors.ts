@@ -80,5 +80,8 @@ export function creditViolation(
       : kind === 'TerminalAlreadySpent'
         ? 'a second terminal'
         : 'a record beyond the granted window';
-  return new CreditError('ERR_CREDIT_VIOLATION', `credit violation: peer sent ${what}${detail === undefined ? '' : ` (${detail})`}`);
+  return new CreditError(
+    'ERR_CREDIT_VIOLATION',
+    `credit violation: peer sent ${what}${detail === undefined ? '' : ` (${detail})`}`,
+  );
 }

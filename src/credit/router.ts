@@ -38,7 +38,10 @@ export class CreditRouter<R = string | number> {
       this.#requests.set(request, entry);
     }
     if (entry.streams.includes(stream)) {
-      throw new CreditError('ERR_INVALID_ARGUMENT', `a gate is already registered for stream ${String(stream)} of this request`);
+      throw new CreditError(
+        'ERR_INVALID_ARGUMENT',
+        `a gate is already registered for stream ${String(stream)} of this request`,
+      );
     }
     entry.streams.push(stream);
     entry.gates.push(gate);

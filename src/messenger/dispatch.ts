@@ -70,7 +70,11 @@ export class Dispatcher {
       case Kind.Notice:
         return this.#faults.onNotice(st, lane, bytes);
       default:
-        return this.#faults.malformed(st, lane, `unknown message kind 0x${(bytes[0] ?? 0).toString(16).padStart(2, '0')}`);
+        return this.#faults.malformed(
+          st,
+          lane,
+          `unknown message kind 0x${(bytes[0] ?? 0).toString(16).padStart(2, '0')}`,
+        );
     }
   }
 

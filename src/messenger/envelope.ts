@@ -43,7 +43,9 @@ export const BATCH_ENVELOPE_BYTES = 1;
 export const MAX_HANDLER_NAME_BYTES = 255;
 
 /** The 16 reserved batch handler names, index = lane (docs/protocol.md §4.1). */
-export const BATCH_HANDLER_NAMES: readonly string[] = Array.from({ length: MAX_LANES }, (_, k) => (k === 0 ? '_stream_batch' : `_stream_batch.${k}`));
+export const BATCH_HANDLER_NAMES: readonly string[] = Array.from({ length: MAX_LANES }, (_, k) =>
+  k === 0 ? '_stream_batch' : `_stream_batch.${k}`,
+);
 
 const RESERVED = new Set(BATCH_HANDLER_NAMES);
 

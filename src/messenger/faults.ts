@@ -17,9 +17,22 @@ import type { MessengerErrorEvent, MessengerStats, PeerId } from './types.ts';
 /** The no-caller channel of one messenger (see the file comment). */
 export class Faults {
   /** The counters of `stats()` (but `refused`), bumped in place. */
-  readonly counts = { handlerErrors: 0, unknownHandler: 0, remoteNotices: 0, lateReplies: 0, malformed: 0, idleClosed: 0 };
+  readonly counts = {
+    handlerErrors: 0,
+    unknownHandler: 0,
+    remoteNotices: 0,
+    lateReplies: 0,
+    malformed: 0,
+    idleClosed: 0,
+  };
   /** Connections the transport refused or evicted, by reason. */
-  readonly refused: Record<RefusalReason, number> = { unauthenticated: 0, worker_id_in_use: 0, handshake_evicted: 0, link_evicted: 0, frame_deadline: 0 };
+  readonly refused: Record<RefusalReason, number> = {
+    unauthenticated: 0,
+    worker_id_in_use: 0,
+    handshake_evicted: 0,
+    link_evicted: 0,
+    frame_deadline: 0,
+  };
   readonly #selfId: PeerId;
   readonly #listeners = new Set<(event: MessengerErrorEvent) => void>();
   #warned = false;
@@ -48,7 +61,9 @@ export class Faults {
       // Nobody listens: say it once so a broken handler is not silent, then only count.
       if (!this.#warned) {
         this.#warned = true;
-        console.warn(`lanemux messenger: ${event.source} error${event.handler ? ` in "${event.handler}"` : ''}: ${describeThrown(event.error)} (further errors are only counted; use onError)`);
+        console.warn(
+          `lanemux messenger: ${event.source} error${event.handler ? ` in "${event.handler}"` : ''}: ${describeThrown(event.error)} (further errors are only counted; use onError)`,
+        );
       }
       return;
     }
@@ -66,7 +81,11 @@ export class Faults {
     this.counts.unknownHandler++;
     if (st.noticed.has(name) || st.noticed.size >= 64) return;
     st.noticed.add(name);
-    const body = encodeErrorBody({ code: 'ERR_UNKNOWN_HANDLER', message: `no handler named "${name}" on worker ${this.#selfId}; such messages are dropped`, handler: name });
+    const body = encodeErrorBody({
+      code: 'ERR_UNKNOWN_HANDLER',
+      message: `no handler named "${name}" on worker ${this.#selfId}; such messages are dropped`,
+      handler: name,
+    });
     const notice = new Uint8Array(1 + body.byteLength);
     notice[0] = Kind.Notice;
     notice.set(body, 1);
@@ -82,13 +101,17 @@ export class Faults {
       source: 'remote',
       peer: st.id,
       handler: body.handler,
-      error: new RemoteError(st.id, body.code, `peer ${st.id} reports: ${body.message}`, { retryable: body.retryable ?? false }),
+      error: new RemoteError(st.id, body.code, `peer ${st.id} reports: ${body.message}`, {
+        retryable: body.retryable ?? false,
+      }),
     });
   }
 
   /** The peer broke the envelope: GOAWAY with the reason and close the link. */
   malformed(st: PeerState, lane: number, what: string): void {
     this.counts.malformed++;
-    st.link.close(new TransportError('ERR_MALFORMED_ENVELOPE', `malformed envelope on lane ${lane} from ${st.id}: ${what}`));
+    st.link.close(
+      new TransportError('ERR_MALFORMED_ENVELOPE', `malformed envelope on lane ${lane} from ${st.id}: ${what}`),
+    );
   }
 }

@@ -53,7 +53,10 @@ export class Handlers {
       throw new MessengerError('ERR_INVALID_HANDLER', `"${name}" is reserved for the mux; use registerBatchHandler`);
     }
     if (typeof name !== 'string' || encodeName(name) === undefined) {
-      throw new MessengerError('ERR_INVALID_HANDLER', `handler names are 1..255 bytes of UTF-8, got ${JSON.stringify(name)}`);
+      throw new MessengerError(
+        'ERR_INVALID_HANDLER',
+        `handler names are 1..255 bytes of UTF-8, got ${JSON.stringify(name)}`,
+      );
     }
   }
 }

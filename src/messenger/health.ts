@@ -41,7 +41,10 @@ export class Health {
     const admission = st.link.send(0, idHead(Kind.Ping, id));
     return new Promise<number>((resolve, reject) => {
       const timer = setUnrefTimeout(() => {
-        if (st.pings.delete(id)) reject(new MessengerError('ERR_TIMEOUT', `ping to ${st.id} unanswered after ${timeoutMs} ms`, { retryable: true }));
+        if (st.pings.delete(id))
+          reject(
+            new MessengerError('ERR_TIMEOUT', `ping to ${st.id} unanswered after ${timeoutMs} ms`, { retryable: true }),
+          );
       }, timeoutMs);
       st.pings.set(id, {
         start: nowMs(),
@@ -105,7 +108,12 @@ export class Health {
         (error: LanemuxError) => {
           st.healthPending = false;
           if (st.dead) return;
-          st.link.close(new MessengerError('ERR_HEALTH_CHECK_FAILED', `health check of ${st.id} failed: ${error.message}`, { retryable: true, cause: error }));
+          st.link.close(
+            new MessengerError('ERR_HEALTH_CHECK_FAILED', `health check of ${st.id} failed: ${error.message}`, {
+              retryable: true,
+              cause: error,
+            }),
+          );
         },
       );
     }
@@ -128,7 +136,13 @@ export class Health {
       (error: LanemuxError) => {
         st.contestPending = false;
         if (st.dead || st.received !== before) return;
-        st.link.close(new MessengerError('ERR_HEALTH_CHECK_FAILED', `link to ${st.id} did not answer a check after another connection claimed its worker id: ${error.message}`, { retryable: true, cause: error }));
+        st.link.close(
+          new MessengerError(
+            'ERR_HEALTH_CHECK_FAILED',
+            `link to ${st.id} did not answer a check after another connection claimed its worker id: ${error.message}`,
+            { retryable: true, cause: error },
+          ),
+        );
       },
     );
   }

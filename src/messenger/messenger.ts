@@ -41,7 +41,14 @@ import { resolveOptions, tickMs, type MessengerOptions, type ResolvedOptions } f
 import type { PeerState } from './peer-state.ts';
 import { PeerTable } from './peers.ts';
 import { Unary } from './unary.ts';
-import { checkTimeout, clearUnrefInterval, randomInstanceId, randomU64, setUnrefInterval, type TimerHandle } from './runtime.ts';
+import {
+  checkTimeout,
+  clearUnrefInterval,
+  randomInstanceId,
+  randomU64,
+  setUnrefInterval,
+  type TimerHandle,
+} from './runtime.ts';
 import type {
   Admission,
   DialEndedEvent,
@@ -189,7 +196,8 @@ class MessengerImpl implements Messenger {
   #target(peer: PeerId, lane: number): PeerState | LanemuxError {
     if (this.#closed) return new MessengerError('ERR_CLOSED', 'the messenger is closed');
     const st = this.#peers.get(peer);
-    if (st === undefined) return new TransportError('ERR_UNKNOWN_PEER', `no connected peer ${peer}`, { retryable: true });
+    if (st === undefined)
+      return new TransportError('ERR_UNKNOWN_PEER', `no connected peer ${peer}`, { retryable: true });
     if (!Number.isInteger(lane) || lane < 0 || lane >= st.link.lanes) {
       return new TransportError('ERR_BAD_LANE', `lane ${lane} is outside 0..${st.link.lanes - 1} for peer ${peer}`);
     }
@@ -202,7 +210,10 @@ class MessengerImpl implements Messenger {
     let head = this.#nameHeads.get(name);
     if (head === undefined) {
       const bytes = isReservedName(name) ? undefined : encodeName(name);
-      if (bytes === undefined) return Promise.reject(new MessengerError('ERR_INVALID_HANDLER', `cannot send to handler name ${JSON.stringify(name)}`));
+      if (bytes === undefined)
+        return Promise.reject(
+          new MessengerError('ERR_INVALID_HANDLER', `cannot send to handler name ${JSON.stringify(name)}`),
+        );
       head = messageHead(bytes);
       // Cache heads of the (few) names an application uses; bounded so arbitrary names cannot grow it.
       if (this.#nameHeads.size < 1024) this.#nameHeads.set(name, head);
@@ -217,7 +228,13 @@ class MessengerImpl implements Messenger {
     const st = this.#target(peer, lane);
     if (st instanceof LanemuxError) return Promise.reject(st);
     if (options?.epoch !== undefined && options.epoch !== st.info.epoch) {
-      return Promise.reject(new TransportError('ERR_PEER_GONE', `the link of epoch ${options.epoch} to ${peer} is gone (current epoch ${st.info.epoch})`, { retryable: true }));
+      return Promise.reject(
+        new TransportError(
+          'ERR_PEER_GONE',
+          `the link of epoch ${options.epoch} to ${peer} is gone (current epoch ${st.info.epoch})`,
+          { retryable: true },
+        ),
+      );
     }
     const size = BATCH_ENVELOPE_BYTES + payload.byteLength;
     if (size > st.link.maxMessageSize) return Promise.reject(tooLarge(size, st));
@@ -225,7 +242,12 @@ class MessengerImpl implements Messenger {
     return st.link.send(lane, BATCH_HEAD, payload);
   }
 
-  request(peer: PeerId, name: string, body: unknown, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<unknown> {
+  request(
+    peer: PeerId,
+    name: string,
+    body: unknown,
+    options: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<unknown> {
     const st = this.#target(peer, 0);
     if (st instanceof LanemuxError) return Promise.reject(st);
     return this.#unary.request(st, peer, name, body, options);
@@ -259,7 +281,9 @@ class MessengerImpl implements Messenger {
 
   disconnect(peer: PeerId, reason: string | Error = 'disconnected by the application'): void {
     const error =
-      reason instanceof LanemuxError ? reason : new MessengerError('ERR_CLOSED', typeof reason === 'string' ? reason : reason.message, { cause: reason });
+      reason instanceof LanemuxError
+        ? reason
+        : new MessengerError('ERR_CLOSED', typeof reason === 'string' ? reason : reason.message, { cause: reason });
     this.#peers.get(peer)?.link.close(error);
   }
 

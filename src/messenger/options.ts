@@ -96,7 +96,14 @@ const healthSchema = z.object({
 });
 
 const optionsSchema = z.object({
-  transports: z.array(z.custom<TransportAdapter>((v) => typeof v === 'object' && v !== null && 'dial' in v && 'listen' in v, 'not a TransportAdapter')).check(z.minLength(1)),
+  transports: z
+    .array(
+      z.custom<TransportAdapter>(
+        (v) => typeof v === 'object' && v !== null && 'dial' in v && 'listen' in v,
+        'not a TransportAdapter',
+      ),
+    )
+    .check(z.minLength(1)),
   workerId: z.optional(z.bigint().check(z.gte(0n), z.lte(0xffff_ffff_ffff_ffffn))),
   instanceId: z.optional(str(64, 1)),
   transportKeys: z._default(z.array(str(128, 1)).check(z.maxLength(64)), []),
@@ -114,7 +121,12 @@ const optionsSchema = z.object({
   protocolVersion: z._default(int(0, 0xffff), PROTOCOL_VERSION),
   receiveWindow: z.optional(int(1, 2 ** 42)),
   authenticate: z.optional(z.custom<Authenticate>((v) => typeof v === 'function', 'not a function')),
-  credential: z.optional(z.custom<CredentialSource>((v) => typeof v === 'function' || (typeof v === 'string' && v.length <= MAX_CREDENTIAL_LENGTH), `not a function or a string of at most ${MAX_CREDENTIAL_LENGTH} characters`)),
+  credential: z.optional(
+    z.custom<CredentialSource>(
+      (v) => typeof v === 'function' || (typeof v === 'string' && v.length <= MAX_CREDENTIAL_LENGTH),
+      `not a function or a string of at most ${MAX_CREDENTIAL_LENGTH} characters`,
+    ),
+  ),
   idleTimeoutMs: z._default(int(0, 86_400_000), 600_000),
   isBusy: z.optional(z.custom<(peer: PeerInfo) => boolean>((v) => typeof v === 'function', 'not a function')),
 });

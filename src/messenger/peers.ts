@@ -73,7 +73,13 @@ export class PeerTable {
     if (st.dead) return;
     st.dead = true;
     if (this.byId.get(st.id) === st) this.byId.delete(st.id);
-    const fail = error.code === 'ERR_CLOSED' ? error : new TransportError('ERR_PEER_GONE', `peer ${st.id} is gone: ${error.message}`, { retryable: true, cause: error });
+    const fail =
+      error.code === 'ERR_CLOSED'
+        ? error
+        : new TransportError('ERR_PEER_GONE', `peer ${st.id} is gone: ${error.message}`, {
+            retryable: true,
+            cause: error,
+          });
     for (const p of [...st.requests.values()]) p.reject(fail);
     for (const p of [...st.pings.values()]) p.reject(fail);
     st.pings.clear();
@@ -102,7 +108,9 @@ export class PeerTable {
       st.idleTicks++;
       if (limit > 0 && st.idleTicks * this.#tickMs >= limit) {
         this.#faults.counts.idleClosed++;
-        st.link.close(new TransportError('ERR_IDLE', `link to ${st.id} carried nothing for ${limit} ms`, { retryable: true }));
+        st.link.close(
+          new TransportError('ERR_IDLE', `link to ${st.id} carried nothing for ${limit} ms`, { retryable: true }),
+        );
       }
     }
   }

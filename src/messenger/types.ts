@@ -110,7 +110,9 @@ export interface MessengerStats {
    * claimed a live link's worker id without proof), `handshake_evicted`, `link_evicted`,
    * `frame_deadline`.
    */
-  readonly refused: Readonly<Record<'unauthenticated' | 'worker_id_in_use' | 'handshake_evicted' | 'link_evicted' | 'frame_deadline', number>>;
+  readonly refused: Readonly<
+    Record<'unauthenticated' | 'worker_id_in_use' | 'handshake_evicted' | 'link_evicted' | 'frame_deadline', number>
+  >;
 }
 
 /** The messenger as the mux and stream layers see it. */
@@ -141,7 +143,12 @@ export interface Messenger {
    */
   sendBatch(peer: PeerId, lane: number, payload: Uint8Array, options?: { epoch?: number }): Admission;
   /** Unary request/response (MessagePack body), with a timeout (default 10 s) and an AbortSignal. */
-  request(peer: PeerId, name: string, body: unknown, options?: { timeoutMs?: number; signal?: AbortSignal }): Promise<unknown>;
+  request(
+    peer: PeerId,
+    name: string,
+    body: unknown,
+    options?: { timeoutMs?: number; signal?: AbortSignal },
+  ): Promise<unknown>;
 
   /** Dial an address; resolves with the peer once the hello exchange completed (default timeout 10 s). */
   connect(address: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<PeerInfo>;

@@ -9,7 +9,17 @@ import { LanemuxError } from '../errors.ts';
 import { TransportError, describeThrown } from '../transport/errors.ts';
 import { decodeBounded, encodeShared, minEncodedSize } from '../wire/msgpack.ts';
 import { swallow, tooLarge } from './admission.ts';
-import { Kind, decodeErrorBody, decodeName, encodeErrorBody, encodeName, idHead, isReservedName, readU32, requestHead } from './envelope.ts';
+import {
+  Kind,
+  decodeErrorBody,
+  decodeName,
+  encodeErrorBody,
+  encodeName,
+  idHead,
+  isReservedName,
+  readU32,
+  requestHead,
+} from './envelope.ts';
 import { MessengerError, RemoteError } from './errors.ts';
 import type { Faults } from './faults.ts';
 import type { Handlers, RegisteredHandler } from './handlers.ts';
@@ -36,16 +46,34 @@ export class Unary {
   }
 
   /** `Messenger.request` toward `st` (the composition resolved `peer` to it). */
-  request(st: PeerState, peer: PeerId, name: string, body: unknown, options: { timeoutMs?: number; signal?: AbortSignal }): Promise<unknown> {
+  request(
+    st: PeerState,
+    peer: PeerId,
+    name: string,
+    body: unknown,
+    options: { timeoutMs?: number; signal?: AbortSignal },
+  ): Promise<unknown> {
     const signal = options.signal;
-    if (signal?.aborted) return Promise.reject(new MessengerError('ERR_ABORTED', `request "${name}" to ${peer} aborted before it was sent`, { cause: signal.reason }));
+    if (signal?.aborted)
+      return Promise.reject(
+        new MessengerError('ERR_ABORTED', `request "${name}" to ${peer} aborted before it was sent`, {
+          cause: signal.reason,
+        }),
+      );
     const nameBytes = isReservedName(name) ? undefined : encodeName(name);
-    if (nameBytes === undefined) return Promise.reject(new MessengerError('ERR_INVALID_HANDLER', `cannot send a request to handler name ${JSON.stringify(name)}`));
+    if (nameBytes === undefined)
+      return Promise.reject(
+        new MessengerError('ERR_INVALID_HANDLER', `cannot send a request to handler name ${JSON.stringify(name)}`),
+      );
     const timeoutMs = options.timeoutMs ?? this.#o.requestTimeoutMs;
     const badTimeout = checkTimeout(`request "${name}"`, timeoutMs);
     if (badTimeout !== undefined) return Promise.reject(badTimeout);
     if (this.#pendingRequests >= this.#o.maxPendingRequests) {
-      return Promise.reject(new MessengerError('ERR_BUSY', `${this.#pendingRequests} requests are already pending (maxPendingRequests)`, { retryable: true }));
+      return Promise.reject(
+        new MessengerError('ERR_BUSY', `${this.#pendingRequests} requests are already pending (maxPendingRequests)`, {
+          retryable: true,
+        }),
+      );
     }
     // Refuse a body that cannot fit before the encoder grows a buffer for it (6 = kind, id, name length).
     const least = 6 + nameBytes.byteLength + minEncodedSize(body);
@@ -54,7 +82,13 @@ export class Unary {
     try {
       encoded = encodeShared(body);
     } catch (cause) {
-      return Promise.reject(new MessengerError('ERR_INVALID_ARGUMENT', `request body for "${name}" cannot be encoded as MessagePack: ${describeThrown(cause)}`, { cause }));
+      return Promise.reject(
+        new MessengerError(
+          'ERR_INVALID_ARGUMENT',
+          `request body for "${name}" cannot be encoded as MessagePack: ${describeThrown(cause)}`,
+          { cause },
+        ),
+      );
     }
     const id = st.allocId(st.requests);
     const head = requestHead(id, nameBytes);
@@ -81,7 +115,8 @@ export class Unary {
         if (!st.dead) swallow(st.link.send(0, idHead(Kind.Cancel, id)));
         reject(error);
       };
-      const onAbort = (): void => giveUp(new MessengerError('ERR_ABORTED', `request "${name}" to ${peer} aborted`, { cause: signal?.reason }));
+      const onAbort = (): void =>
+        giveUp(new MessengerError('ERR_ABORTED', `request "${name}" to ${peer} aborted`, { cause: signal?.reason }));
       const pending: PendingRequest = {
         name,
         resolve: (value) => {
@@ -93,7 +128,12 @@ export class Unary {
       };
       st.requests.set(id, pending);
       timer = setUnrefTimeout(
-        () => giveUp(new MessengerError('ERR_TIMEOUT', `request "${name}" to ${peer} got no reply within ${timeoutMs} ms`, { retryable: true })),
+        () =>
+          giveUp(
+            new MessengerError('ERR_TIMEOUT', `request "${name}" to ${peer} got no reply within ${timeoutMs} ms`, {
+              retryable: true,
+            }),
+          ),
         timeoutMs,
       );
       signal?.addEventListener('abort', onAbort, { once: true });
@@ -111,21 +151,42 @@ export class Unary {
     const handler = this.#handlers.get(name);
     if (handler === undefined) {
       this.#faults.counts.unknownHandler++;
-      this.#replyError(st, lane, id, 'ERR_UNKNOWN_HANDLER', `no request handler named "${name}" on worker ${this.#selfId}`, false);
+      this.#replyError(
+        st,
+        lane,
+        id,
+        'ERR_UNKNOWN_HANDLER',
+        `no request handler named "${name}" on worker ${this.#selfId}`,
+        false,
+      );
       return;
     }
     if (st.inflight.has(id)) {
       return this.#faults.malformed(st, lane, `REQUEST id ${id} reused while its handler still runs`);
     }
     if (st.inflight.size >= this.#o.maxInflightRequests) {
-      this.#replyError(st, lane, id, 'ERR_BUSY', `worker ${this.#selfId} already runs ${st.inflight.size} requests from you`, true);
+      this.#replyError(
+        st,
+        lane,
+        id,
+        'ERR_BUSY',
+        `worker ${this.#selfId} already runs ${st.inflight.size} requests from you`,
+        true,
+      );
       return;
     }
     let body: unknown;
     try {
       body = decodeBounded(bytes.subarray(6 + n));
     } catch (cause) {
-      this.#replyError(st, lane, id, 'ERR_MALFORMED_ENVELOPE', `request body for "${name}" is not valid MessagePack: ${describeThrown(cause)}`, false);
+      this.#replyError(
+        st,
+        lane,
+        id,
+        'ERR_MALFORMED_ENVELOPE',
+        `request body for "${name}" is not valid MessagePack: ${describeThrown(cause)}`,
+        false,
+      );
       return;
     }
     // A handler registered with `signal: false` is called without one: no AbortController per
@@ -135,7 +196,10 @@ export class Unary {
     st.inflight.set(id, entry);
     let result: unknown;
     try {
-      result = controller === null ? (handler.fn as UnsignalledRequestHandler)(st.id, body) : handler.fn(st.id, body, controller.signal);
+      result =
+        controller === null
+          ? (handler.fn as UnsignalledRequestHandler)(st.id, body)
+          : handler.fn(st.id, body, controller.signal);
     } catch (error) {
       st.inflight.delete(id);
       this.#replyThrown(st, lane, id, name, error);
@@ -164,19 +228,40 @@ export class Unary {
     if (st.dead) return;
     const least = 5 + minEncodedSize(value);
     if (least > st.link.maxMessageSize) {
-      this.#replyError(st, lane, id, 'ERR_FRAME_TOO_LARGE', `the result of "${name}" is at least ${least} bytes, over the ${st.link.maxMessageSize}-byte limit`, false);
+      this.#replyError(
+        st,
+        lane,
+        id,
+        'ERR_FRAME_TOO_LARGE',
+        `the result of "${name}" is at least ${least} bytes, over the ${st.link.maxMessageSize}-byte limit`,
+        false,
+      );
       return;
     }
     let encoded: Uint8Array;
     try {
       encoded = encodeShared(value);
     } catch (cause) {
-      this.#replyError(st, lane, id, 'ERR_HANDLER_FAILED', `the result of "${name}" cannot be encoded as MessagePack: ${describeThrown(cause)}`, false);
+      this.#replyError(
+        st,
+        lane,
+        id,
+        'ERR_HANDLER_FAILED',
+        `the result of "${name}" cannot be encoded as MessagePack: ${describeThrown(cause)}`,
+        false,
+      );
       return;
     }
     const size = 5 + encoded.byteLength;
     if (size > st.link.maxMessageSize) {
-      this.#replyError(st, lane, id, 'ERR_FRAME_TOO_LARGE', `the result of "${name}" is ${size} bytes, over the ${st.link.maxMessageSize}-byte limit`, false);
+      this.#replyError(
+        st,
+        lane,
+        id,
+        'ERR_FRAME_TOO_LARGE',
+        `the result of "${name}" is ${size} bytes, over the ${st.link.maxMessageSize}-byte limit`,
+        false,
+      );
       return;
     }
     swallow(st.link.send(lane, idHead(Kind.Response, id), encoded));
@@ -195,7 +280,13 @@ export class Unary {
 
   #replyError(st: PeerState, lane: number, id: number, code: string, message: string, retryable: boolean): void {
     if (st.dead) return;
-    swallow(st.link.send(lane, idHead(Kind.ErrorResponse, id), encodeErrorBody({ code: code.slice(0, 64), message: message.slice(0, 4096), retryable })));
+    swallow(
+      st.link.send(
+        lane,
+        idHead(Kind.ErrorResponse, id),
+        encodeErrorBody({ code: code.slice(0, 64), message: message.slice(0, 4096), retryable }),
+      ),
+    );
   }
 
   /** A RESPONSE or ERROR_RESPONSE: settle the pending request, if still pending. */
@@ -212,7 +303,13 @@ export class Unary {
       try {
         value = decodeBounded(bytes.subarray(5));
       } catch (cause) {
-        pending.reject(new TransportError('ERR_MALFORMED_ENVELOPE', `reply to "${pending.name}" from ${st.id} is not valid MessagePack`, { cause }));
+        pending.reject(
+          new TransportError(
+            'ERR_MALFORMED_ENVELOPE',
+            `reply to "${pending.name}" from ${st.id} is not valid MessagePack`,
+            { cause },
+          ),
+        );
         return;
       }
       pending.resolve(value);
@@ -220,16 +317,25 @@ export class Unary {
     }
     const body = decodeErrorBody(bytes.subarray(5));
     if (body === undefined) {
-      pending.reject(new TransportError('ERR_MALFORMED_ENVELOPE', `error reply to "${pending.name}" from ${st.id} is malformed`));
+      pending.reject(
+        new TransportError('ERR_MALFORMED_ENVELOPE', `error reply to "${pending.name}" from ${st.id} is malformed`),
+      );
       return;
     }
-    pending.reject(new RemoteError(st.id, body.code, `${pending.name} on ${st.id}: ${body.message}`, { retryable: body.retryable ?? false }));
+    pending.reject(
+      new RemoteError(st.id, body.code, `${pending.name} on ${st.id}: ${body.message}`, {
+        retryable: body.retryable ?? false,
+      }),
+    );
   }
 
   /** A CANCEL: the caller gave up; abort the handler's signal (its reply is then not sent). */
   onCancel(st: PeerState, lane: number, bytes: Uint8Array): void {
     if (bytes.byteLength !== 5) return this.#faults.malformed(st, lane, 'CANCEL of the wrong length');
-    abortInflight(st.inflight.get(readU32(bytes, 1)), new MessengerError('ERR_ABORTED', 'the caller cancelled the request'));
+    abortInflight(
+      st.inflight.get(readU32(bytes, 1)),
+      new MessengerError('ERR_ABORTED', 'the caller cancelled the request'),
+    );
   }
 }
 

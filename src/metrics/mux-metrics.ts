@@ -176,7 +176,10 @@ export class MuxMetrics {
     DROP_NAMES.forEach((n, i) => (s[`${mux}records_dropped_total{reason="${n}"}`] = this.recordsDropped[i]!));
     RECORD_TYPE_NAMES.forEach((n, i) => (s[`${mux}records_sent_total{record_type="${n}"}`] = this.recordsSent[i]!));
     WAKE_NAMES.forEach((n, i) => (s[`${mux}batcher_wakes_total{source="${n}"}`] = this.batcherWakes[i]!));
-    for (const [dir, h] of [['sent', this.recordsPerBatchSent], ['received', this.recordsPerBatchReceived]] as const) {
+    for (const [dir, h] of [
+      ['sent', this.recordsPerBatchSent],
+      ['received', this.recordsPerBatchReceived],
+    ] as const) {
       let cum = 0;
       h.bounds.forEach((b, i) => {
         cum += h.counts[i]!;

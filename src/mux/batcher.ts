@@ -280,26 +280,53 @@ export class Batcher implements SlotBatcher {
    * Open a slot for (anchor, session) holding `credit` (the advertised window). Resolves once the
    * OpenSlot batch is admitted (the awaited open ack), with the slot ready for records.
    */
-  openSlot(anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner, slotByteBudget = this.#host.config.slotByteBudget): Promise<EgressSlot> {
-    if (this.retired) return Promise.reject(new MuxError('ERR_CLOSED', 'batcher retired; re-resolve', { retryable: true }));
+  openSlot(
+    anchorId: bigint,
+    sessionId: bigint,
+    credit: number,
+    owner: EgressSlotOwner,
+    slotByteBudget = this.#host.config.slotByteBudget,
+  ): Promise<EgressSlot> {
+    if (this.retired)
+      return Promise.reject(new MuxError('ERR_CLOSED', 'batcher retired; re-resolve', { retryable: true }));
     if (this.#parked && this.#pendingOpens.length >= OPEN_QUEUE_DEPTH) {
       // The open queue is full while the peer is congested: the attach waits for room.
       return new Promise((resolve, reject) => {
-        this.#openRoom.push({ retry: () => this.openSlot(anchorId, sessionId, credit, owner, slotByteBudget).then(resolve, reject), reject });
+        this.#openRoom.push({
+          retry: () => this.openSlot(anchorId, sessionId, credit, owner, slotByteBudget).then(resolve, reject),
+          reject,
+        });
       });
     }
     if (this.#cap < OPEN_BATCH_BYTES) {
       // A cap this small (29..44 bytes) passes the batch-cap clamp but cannot carry an OpenSlot: refuse
       // before an index is taken and the slot counted live.
       return Promise.reject(
-        new MuxError('ERR_RECORD_TOO_LARGE', `the ${this.#cap}-byte batch cap toward ${this.peer} cannot carry an OpenSlot (${OPEN_BATCH_BYTES} bytes): raise maxBatchBytes or the transport's message size`),
+        new MuxError(
+          'ERR_RECORD_TOO_LARGE',
+          `the ${this.#cap}-byte batch cap toward ${this.peer} cannot carry an OpenSlot (${OPEN_BATCH_BYTES} bytes): raise maxBatchBytes or the transport's message size`,
+        ),
       );
     }
-        if (this.liveSlots >= MAX_LIVE_SLOTS_PER_BATCHER) {
-      return Promise.reject(new MuxError('ERR_TOO_MANY_SLOTS', `peer ${this.peer} lane ${this.lane} already holds ${this.liveSlots} live slots`));
+    if (this.liveSlots >= MAX_LIVE_SLOTS_PER_BATCHER) {
+      return Promise.reject(
+        new MuxError(
+          'ERR_TOO_MANY_SLOTS',
+          `peer ${this.peer} lane ${this.lane} already holds ${this.liveSlots} live slots`,
+        ),
+      );
     }
     const id = this.#slots.allocate();
-    const slot = new EgressSlot(this, id, anchorId, sessionId, new SenderLedger(credit), owner, slotByteBudget, this.#peerEgress);
+    const slot = new EgressSlot(
+      this,
+      id,
+      anchorId,
+      sessionId,
+      new SenderLedger(credit),
+      owner,
+      slotByteBudget,
+      this.#peerEgress,
+    );
     this.#slots.put(slot);
     this.inbox.publish(slotIndex(id), slotGeneration(id), sessionId);
     this.liveSlots++;
@@ -391,7 +418,11 @@ export class Batcher implements SlotBatcher {
     m.withheldRecords++;
     // Pause at the byte cap, at the inlet depth (C+1) while parked on admission, or while the peer's
     // withheld bytes (all its lanes) are at the peer budget.
-    if (slot.withheldBytes >= slot.byteBudget || (this.#parked && slot.queued > slot.inletDepth) || this.#peerEgress.over) {
+    if (
+      slot.withheldBytes >= slot.byteBudget ||
+      (this.#parked && slot.queued > slot.inletDepth) ||
+      this.#peerEgress.over
+    ) {
       if (!slot.paused) m.producerSendBackpressure++;
       slot.paused = true;
       return Offer.Wait;
@@ -401,7 +432,8 @@ export class Batcher implements SlotBatcher {
 
   /** A heartbeat goes only when it can go now; a slot without credit or with a backlog drops it. */
   heartbeat(slot: EgressSlot): void {
-    if (slot.closed || slot.closeError !== null || slot.queued > 0 || slot.fenced || slot.opening || this.#parked) return;
+    if (slot.closed || slot.closeError !== null || slot.queued > 0 || slot.fenced || slot.opening || this.#parked)
+      return;
     if (slot.ledger.dataAvailable === 0) return;
     if (this.#emit(slot, EgressKind.Body, FRAME_HEARTBEAT) === EMIT_OK && !this.#inWake) this.#wake(WakeSource.frame);
   }
@@ -487,7 +519,10 @@ export class Batcher implements SlotBatcher {
     const host = this.#host;
     const m = host.metrics;
     if (total > host.config.stagedPayloadMax) {
-      const error = new MuxError('ERR_RECORD_TOO_LARGE', `a ${total}-byte record exceeds stagedPayloadMax (${host.config.stagedPayloadMax} bytes) toward ${this.peer}`);
+      const error = new MuxError(
+        'ERR_RECORD_TOO_LARGE',
+        `a ${total}-byte record exceeds stagedPayloadMax (${host.config.stagedPayloadMax} bytes) toward ${this.peer}`,
+      );
       m.withheldRecords -= slot.clearQueue();
       slot.closeOwed = true;
       this.#emitClose(slot, CloseReason.PeerGone, error);
@@ -526,13 +561,22 @@ export class Batcher implements SlotBatcher {
     m.batchesSent++;
     m.recordsPerBatchSent.observe(terminal ? 2 : 1);
     m.rendezvousSingletons++;
-    const { id, admission } = host.stage(this.peer, this.lane, payload, formatMuxSlot(this.epoch, slot.id, slot.sessionId));
+    const { id, admission } = host.stage(
+      this.peer,
+      this.lane,
+      payload,
+      formatMuxSlot(this.epoch, slot.id, slot.sessionId),
+    );
     if (terminal) {
       slot.terminalStaged = true;
       this.#closeSlotLocally(slot, null, true);
       // The terminal's guard reports when the descriptor is admitted.
       if (admission === true) slot.owner.onRetired('Sent');
-      else admission.then(() => slot.owner.onRetired('Sent'), (e: unknown) => this.#singletonFailed(slot, e, true, charged, windowEpoch));
+      else
+        admission.then(
+          () => slot.owner.onRetired('Sent'),
+          (e: unknown) => this.#singletonFailed(slot, e, true, charged, windowEpoch),
+        );
       return EMIT_OK;
     }
     // A rendezvous record always fences its slot, even when admitted synchronously: the receiver
@@ -551,7 +595,13 @@ export class Batcher implements SlotBatcher {
   }
 
   /** A staged singleton was refused by the transport: epoch death for the live generation (docs/protocol.md §8.1). */
-  #singletonFailed(slot: EgressSlot, error: unknown, terminal: boolean, windowBytes: number, windowEpoch: number): void {
+  #singletonFailed(
+    slot: EgressSlot,
+    error: unknown,
+    terminal: boolean,
+    windowBytes: number,
+    windowEpoch: number,
+  ): void {
     // Its descriptor never left: the receiver will not release what was charged for it.
     this.#peerEgress.uncharge(windowBytes, windowEpoch);
     if (terminal) slot.owner.onRetired('Discarded');
@@ -585,7 +635,11 @@ export class Batcher implements SlotBatcher {
     this.#typeCounts[RecordType.CloseSlot]! += 1;
     this.#gate.onStage(this.#host.runtime.now(), StagedKind.Urgent);
     this.#host.metrics.stagedRecords++;
-    this.#closeSlotLocally(slot, slot.closeError ?? new MuxError('ERR_SLOT_CLOSED', `${formatSlotId(slot.id)} closed: the producer left`), false);
+    this.#closeSlotLocally(
+      slot,
+      slot.closeError ?? new MuxError('ERR_SLOT_CLOSED', `${formatSlotId(slot.id)} closed: the producer left`),
+      false,
+    );
     this.#wake(WakeSource.inlet_closed);
   }
 
@@ -612,7 +666,12 @@ export class Batcher implements SlotBatcher {
         return;
       }
     }
-    if (slot.paused && slot.withheldBytes < slot.byteBudget && !(this.#parked && slot.queued > slot.inletDepth) && (slot.queued === 0 || !this.#peerEgress.over)) {
+    if (
+      slot.paused &&
+      slot.withheldBytes < slot.byteBudget &&
+      !(this.#parked && slot.queued > slot.inletDepth) &&
+      (slot.queued === 0 || !this.#peerEgress.over)
+    ) {
       slot.resume();
     }
   }
@@ -696,7 +755,8 @@ export class Batcher implements SlotBatcher {
         this.#writeOpens(opens);
       }
       // Room in the open queue: let waiting opens in (they write now or queue again).
-      while (this.#openRoom.length > 0 && !(this.#parked && this.#pendingOpens.length >= OPEN_QUEUE_DEPTH)) this.#openRoom.shift()!.retry();
+      while (this.#openRoom.length > 0 && !(this.#parked && this.#pendingOpens.length >= OPEN_QUEUE_DEPTH))
+        this.#openRoom.shift()!.retry();
       if (this.#parked) return;
       if (this.inbox.pending) this.#applyInbox();
       if (this.retired) return;
@@ -749,7 +809,9 @@ export class Batcher implements SlotBatcher {
         continue;
       }
       if (e.resolution === 2) {
-        this.epochDeath(new MuxError('ERR_EPOCH_DEATH', `singleton for ${formatSlotId(id)} failed: ${e.resolutionError}`));
+        this.epochDeath(
+          new MuxError('ERR_EPOCH_DEATH', `singleton for ${formatSlotId(id)} failed: ${e.resolutionError}`),
+        );
         return;
       }
       if (e.resolution === 1 && slot.fenced && (e.resolutionId === 0 || e.resolutionId === slot.fenceId)) {
@@ -773,7 +835,8 @@ export class Batcher implements SlotBatcher {
    */
   #stageReplies(d: InboxDrain): void {
     const now = this.#host.runtime.now();
-    for (const [peerSlot, e] of d.replies) if (e.credit > 0) this.#stageControl(now, RecordType.CreditUpdate, peerSlot, e.credit, 0n);
+    for (const [peerSlot, e] of d.replies)
+      if (e.credit > 0) this.#stageControl(now, RecordType.CreditUpdate, peerSlot, e.credit, 0n);
     const lifecycles = d.lifecycleReplies;
     if (lifecycles.size > 0 && d.replies.size > 0) {
       for (const [key, l] of lifecycles) {
@@ -785,10 +848,17 @@ export class Batcher implements SlotBatcher {
         lifecycles.delete(key);
       }
     }
-    for (const [peerSlot, e] of d.replies) if (e.close >= 0) this.#stageControl(now, RecordType.CloseSlot, peerSlot, e.close, 0n);
+    for (const [peerSlot, e] of d.replies)
+      if (e.close >= 0) this.#stageControl(now, RecordType.CloseSlot, peerSlot, e.close, 0n);
     for (const [peerSlot, reason] of d.rejects) this.#stageControl(now, RecordType.CloseSlot, peerSlot, reason, 0n);
     for (const l of lifecycles.values()) {
-      this.#stageControl(now, RecordType.LifecycleSlot, l.slot, l.cancel ? LifecycleAction.Cancel : LifecycleAction.Stop, l.session);
+      this.#stageControl(
+        now,
+        RecordType.LifecycleSlot,
+        l.slot,
+        l.cancel ? LifecycleAction.Cancel : LifecycleAction.Stop,
+        l.session,
+      );
     }
   }
 
@@ -911,7 +981,10 @@ export class Batcher implements SlotBatcher {
         this.#parkToken = 0;
         this.#parked = false;
         this.epochDeath(
-          new MuxError('ERR_EPOCH_DEATH', `the transport refused a batch to ${this.peer} lane ${this.lane}`, { cause: error, retryable: true }),
+          new MuxError('ERR_EPOCH_DEATH', `the transport refused a batch to ${this.peer} lane ${this.lane}`, {
+            cause: error,
+            retryable: true,
+          }),
         );
         // Replies posted while parked, and the credit epoch death re-posted, go out now.
         if (!this.retired) this.#runWake();
@@ -1033,7 +1106,8 @@ export class Batcher implements SlotBatcher {
       this.#host.runtime.clearTimer(this.#timer);
       this.#timer = null;
     }
-    const err = error ?? new MuxError('ERR_CLOSED', `batcher for ${this.peer} lane ${this.lane} retired`, { retryable: true });
+    const err =
+      error ?? new MuxError('ERR_CLOSED', `batcher for ${this.peer} lane ${this.lane} retired`, { retryable: true });
     const m = this.#host.metrics;
     // Waiting opens re-resolve a fresh batcher (the mux retries ERR_CLOSED).
     const room = this.#openRoom;

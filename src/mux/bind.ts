@@ -71,7 +71,16 @@ export class Bind {
   /** Watchdog windows an answered attach has waited for its OpenSlot (docs/protocol.md §10.8 "Watchdog"). */
   deadWindows = 0;
 
-  constructor(anchorId: bigint, sessionId: bigint, limit: number, slotByteBudget: number, lane: number, peer: PeerId | null, owner: BindOwner, deadline: number) {
+  constructor(
+    anchorId: bigint,
+    sessionId: bigint,
+    limit: number,
+    slotByteBudget: number,
+    lane: number,
+    peer: PeerId | null,
+    owner: BindOwner,
+    deadline: number,
+  ) {
     this.anchorId = anchorId;
     this.sessionId = sessionId;
     this.limit = limit;

@@ -4,7 +4,12 @@
  */
 import { z } from 'zod/mini';
 import { ConfigError } from '../errors.ts';
-import { DEFAULT_INITIAL_CREDIT, DEFAULT_PEER_BYTE_BUDGET, DEFAULT_SLOT_BYTE_BUDGET, MAX_CREDIT } from '../credit/constants.ts';
+import {
+  DEFAULT_INITIAL_CREDIT,
+  DEFAULT_PEER_BYTE_BUDGET,
+  DEFAULT_SLOT_BYTE_BUDGET,
+  MAX_CREDIT,
+} from '../credit/constants.ts';
 import { DEFAULT_MAX_BATCH_BYTES, MIN_BATCH_CAP } from '../wire/constants.ts';
 import { int, num, parse } from '../validate.ts';
 import { configError } from '../validate.ts';
@@ -173,15 +178,21 @@ export function resolveMuxConfig(input: unknown, killSwitch: string | undefined 
     throw new ConfigError('mux', 'expected an object');
   }
   const merged = { ...MUX_DEFAULTS, ...(input as object | undefined) } as Record<string, unknown>;
-  if (merged['healthCheckTimeout'] === undefined || (input as MuxConfig | undefined)?.healthCheckTimeout === undefined) {
+  if (
+    merged['healthCheckTimeout'] === undefined ||
+    (input as MuxConfig | undefined)?.healthCheckTimeout === undefined
+  ) {
     merged['healthCheckTimeout'] = merged['healthCheckInterval'];
   }
-  for (const k of Object.keys(merged)) if (merged[k] === undefined) merged[k] = (MUX_DEFAULTS as Record<string, unknown>)[k];
+  for (const k of Object.keys(merged))
+    if (merged[k] === undefined) merged[k] = (MUX_DEFAULTS as Record<string, unknown>)[k];
   const parsed = parse(schema, merged);
   if (!parsed.success) throw configError(parsed.error, { prefix: 'mux.' });
   const c = parsed.data;
-  if (c.initialCredit === 0) throw new ConfigError('mux.initialCredit', 'initial_credit = 0 would let no stream send anything');
-  if (c.creditSweepInterval === 0) throw new ConfigError('mux.creditSweepInterval', 'credit_sweep_interval must be non-zero');
+  if (c.initialCredit === 0)
+    throw new ConfigError('mux.initialCredit', 'initial_credit = 0 would let no stream send anything');
+  if (c.creditSweepInterval === 0)
+    throw new ConfigError('mux.creditSweepInterval', 'credit_sweep_interval must be non-zero');
   return Object.freeze({
     ...c,
     enabled: c.enabled && !killSwitchSet(killSwitch),

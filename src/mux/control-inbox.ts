@@ -86,7 +86,13 @@ export class ControlInbox {
   }
   /** Entries waiting (replies + rejects + lifecycle + owned). */
   get size(): number {
-    return this.#replies.size + this.#rejects.size + this.#lifecycleReplies.size + this.#owned.size + this.#ownedLifecycle.size;
+    return (
+      this.#replies.size +
+      this.#rejects.size +
+      this.#lifecycleReplies.size +
+      this.#owned.size +
+      this.#ownedLifecycle.size
+    );
   }
   /** Rejects waiting. */
   get pendingRejects(): number {

@@ -56,4 +56,3 @@ export function recordBytes(kind: number, value: unknown): number {
   if (kind === EgressKind.ItemString) return RECORD_HEADER_LEN + itemStringLength(value as string);
   return RECORD_HEADER_LEN + bodyUpperBound(kind, value);
 }
-

@@ -113,7 +113,16 @@ export class EgressSlot {
   /** Withheld bytes of every slot toward the same peer (shared). */
   readonly peerEgress: PeerEgress;
 
-  constructor(batcher: SlotBatcher, id: number, anchorId: bigint, sessionId: bigint, ledger: SenderLedger, owner: EgressSlotOwner, byteBudget: number, peerEgress: PeerEgress = UNBOUNDED_EGRESS()) {
+  constructor(
+    batcher: SlotBatcher,
+    id: number,
+    anchorId: bigint,
+    sessionId: bigint,
+    ledger: SenderLedger,
+    owner: EgressSlotOwner,
+    byteBudget: number,
+    peerEgress: PeerEgress = UNBOUNDED_EGRESS(),
+  ) {
     this.peerEgress = peerEgress;
     this.batcher = batcher;
     this.id = id;

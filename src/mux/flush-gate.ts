@@ -38,9 +38,15 @@ export class FlushGate {
 
   constructor(policy: FlushPolicy, replyLinger: number) {
     this.#onAdmission = policy.kind === 'auto' && policy.onAdmission;
-    this.#maxLinger = policy.kind === 'auto' && !policy.onAdmission ? (policy.maxLinger ?? Number.POSITIVE_INFINITY) : Number.POSITIVE_INFINITY;
+    this.#maxLinger =
+      policy.kind === 'auto' && !policy.onAdmission
+        ? (policy.maxLinger ?? Number.POSITIVE_INFINITY)
+        : Number.POSITIVE_INFINITY;
     this.#onComplete = policy.kind === 'auto' && !policy.onAdmission && (policy.onComplete ?? false);
-    this.#atBytes = policy.kind === 'auto' && !policy.onAdmission ? (policy.atBytes ?? Number.POSITIVE_INFINITY) : Number.POSITIVE_INFINITY;
+    this.#atBytes =
+      policy.kind === 'auto' && !policy.onAdmission
+        ? (policy.atBytes ?? Number.POSITIVE_INFINITY)
+        : Number.POSITIVE_INFINITY;
     this.#replyLinger = replyLinger;
   }
 
@@ -72,7 +78,8 @@ export class FlushGate {
     if (!nonReply) return false;
     if (now - this.since >= this.#maxLinger) return true;
     if (bytes >= this.#atBytes) return true;
-    if (this.#onComplete && liveSlots > 0 && slotsWithData >= liveSlots && now >= this.lastDataWrite + this.#maxLinger) return true;
+    if (this.#onComplete && liveSlots > 0 && slotsWithData >= liveSlots && now >= this.lastDataWrite + this.#maxLinger)
+      return true;
     return false;
   }
 

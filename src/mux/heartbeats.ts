@@ -11,7 +11,6 @@
  */
 export const HEARTBEAT_FLOOR_MS = 10;
 
-
 /** Heartbeats due within this fraction of their interval go together, so a wake serves many streams. */
 const HEARTBEAT_SLACK = 0.1;
 

@@ -34,7 +34,13 @@ import type { ResolvedMuxConfig } from './config.ts';
 import type { EgressSlot, EgressSlotOwner } from './egress-slot.ts';
 import { MuxError } from './errors.ts';
 import { IngressTable, releaseUnkept } from './ingress.ts';
-import { PeerWindowIn, WINDOW_HANDLER, WINDOW_UPDATE_BYTES, decodeWindowUpdate, encodeWindowUpdate } from './peer-window.ts';
+import {
+  PeerWindowIn,
+  WINDOW_HANDLER,
+  WINDOW_UPDATE_BYTES,
+  decodeWindowUpdate,
+  encodeWindowUpdate,
+} from './peer-window.ts';
 import type { PeerWindowHost } from './peer-window.ts';
 import { PULL_HANDLER, STAGE_HANDLER, StageIn, StageOut } from './rendezvous.ts';
 import type { Admission } from '../messenger/types.ts';
@@ -63,7 +69,6 @@ const CONNECT_ATTEMPTS = 3;
 /** Session ids key the bind map by their low 52 bits (a Number); a lookup checks the exact pair. */
 const SESSION_KEY_MASK = (1n << 52n) - 1n;
 const sessionKey = (session: bigint): number => Number(session & SESSION_KEY_MASK);
-
 
 /** The mux of one node. */
 export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
@@ -129,7 +134,8 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     this.sink = {
       // The link epoch pins a batch to the connection it was encoded for: after a reconnect the
       // messenger refuses it (epoch death) rather than sending it on the new connection.
-      sendBatch: (peer, lane, payload, epoch) => messenger.sendBatch(peer, lane, payload, epoch === undefined ? undefined : { epoch }),
+      sendBatch: (peer, lane, payload, epoch) =>
+        messenger.sendBatch(peer, lane, payload, epoch === undefined ? undefined : { epoch }),
       maxMessageSize: (peer) => messenger.maxMessageSize(peer),
       linkEpoch: (peer) => messenger.peer(peer)?.epoch,
     };
@@ -152,10 +158,12 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
         request: (peer, name, body) => messenger.request(peer, name, body),
         maxMessageSize: (peer) => messenger.maxMessageSize(peer),
         deliver: (peer, lane, payload) => this.#ingress(peer, lane, payload, true),
-        refuse: (peer, lane, epoch, slot, session, message) => this.#refuseStaged(peer, lane, epoch, slot, session, message),
+        refuse: (peer, lane, epoch, slot, session, message) =>
+          this.#refuseStaged(peer, lane, epoch, slot, session, message),
         // A transfer that will never be applied: the sender charged its window for it.
         unkept: (peer, size) => this.#windowIn(peer).dropped(size),
-        pendingChanged: (peer, lane, epoch, slot, session, delta) => this.#tables.get(peer)?.[lane]?.stagedPendingChanged(epoch, slot, session, delta),
+        pendingChanged: (peer, lane, epoch, slot, session, delta) =>
+          this.#tables.get(peer)?.[lane]?.stagedPendingChanged(epoch, slot, session, delta),
         bytesChanged: (delta) => {
           metrics.stagedInBytes += delta;
         },
@@ -269,7 +277,12 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     const active = this.#receiveWindow !== undefined && info?.window !== undefined;
     const size = this.#receiveWindow ?? Math.min(this.config.peerByteBudget, 0xffff_ffff);
     // A batch from the peer is at most its max message size toward us (the transport refuses more).
-    w = new PeerWindowIn(this, peer, epoch, new ReceiveWindow(size, Math.max(0, this.#messenger.maxMessageSize(peer)), active));
+    w = new PeerWindowIn(
+      this,
+      peer,
+      epoch,
+      new ReceiveWindow(size, Math.max(0, this.#messenger.maxMessageSize(peer)), active),
+    );
     this.#windowsIn.set(peer, w);
     for (const t of this.#tables.get(peer) ?? []) if (t !== undefined) t.window = w;
     return w;
@@ -372,7 +385,8 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
 
   findBind(anchorId: bigint, sessionId: bigint, peer: PeerId): Bind | undefined {
     const b = this.#binds.get(sessionKey(sessionId));
-    if (b === undefined || b.sessionId !== sessionId || b.anchorId !== anchorId || b.claimed || b.ended) return undefined;
+    if (b === undefined || b.sessionId !== sessionId || b.anchorId !== anchorId || b.claimed || b.ended)
+      return undefined;
     // An attach bind belongs to the peer it was answered to; a pre-bind to whoever holds its ticket.
     return b.peer === null || b.peer === peer ? b : undefined;
   }
@@ -420,7 +434,8 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
 
   replyClose(peer: PeerId, lane: number, peerSlot: number, reason: number): void {
     if (!this.peerAlive(peer)) return;
-    if (!this.batcherFor(peer, lane).inbox.postReplyClose(peerSlot, reason)) this.batcherFor(peer, lane).inbox.postReplyClose(peerSlot, reason);
+    if (!this.batcherFor(peer, lane).inbox.postReplyClose(peerSlot, reason))
+      this.batcherFor(peer, lane).inbox.postReplyClose(peerSlot, reason);
   }
 
   replyReject(peer: PeerId, lane: number, peerSlot: number, reason: number): void {
@@ -481,7 +496,16 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     do session = randomU64(this.runtime);
     while (session === 0n || this.#binds.has(sessionKey(session)) || this.#cancelledAttaches.has(sessionKey(session)));
     const window = peer === null ? this.config.prebindTimeout : this.config.acceptWindow;
-    const bind = new Bind(anchorId, session, this.config.initialCredit, this.config.slotByteBudget, lane, peer, owner, this.runtime.now() + window);
+    const bind = new Bind(
+      anchorId,
+      session,
+      this.config.initialCredit,
+      this.config.slotByteBudget,
+      lane,
+      peer,
+      owner,
+      this.runtime.now() + window,
+    );
     this.#binds.set(sessionKey(session), bind);
     (peer === null ? this.#prebindDeadlines : this.#attachDeadlines).push(bind);
     // Node load (the pre-bind choice) is live slots from every peer plus unclaimed pre-binds (docs/protocol.md §10.6):
@@ -541,7 +565,15 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
   // ───────────────────────── egress: opening slots ─────────────────────────
 
   /** Open a slot toward `peer` on `lane mod lanes(peer)`, retrying a retiring batcher (≤ 3 attempts). */
-  async openSlot(peer: PeerId, lane: number, anchorId: bigint, sessionId: bigint, credit: number, owner: EgressSlotOwner, slotByteBudget?: number): Promise<EgressSlot> {
+  async openSlot(
+    peer: PeerId,
+    lane: number,
+    anchorId: bigint,
+    sessionId: bigint,
+    credit: number,
+    owner: EgressSlotOwner,
+    slotByteBudget?: number,
+  ): Promise<EgressSlot> {
     const l = lane % this.lanes(peer);
     let last: unknown;
     for (let attempt = 0; attempt < CONNECT_ATTEMPTS; attempt++) {
@@ -789,11 +821,21 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     this.#messenger.ping(peer, { timeoutMs: this.config.healthCheckTimeout }).catch((cause: unknown) => {
       // Epoch death on every lane, then report the peer gone: the link is dropped, so its ingress
       // slots retire (Dropped) and the application sees the loss at once.
-      this.#failPeer(peer, new MuxError('ERR_EPOCH_DEATH', `health check of ${peer} failed`, { cause, retryable: true }), false);
+      this.#failPeer(
+        peer,
+        new MuxError('ERR_EPOCH_DEATH', `health check of ${peer} failed`, { cause, retryable: true }),
+        false,
+      );
       try {
         // The code travels in the GOAWAY: the peer learns it failed a health check (docs/protocol.md
         // docs/protocol.md §3.4), not that this node closed normally.
-        this.#messenger.disconnect(peer, new LanemuxErrorClass('ERR_HEALTH_CHECK_FAILED', `health check of ${peer} failed`, { retryable: true, cause }));
+        this.#messenger.disconnect(
+          peer,
+          new LanemuxErrorClass('ERR_HEALTH_CHECK_FAILED', `health check of ${peer} failed`, {
+            retryable: true,
+            cause,
+          }),
+        );
       } catch {
         // Already gone.
       }
@@ -809,7 +851,8 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       // An older link of a peer that is connected again: only batches pinned to that link are
       // lost. Its batchers die an epoch (their slots fail once); the new link's ingress stays.
       for (const b of this.#batchers.get(ev.peer) ?? []) {
-        if (b !== undefined && !b.retired && b.linkEpoch !== undefined && b.linkEpoch !== current.epoch) b.epochDeath(error);
+        if (b !== undefined && !b.retired && b.linkEpoch !== undefined && b.linkEpoch !== current.epoch)
+          b.epochDeath(error);
       }
       return;
     }

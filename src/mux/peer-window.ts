@@ -13,7 +13,7 @@
  *
  * @see PeerEgress
  */
-import { ReceiveWindow } from '../credit/peer-window.ts';
+import type { ReceiveWindow } from '../credit/peer-window.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import type { PeerId } from '../messenger/types.ts';
 import type { IngressWindow } from './ingress.ts';

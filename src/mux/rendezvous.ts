@@ -168,7 +168,12 @@ export class StageOut {
     this.#host.bytesChanged?.(payload.byteLength);
     let admission: Admission;
     try {
-      admission = this.#host.send(peer, lane, STAGE_HANDLER, encodeOwned({ id, size: payload.byteLength, mux_slot: muxSlot }));
+      admission = this.#host.send(
+        peer,
+        lane,
+        STAGE_HANDLER,
+        encodeOwned({ id, size: payload.byteLength, mux_slot: muxSlot }),
+      );
     } catch (e) {
       admission = Promise.reject(e);
     }
@@ -184,7 +189,11 @@ export class StageOut {
   /** The `_rv_pull` handler: serve a chunk to the peer the transfer was staged for. */
   onPull(from: PeerId, body: unknown): Uint8Array | null {
     const req = parse(pullSchema, body);
-    if (!req.success) throw new LanemuxError('ERR_PROTOCOL', `malformed ${PULL_HANDLER} request: ${req.error.issues[0]?.message ?? 'invalid'}`);
+    if (!req.success)
+      throw new LanemuxError(
+        'ERR_PROTOCOL',
+        `malformed ${PULL_HANDLER} request: ${req.error.issues[0]?.message ?? 'invalid'}`,
+      );
     const t = this.#byId.get(req.data.id);
     if (t !== undefined && t.peer === from) {
       const now = this.#host.now();
@@ -193,7 +202,11 @@ export class StageOut {
       t.expires = now + this.#ttl;
     }
     // Looked up among this peer's transfers only: a peer can pull or release only what was staged for it.
-    if (t === undefined || t.peer !== from) throw new LanemuxError('ERR_UNKNOWN_TRANSFER', `no staged transfer ${req.data.id} for this peer (pulled, released or expired)`);
+    if (t === undefined || t.peer !== from)
+      throw new LanemuxError(
+        'ERR_UNKNOWN_TRANSFER',
+        `no staged transfer ${req.data.id} for this peer (pulled, released or expired)`,
+      );
     if ('release' in req.data) {
       this.release(t.id);
       return null;
@@ -201,7 +214,10 @@ export class StageOut {
     const { offset, length } = req.data;
     const limit = pullChunkLimit(this.#host.maxMessageSize(from));
     if (length > limit || offset + length > t.payload.byteLength) {
-      throw new LanemuxError('ERR_PROTOCOL', `pull of ${length} bytes at ${offset} is outside transfer ${t.id} (${t.payload.byteLength} bytes, chunk limit ${limit})`);
+      throw new LanemuxError(
+        'ERR_PROTOCOL',
+        `pull of ${length} bytes at ${offset} is outside transfer ${t.id} (${t.payload.byteLength} bytes, chunk limit ${limit})`,
+      );
     }
     const chunk = t.payload.subarray(offset, offset + length);
     // The receiver pulls each range once; the last range frees the transfer.
@@ -306,10 +322,22 @@ export class StageIn {
     if (!d.success) return;
     const named = parseMuxSlot(d.data.mux_slot);
     if (named === undefined) return;
-    const t: Incoming = { id: d.data.id, size: d.data.size, lane, epoch: named.epoch, slot: named.slot, session: named.session, muxSlot: d.data.mux_slot };
+    const t: Incoming = {
+      id: d.data.id,
+      size: d.data.size,
+      lane,
+      epoch: named.epoch,
+      slot: named.slot,
+      session: named.session,
+      muxSlot: d.data.mux_slot,
+    };
     if (t.size > this.#max) {
       // Refused before anything is allocated: end that stream only, and free the sender's copy.
-      this.#refuse(from, t, `staged transfer for stream ${t.muxSlot} states ${t.size} bytes, over this receiver's stagedPayloadMax of ${this.#max} bytes`);
+      this.#refuse(
+        from,
+        t,
+        `staged transfer for stream ${t.muxSlot} states ${t.size} bytes, over this receiver's stagedPayloadMax of ${this.#max} bytes`,
+      );
       return;
     }
     let q = this.#queues.get(from);
@@ -356,7 +384,14 @@ export class StageIn {
       } catch (e) {
         if (live()) {
           this.#host.unkept?.(peer, t.size);
-          this.#host.refuse(peer, t.lane, t.epoch, t.slot, t.session, `staged transfer for stream ${t.muxSlot} (${t.size} bytes) failed: ${e instanceof Error ? e.message : String(e)}`);
+          this.#host.refuse(
+            peer,
+            t.lane,
+            t.epoch,
+            t.slot,
+            t.session,
+            `staged transfer for stream ${t.muxSlot} (${t.size} bytes) failed: ${e instanceof Error ? e.message : String(e)}`,
+          );
         }
       }
       if (!live()) return;
@@ -366,7 +401,6 @@ export class StageIn {
     }
     if (q.length === 0 && live()) this.#queues.delete(peer);
   }
-
 
   async #pull(peer: PeerId, t: Incoming): Promise<Uint8Array> {
     const chunk = pullChunkLimit(this.#host.maxMessageSize(peer));
@@ -390,7 +424,10 @@ export class StageIn {
           }
           if (!(part instanceof Uint8Array) || part.byteLength !== length) {
             failed = true;
-            throw new LanemuxError('ERR_PROTOCOL', `pull at ${offset} returned ${part instanceof Uint8Array ? part.byteLength : typeof part} instead of ${length} bytes`);
+            throw new LanemuxError(
+              'ERR_PROTOCOL',
+              `pull at ${offset} returned ${part instanceof Uint8Array ? part.byteLength : typeof part} instead of ${length} bytes`,
+            );
           }
           buf.set(part, offset);
         }

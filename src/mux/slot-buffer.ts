@@ -206,5 +206,4 @@ export class SlotBuffer {
       for (const f of more) f();
     }
   }
-
 }

@@ -31,7 +31,8 @@ export interface Runtime {
 type Unrefable = { unref?: () => void };
 
 function unref(handle: unknown): void {
-  if (typeof handle === 'object' && handle !== null && typeof (handle as Unrefable).unref === 'function') (handle as Unrefable).unref!();
+  if (typeof handle === 'object' && handle !== null && typeof (handle as Unrefable).unref === 'function')
+    (handle as Unrefable).unref!();
 }
 
 function makeMacrotask(): (fn: () => void) => void {

@@ -18,7 +18,8 @@ export const STEP_DONE = 2;
 export const DONE: IteratorResult<never> = Object.freeze({ done: true, value: undefined });
 
 /** A read while a push-mode reader (`consume()`) holds the anchor. */
-export const readerActive = (): StreamError => new StreamError('ERR_READER_ACTIVE', 'the anchor is read in push mode (consume()); an anchor has one reader');
+export const readerActive = (): StreamError =>
+  new StreamError('ERR_READER_ACTIVE', 'the anchor is read in push mode (consume()); an anchor has one reader');
 
 export abstract class AnchorReader<E> implements AsyncIterableIterator<E> {
   static {
@@ -56,7 +57,10 @@ export abstract class AnchorReader<E> implements AsyncIterableIterator<E> {
 
   /** A second reader while a `for await` loop (or an iterator from `[Symbol.asyncIterator]()`) reads the anchor. */
   protected loopActive(): StreamError {
-    return new StreamError('ERR_READER_ACTIVE', `${this.readerNoun} is already read by a for-await loop; an anchor has one reader: read it in that loop, or let it finish or break out of it first`);
+    return new StreamError(
+      'ERR_READER_ACTIVE',
+      `${this.readerNoun} is already read by a for-await loop; an anchor has one reader: read it in that loop, or let it finish or break out of it first`,
+    );
   }
 
   /** The next value; rejects `ERR_READER_ACTIVE` while another reader holds the anchor. */

@@ -85,7 +85,11 @@ export interface WaitingFeed {
 const ENDED: AnchorConsumer<unknown> = { item: () => undefined };
 /** A consumer callback threw: the stream is cancelled and ends with this (the thrown value is the cause). */
 const consumerThrew = (callback: string, e: unknown): StreamError =>
-  new StreamError('ERR_CONSUMER_THREW', `the consumer's ${callback} callback threw: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+  new StreamError(
+    'ERR_CONSUMER_THREW',
+    `the consumer's ${callback} callback threw: ${e instanceof Error ? e.message : String(e)}`,
+    { cause: e },
+  );
 
 /**
  * The consumer's end of a stream. `next()` filters heartbeats. `SenderError` rejects with
@@ -95,7 +99,6 @@ const consumerThrew = (callback: string, e: unknown): StreamError =>
  * `for await` loop reads the anchor (the one-reader rule of {@link AnchorReader}).
  */
 export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Drainable {
-
   /** The handle to give a producer (`attachAnchor`); parse it back with `parseHandle`. */
   readonly handle: string;
   /** The anchor's local id (low 64 bits of the handle). */
@@ -122,9 +125,16 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
    * otherwise): the window C, what the sender may still send, records admitted and not yet
    * returned, and credit freed by reading but not yet granted back.
    */
-  get credit(): { readonly limit: number; readonly remaining: number; readonly outstanding: number; readonly ungranted: number } | null {
+  get credit(): {
+    readonly limit: number;
+    readonly remaining: number;
+    readonly outstanding: number;
+    readonly ungranted: number;
+  } | null {
     const a = this.bind?.slot?.account;
-    return a === undefined ? null : { limit: a.limit, remaining: a.remaining, outstanding: a.dataOutstanding, ungranted: a.ungranted };
+    return a === undefined
+      ? null
+      : { limit: a.limit, remaining: a.remaining, outstanding: a.dataOutstanding, ungranted: a.ungranted };
   }
   #feedWaiters: Array<() => void> = [];
   #done = false;
@@ -473,7 +483,11 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
             }
             continue;
           case FrameKind.Dropped:
-            throw this.#fail(new StreamError('ERR_SENDER_DROPPED', 'the sender went away without finishing the stream', { retryable: true }));
+            throw this.#fail(
+              new StreamError('ERR_SENDER_DROPPED', 'the sender went away without finishing the stream', {
+                retryable: true,
+              }),
+            );
           case FrameKind.TransportError:
             throw this.#fail(new StreamError('ERR_TRANSPORT_ERROR', String(value)));
           default:
@@ -487,7 +501,9 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
             this.#finish(false);
             return STEP_DONE;
           }
-          throw this.#fail(new StreamError('ERR_SENDER_DROPPED', 'the stream closed without a terminal', { retryable: true }));
+          throw this.#fail(
+            new StreamError('ERR_SENDER_DROPPED', 'the stream closed without a terminal', { retryable: true }),
+          );
         }
         continue;
       }

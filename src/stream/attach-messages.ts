@@ -8,7 +8,20 @@
  */
 import { z } from 'zod/mini';
 import { int, parser, str } from '../validate.ts';
-import { BUDGET_MAX, CREDIT_MAX, ENDPOINT_MAX, HEARTBEAT_DEFAULT, HEARTBEAT_MAX, KEYS_MAX, KEY_MAX, LANE_MAX, U64_RE, hex, u128Schema, u64 } from './control-fields.ts';
+import {
+  BUDGET_MAX,
+  CREDIT_MAX,
+  ENDPOINT_MAX,
+  HEARTBEAT_DEFAULT,
+  HEARTBEAT_MAX,
+  KEYS_MAX,
+  KEY_MAX,
+  LANE_MAX,
+  U64_RE,
+  hex,
+  u128Schema,
+  u64,
+} from './control-fields.ts';
 
 /** Handler names of the stream control plane. */
 export const ATTACH_HANDLER = '_anchor_attach';
@@ -56,7 +69,10 @@ export type AttachOk = z.output<typeof okSchema>;
 /** `sender_id`: a u64 on the wire; lanemux allocates small counters, so more than 2^32 is refused. */
 const senderIdSchema = u64.check(z.refine((v) => v > 0n && v <= 0xffff_ffffn, 'a sender id in 1..2^32-1'));
 
-const mpscAttachResponse = z.union([z.strictObject({ Ok: z.extend(okSchema, { sender_id: senderIdSchema }) }), errAnswer]);
+const mpscAttachResponse = z.union([
+  z.strictObject({ Ok: z.extend(okSchema, { sender_id: senderIdSchema }) }),
+  errAnswer,
+]);
 /** Externally tagged `_mpsc_anchor_attach` answer: the single-sender Ok plus `sender_id`. */
 export const mpscAttachResponseSchema = parser(mpscAttachResponse);
 export type MpscAttachResponse = z.output<typeof mpscAttachResponse>;
@@ -112,7 +128,11 @@ const GIVE_UP: unique symbol = Symbol('give up');
  * accepts it, else {@link GIVE_UP}. A key present with the value `undefined` is left to zod (the
  * MessagePack decoder never makes one).
  */
-function optionalField<V>(o: Record<string, unknown>, key: string, read: (v: unknown) => V | undefined): V | undefined | typeof GIVE_UP {
+function optionalField<V>(
+  o: Record<string, unknown>,
+  key: string,
+  read: (v: unknown) => V | undefined,
+): V | undefined | typeof GIVE_UP {
   const v = o[key];
   if (v === undefined) return key in o ? GIVE_UP : undefined;
   const r = read(v);
@@ -164,10 +184,18 @@ function readOkFast(input: unknown): AttachOk | undefined {
     slot_byte_budget: budget === undefined ? 0 : intFast(budget, 0, BUDGET_MAX),
     lane: lane === undefined ? 0 : intFast(lane, 0, LANE_MAX),
   };
-  if (Number.isNaN(out.heartbeat_interval_ms) || out.routing_session_id < 0n || Number.isNaN(out.initial_credit) || Number.isNaN(out.slot_byte_budget) || Number.isNaN(out.lane)) {
+  if (
+    Number.isNaN(out.heartbeat_interval_ms) ||
+    out.routing_session_id < 0n ||
+    Number.isNaN(out.initial_credit) ||
+    Number.isNaN(out.slot_byte_budget) ||
+    Number.isNaN(out.lane)
+  ) {
     return undefined;
   }
-  const endpoint = optionalField(o, 'endpoint', (v) => (typeof v === 'string' && v.length <= ENDPOINT_MAX ? v : undefined));
+  const endpoint = optionalField(o, 'endpoint', (v) =>
+    typeof v === 'string' && v.length <= ENDPOINT_MAX ? v : undefined,
+  );
   if (endpoint === GIVE_UP) return undefined;
   if (endpoint !== undefined) out.endpoint = endpoint;
   return out;
@@ -184,7 +212,15 @@ export function readAttachOkFast(input: unknown): AttachResponse | undefined {
 }
 
 /** Encode an Ok answer with lane omitted when 0 (byte-identical to pre-lanes answers). */
-export function attachOk(ok: { key: string; heartbeatMs: number; session: bigint; credit: number; budget: number; lane: number; endpoint?: string }): unknown {
+export function attachOk(ok: {
+  key: string;
+  heartbeatMs: number;
+  session: bigint;
+  credit: number;
+  budget: number;
+  lane: number;
+  endpoint?: string;
+}): unknown {
   const body: Record<string, unknown> = {
     streaming_transport_key: ok.key,
     heartbeat_interval_ms: ok.heartbeatMs,
@@ -209,4 +245,3 @@ export function mpscAttachOk(ok: Parameters<typeof attachOk>[0] & { senderId: nu
 export function u128(hi: bigint, lo: bigint): { hi: string; lo: string } {
   return { hi: hex(hi), lo: hex(lo) };
 }
-

@@ -16,7 +16,7 @@ import { attachOk, attachRequestSchema, anchorRefSchema } from './attach-message
 import { encodeTicket } from './ticket.ts';
 import { StreamError } from './errors.ts';
 import { formatHandle, parseHandle } from './handle.ts';
-import { MpscAnchor } from './mpsc-anchor.ts';
+import type { MpscAnchor } from './mpsc-anchor.ts';
 import { PerStreamWatchdog } from './per-stream.ts';
 import type { PerStreamSink } from './per-stream.ts';
 import { ANCHOR_CHANNEL_DEPTH, WAITING_FULL, refuse, type NodeState, type PendingPerStream } from './node-state.ts';
@@ -63,7 +63,10 @@ export class ConsumerSide implements AnchorHost {
   }
 
   /** See `LanemuxNode.prebindAnchor`. */
-  prebindAnchor(target: StreamAnchor<unknown> | MpscAnchor<unknown> | string, options: { laneKey?: bigint } = {}): string | undefined {
+  prebindAnchor(
+    target: StreamAnchor<unknown> | MpscAnchor<unknown> | string,
+    options: { laneKey?: bigint } = {},
+  ): string | undefined {
     const mux = this.#s.mux;
     if (mux === null) return undefined;
     const anchor = typeof target === 'string' ? this.#localAnchor(target) : target;
@@ -72,7 +75,13 @@ export class ConsumerSide implements AnchorHost {
       return undefined;
     }
     // MPSC anchors have no zero-RTT path (docs/protocol.md §8 "MPSC anchors": never pre-bound).
-    if (!(anchor instanceof StreamAnchor) || (anchor.localId & MPSC_ANCHOR_BIT) !== 0n || this.#s.anchors.get(anchor.localId) !== anchor || anchor.feedKind !== 'none' || anchor.finished) {
+    if (
+      !(anchor instanceof StreamAnchor) ||
+      (anchor.localId & MPSC_ANCHOR_BIT) !== 0n ||
+      this.#s.anchors.get(anchor.localId) !== anchor ||
+      anchor.feedKind !== 'none' ||
+      anchor.finished
+    ) {
       this.#s.metrics.anchorOperation('prebind', 'error', 'mux');
       return undefined;
     }
@@ -117,7 +126,13 @@ export class ConsumerSide implements AnchorHost {
     }
     const waiting = anchor._takeWaiting();
     if (waiting !== null) {
-      this.#letGo(waiting, cancelled, cancelled ? new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream') : new StreamError('ERR_STREAM_CLOSED', 'the anchor ended before its consumer read this sender'));
+      this.#letGo(
+        waiting,
+        cancelled,
+        cancelled
+          ? new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream')
+          : new StreamError('ERR_STREAM_CLOSED', 'the anchor ended before its consumer read this sender'),
+      );
     }
     const local = this.#s.locals.get(anchor);
     if (local) {
@@ -130,7 +145,11 @@ export class ConsumerSide implements AnchorHost {
     if (drop !== undefined) {
       this.#s.perStreamDrops.delete(anchor);
       // Nobody reads this anchor any more: drop the connection, or the producer blocks once buffers fill.
-      drop(cancelled ? new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream') : new StreamError('ERR_STREAM_CLOSED', 'the anchor failed'));
+      drop(
+        cancelled
+          ? new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream')
+          : new StreamError('ERR_STREAM_CLOSED', 'the anchor failed'),
+      );
     }
     if (cancelled) this.#s.metrics.anchorOperation('cancel', 'success', anchor.feedKind);
   }
@@ -154,7 +173,14 @@ export class ConsumerSide implements AnchorHost {
     // Senders waiting behind this one are never read (the stream ends at its Dropped): let them go now.
     const cut = anchor._cutAfter(bind);
     if (cut !== null) {
-      this.#letGo(cut, false, new StreamError('ERR_STREAM_CLOSED', 'an earlier sender of the anchor went away: its consumer never reads this sender'));
+      this.#letGo(
+        cut,
+        false,
+        new StreamError(
+          'ERR_STREAM_CLOSED',
+          'an earlier sender of the anchor went away: its consumer never reads this sender',
+        ),
+      );
       this.#s.locals.delete(anchor);
       this.#s.perStreamDrops.delete(anchor);
       this.#s.perStreamStops.delete(anchor);
@@ -191,10 +217,12 @@ export class ConsumerSide implements AnchorHost {
   /** `_anchor_attach`: answer a producer's attach from this node's state (never waits). */
   onAttach(from: PeerId, body: unknown): unknown {
     const req = attachRequestSchema.safeParse(body);
-    if (!req.success) return { Err: { reason: `malformed attach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
+    if (!req.success)
+      return { Err: { reason: `malformed attach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
     const { handle, supported_transport_keys: keys, lane_key: laneKey, session_id: claimedSession } = req.data;
     if (handle.hi !== this.#s.workerId) return { Err: { reason: 'the handle belongs to another worker' } };
-    if ((handle.lo & MPSC_ANCHOR_BIT) !== 0n) return refuse(this.#s.metrics, 'the anchor is MPSC; use _mpsc_anchor_attach');
+    if ((handle.lo & MPSC_ANCHOR_BIT) !== 0n)
+      return refuse(this.#s.metrics, 'the anchor is MPSC; use _mpsc_anchor_attach');
     const anchor = this.#s.anchors.get(handle.lo);
     if (anchor === undefined || anchor.finished) return refuse(this.#s.metrics, 'unknown or finished anchor');
     const mux = this.#s.mux;
@@ -207,27 +235,50 @@ export class ConsumerSide implements AnchorHost {
         // release it. Anyone else who knows the handle is refused and changes nothing.
         if (claimedSession !== bind.sessionId) {
           this.#s.metrics.anchorOperation('attach', 'error', 'mux');
-          return refuse(this.#s.metrics, 'the anchor is pre-bound: attach with its ticket (AttachOptions.ticket) or open it with openAnchorStream');
+          return refuse(
+            this.#s.metrics,
+            'the anchor is pre-bound: attach with its ticket (AttachOptions.ticket) or open it with openAnchorStream',
+          );
         }
         if (!offersMux) {
           mux?.releaseBind(bind);
           anchor._unfeed();
           // No sender and no bind any more: the unattached timer runs again (every limit finite).
           this.anchorUnattached(anchor);
-          return refuse(this.#s.metrics, `the anchor is pre-bound to ${MESSENGER_MUX_KEY}, which the sender does not offer`);
+          return refuse(
+            this.#s.metrics,
+            `the anchor is pre-bound to ${MESSENGER_MUX_KEY}, which the sender does not offer`,
+          );
         }
         // Adopt the unclaimed pre-bind: the ticket's session and terms.
         this.#s.metrics.anchorOperation('attach', 'success', 'mux');
-        return attachOk({ key: MESSENGER_MUX_KEY, heartbeatMs: this.#s.config.heartbeatInterval, session: bind.sessionId, credit: bind.limit, budget: bind.slotByteBudget, lane: bind.lane });
+        return attachOk({
+          key: MESSENGER_MUX_KEY,
+          heartbeatMs: this.#s.config.heartbeatInterval,
+          session: bind.sessionId,
+          credit: bind.limit,
+          budget: bind.slotByteBudget,
+          lane: bind.lane,
+        });
       }
-      return refuse(this.#s.metrics, anchor._waitingFull ? WAITING_FULL : 'the anchor already has a sender (AlreadyAttached)');
+      return refuse(
+        this.#s.metrics,
+        anchor._waitingFull ? WAITING_FULL : 'the anchor already has a sender (AlreadyAttached)',
+      );
     }
     // From here the anchor takes this sender: at once, or behind one that detached (read first).
     if (offersMux) {
       const bind = mux!.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey);
       anchor._feed(bind.buffer, 'mux', bind);
       this.#s.metrics.anchorOperation('attach', 'success', 'mux');
-      return attachOk({ key: MESSENGER_MUX_KEY, heartbeatMs: this.#s.config.heartbeatInterval, session: bind.sessionId, credit: bind.limit, budget: bind.slotByteBudget, lane: bind.lane });
+      return attachOk({
+        key: MESSENGER_MUX_KEY,
+        heartbeatMs: this.#s.config.heartbeatInterval,
+        session: bind.sessionId,
+        credit: bind.limit,
+        budget: bind.slotByteBudget,
+        lane: bind.lane,
+      });
     }
     if (this.#s.perStreamEndpoint !== null && (keys.length === 0 || keys.includes(TCP_STREAM_KEY))) {
       const session = randomU64(this.#s.runtime);
@@ -253,7 +304,15 @@ export class ConsumerSide implements AnchorHost {
         pending.abort?.(error);
       });
       this.#s.metrics.anchorOperation('attach', 'success', TCP_STREAM_KEY);
-      return attachOk({ key: TCP_STREAM_KEY, heartbeatMs: this.#s.config.heartbeatInterval, session, credit: 0, budget: 0, lane: 0, endpoint: this.#s.perStreamEndpoint });
+      return attachOk({
+        key: TCP_STREAM_KEY,
+        heartbeatMs: this.#s.config.heartbeatInterval,
+        session,
+        credit: 0,
+        budget: 0,
+        lane: 0,
+        endpoint: this.#s.perStreamEndpoint,
+      });
     }
     return refuse(this.#s.metrics, `no common streaming transport (offered: ${keys.join(', ') || 'none'})`);
   }
@@ -265,9 +324,13 @@ export class ConsumerSide implements AnchorHost {
    */
   onDetach(from: PeerId, body: unknown): unknown {
     const req = anchorRefSchema.safeParse(body);
-    if (!req.success) return { Err: { reason: `malformed detach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
+    if (!req.success)
+      return { Err: { reason: `malformed detach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
     const { handle, session_id: session } = req.data;
-    const anchor = handle.hi === this.#s.workerId && (handle.lo & MPSC_ANCHOR_BIT) === 0n ? this.#s.anchors.get(handle.lo) : undefined;
+    const anchor =
+      handle.hi === this.#s.workerId && (handle.lo & MPSC_ANCHOR_BIT) === 0n
+        ? this.#s.anchors.get(handle.lo)
+        : undefined;
     if (anchor === undefined || anchor.finished) return { Err: { reason: 'unknown or finished anchor' } };
     // Only the last sender to attach counts: an earlier one's late request, or a stranger's, changes nothing.
     if (session !== undefined) anchor._remoteDetached(session, from);
@@ -289,11 +352,17 @@ export class ConsumerSide implements AnchorHost {
     };
     const stop = (): void => sink.stop?.();
     // The mux's watchdog, per connection: three silent windows end the stream Dropped (docs/protocol.md §9).
-    const watchdog = new PerStreamWatchdog(this.#s.runtime, this.#s.config.heartbeatInterval, this.#s.config.detectionMultiplier, () => buffer.length >= buffer.capacity, (error) => {
-      // As on the mux, an MPSC anchor's senders never count firings.
-      if (feed === undefined) this.#s.metrics.watchdogFirings++;
-      sink.abort?.(error);
-    });
+    const watchdog = new PerStreamWatchdog(
+      this.#s.runtime,
+      this.#s.config.heartbeatInterval,
+      this.#s.config.detectionMultiplier,
+      () => buffer.length >= buffer.capacity,
+      (error) => {
+        // As on the mux, an MPSC anchor's senders never count firings.
+        if (feed === undefined) this.#s.metrics.watchdogFirings++;
+        sink.abort?.(error);
+      },
+    );
     const sink: PerStreamSink = {
       resume: null,
       frame: (body) => {

@@ -4,7 +4,6 @@
  * (anchor, session) pair. Bit 63 of the local id marks MPSC anchors.
  */
 import { StreamError } from './errors.ts';
-import { MPSC_ANCHOR_BIT } from '../wire/constants.ts';
 
 /** A parsed anchor handle. */
 export interface AnchorHandle {
@@ -51,7 +50,11 @@ export function parseHandle(text: string): AnchorHandle {
     if (isLowerHex(local)) return { workerId: lastWorker, localId: BigInt(`0x${local}`) };
   }
   const m = typeof text === 'string' ? HANDLE_RE.exec(text) : null;
-  if (!m) throw new StreamError('ERR_INVALID_HANDLE', `not a lanemux anchor handle: ${JSON.stringify(String(text).slice(0, 48))}`);
+  if (!m)
+    throw new StreamError(
+      'ERR_INVALID_HANDLE',
+      `not a lanemux anchor handle: ${JSON.stringify(String(text).slice(0, 48))}`,
+    );
   const workerId = BigInt(`0x${m[1]!}`);
   workerPrefix(workerId);
   return { workerId, localId: BigInt(`0x${m[2]!}`) };

@@ -89,7 +89,13 @@ export class MpscFeed {
   /** A `_mpsc_anchor_detach` closed it: a close without terminal reads as `detached`. */
   detachRequested = false;
 
-  constructor(senderId: number, transport: 'mux' | 'local' | 'legacy', buffer: SlotBuffer, peer: PeerId | null, bind: Bind | null) {
+  constructor(
+    senderId: number,
+    transport: 'mux' | 'local' | 'legacy',
+    buffer: SlotBuffer,
+    peer: PeerId | null,
+    bind: Bind | null,
+  ) {
     this.senderId = senderId;
     this.transport = transport;
     this.buffer = buffer;
@@ -108,7 +114,6 @@ const STEP_EVENT = STEP_VALUE;
  * `for await` loop reads the anchor (the one-reader rule of {@link AnchorReader}).
  */
 export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
-
   /** The handle to give producers (`attachMpscAnchor`); bit 63 of its local id marks MPSC. */
   readonly handle: string;
   /** The anchor's local id (low 64 bits of the handle, bit 63 set). */
@@ -232,7 +237,8 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
 
   /** Resolves when `takeAvailable` has something to return, or the anchor ended. */
   waitAvailable(): Promise<void> {
-    if (this.finished || this.#readyHead < this.#ready.length || (this.#sealed && this.#feeds.size === 0)) return Promise.resolve();
+    if (this.finished || this.#readyHead < this.#ready.length || (this.#sealed && this.#feeds.size === 0))
+      return Promise.resolve();
     return new Promise<void>((resolve) => {
       this.#waiters.push(resolve);
     });
@@ -333,7 +339,13 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
             this.#endFeed(feed);
             this.#pending = feed.detachRequested
               ? { kind: 'detached', sender }
-              : { kind: 'dropped', sender, error: new StreamError('ERR_SENDER_DROPPED', `sender ${sender} went away without finishing`, { retryable: true }) };
+              : {
+                  kind: 'dropped',
+                  sender,
+                  error: new StreamError('ERR_SENDER_DROPPED', `sender ${sender} went away without finishing`, {
+                    retryable: true,
+                  }),
+                };
             return STEP_EVENT;
           case FrameKind.TransportError:
             this.#endFeed(feed);
@@ -342,7 +354,11 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
           default:
             // An undecodable record ends this sender only: its slot closes (the producer is told).
             this.#endFeed(feed);
-            this.#pending = { kind: 'dropped', sender, error: new StreamError('ERR_DESERIALIZATION', `sender ${sender}: ${String(value)}`) };
+            this.#pending = {
+              kind: 'dropped',
+              sender,
+              error: new StreamError('ERR_DESERIALIZATION', `sender ${sender}: ${String(value)}`),
+            };
             return STEP_EVENT;
         }
       }
@@ -351,7 +367,13 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
         this.#endFeed(feed);
         this.#pending = feed.detachRequested
           ? { kind: 'detached', sender }
-          : { kind: 'dropped', sender, error: new StreamError('ERR_SENDER_DROPPED', `sender ${sender}'s stream closed without a terminal`, { retryable: true }) };
+          : {
+              kind: 'dropped',
+              sender,
+              error: new StreamError('ERR_SENDER_DROPPED', `sender ${sender}'s stream closed without a terminal`, {
+                retryable: true,
+              }),
+            };
         return STEP_EVENT;
       }
       this.#watch(feed);
@@ -363,7 +385,7 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
     if (feed.ended) return;
     feed.ended = true;
     this.#feeds.delete(feed.senderId);
-    feed.release?.(new StreamError('ERR_STREAM_CLOSED', 'the sender\'s part of the MPSC stream ended'));
+    feed.release?.(new StreamError('ERR_STREAM_CLOSED', "the sender's part of the MPSC stream ended"));
     feed.buffer.clear();
     if (this.#feeds.size === 0 && !this.finished) {
       this.#idleEpoch++;

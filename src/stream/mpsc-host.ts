@@ -10,14 +10,21 @@ import { SlotBuffer } from '../mux/slot-buffer.ts';
 import { randomU64 } from '../runtime/runtime.ts';
 import { MESSENGER_MUX_KEY, MPSC_ANCHOR_BIT, TCP_STREAM_KEY } from '../wire/constants.ts';
 import { FrameKind } from '../wire/frame.ts';
-import { MPSC_ATTACH_HANDLER, attachRequestSchema, mpscAttachOk, mpscAttachResponseSchema, mpscCancelRequestSchema, mpscDetachRequestSchema } from './attach-messages.ts';
+import {
+  MPSC_ATTACH_HANDLER,
+  attachRequestSchema,
+  mpscAttachOk,
+  mpscAttachResponseSchema,
+  mpscCancelRequestSchema,
+  mpscDetachRequestSchema,
+} from './attach-messages.ts';
 import { StreamError } from './errors.ts';
 import { formatHandle, parseHandle } from './handle.ts';
 import { MPSC_MAX_SENDERS, MpscAnchor, MpscFeed } from './mpsc-anchor.ts';
 import type { MpscAnchorOptions, MpscHost } from './mpsc-anchor.ts';
 import { MpscSender } from './mpsc-sender.ts';
 import { LocalPort } from './port.ts';
-import { StreamSender } from './sender.ts';
+import type { StreamSender } from './sender.ts';
 import { ANCHOR_CHANNEL_DEPTH, refuse, type NodeState } from './node-state.ts';
 import type { UnattachedReaper } from './unattached.ts';
 import type { ProducerSide, AttachOptions } from './producer.ts';
@@ -41,7 +48,8 @@ export class MpscHostSide implements MpscHost {
   createMpscAnchor<T = unknown>(options: MpscAnchorOptions = {}): MpscAnchor<T> {
     this.#s.assertOpen();
     const maxSenders = options.maxSenders ?? MPSC_MAX_SENDERS;
-    if (!Number.isInteger(maxSenders) || maxSenders < 1) throw new ConfigError('maxSenders', `must be a positive integer, got ${String(maxSenders)}`);
+    if (!Number.isInteger(maxSenders) || maxSenders < 1)
+      throw new ConfigError('maxSenders', `must be a positive integer, got ${String(maxSenders)}`);
     let localId: bigint;
     do localId = randomU64(this.#s.runtime) | MPSC_ANCHOR_BIT;
     while (this.#s.mpscAnchors.has(localId));
@@ -72,10 +80,12 @@ export class MpscHostSide implements MpscHost {
    */
   onMpscAttach(from: PeerId, body: unknown): unknown {
     const req = attachRequestSchema.safeParse(body);
-    if (!req.success) return { Err: { reason: `malformed attach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
+    if (!req.success)
+      return { Err: { reason: `malformed attach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
     const { handle, supported_transport_keys: keys, lane_key: laneKey } = req.data;
     if (handle.hi !== this.#s.workerId) return { Err: { reason: 'the handle belongs to another worker' } };
-    if ((handle.lo & MPSC_ANCHOR_BIT) === 0n) return refuse(this.#s.metrics, 'the anchor is not MPSC; use _anchor_attach');
+    if ((handle.lo & MPSC_ANCHOR_BIT) === 0n)
+      return refuse(this.#s.metrics, 'the anchor is not MPSC; use _anchor_attach');
     const anchor = this.#s.mpscAnchors.get(handle.lo);
     if (anchor === undefined) return refuse(this.#s.metrics, 'unknown or finished anchor');
     const refusal = anchor._refusal();
@@ -89,7 +99,15 @@ export class MpscHostSide implements MpscHost {
       feed.lifecycle = (cancel) => mux.signalLifecycle(bind, cancel);
       anchor._add(feed);
       this.#s.metrics.anchorOperation('attach', 'success', 'mux');
-      return mpscAttachOk({ key: MESSENGER_MUX_KEY, heartbeatMs: this.#s.config.heartbeatInterval, session: bind.sessionId, credit: bind.limit, budget: bind.slotByteBudget, lane: bind.lane, senderId });
+      return mpscAttachOk({
+        key: MESSENGER_MUX_KEY,
+        heartbeatMs: this.#s.config.heartbeatInterval,
+        session: bind.sessionId,
+        credit: bind.limit,
+        budget: bind.slotByteBudget,
+        lane: bind.lane,
+        senderId,
+      });
     }
     if (this.#s.perStreamEndpoint !== null && (keys.length === 0 || keys.includes(TCP_STREAM_KEY))) {
       const senderId = anchor._nextSenderId();
@@ -97,7 +115,11 @@ export class MpscHostSide implements MpscHost {
       const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
       const feed = new MpscFeed(senderId, 'legacy', buffer, from, null);
       const key = `${anchor.localId}:${session}`;
-      const pending: { anchor: MpscAnchor<unknown>; buffer: SlotBuffer; feed: MpscFeed; stop?: boolean } = { anchor, buffer, feed };
+      const pending: { anchor: MpscAnchor<unknown>; buffer: SlotBuffer; feed: MpscFeed; stop?: boolean } = {
+        anchor,
+        buffer,
+        feed,
+      };
       this.#s.perStreamBinds.set(key, pending);
       // Until the connection arrives, closing the feed just forgets the pending attach, and a stop waits for it.
       feed.release = () => this.#s.perStreamBinds.delete(key);
@@ -113,7 +135,16 @@ export class MpscHostSide implements MpscHost {
       }, this.#s.config.acceptWindow);
       anchor._add(feed);
       this.#s.metrics.anchorOperation('attach', 'success', TCP_STREAM_KEY);
-      return mpscAttachOk({ key: TCP_STREAM_KEY, heartbeatMs: this.#s.config.heartbeatInterval, session, credit: 0, budget: 0, lane: 0, endpoint: this.#s.perStreamEndpoint, senderId });
+      return mpscAttachOk({
+        key: TCP_STREAM_KEY,
+        heartbeatMs: this.#s.config.heartbeatInterval,
+        session,
+        credit: 0,
+        budget: 0,
+        lane: 0,
+        endpoint: this.#s.perStreamEndpoint,
+        senderId,
+      });
     }
     return refuse(this.#s.metrics, `no common streaming transport (offered: ${keys.join(', ') || 'none'})`);
   }
@@ -121,10 +152,12 @@ export class MpscHostSide implements MpscHost {
   /** `_mpsc_anchor_detach`: the sender's own peer removes it (its slot closes; the consumer reads `detached`). */
   onMpscDetach(from: PeerId, body: unknown): unknown {
     const req = mpscDetachRequestSchema.safeParse(body);
-    if (!req.success) return { Err: { reason: `malformed detach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
+    if (!req.success)
+      return { Err: { reason: `malformed detach request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
     const { handle, sender_id: senderId } = req.data;
     const anchor = handle.hi === this.#s.workerId ? this.#s.mpscAnchors.get(handle.lo) : undefined;
-    if (anchor === undefined || !anchor._detachSender(Number(senderId), from)) return { Err: { reason: 'unknown MPSC anchor or sender' } };
+    if (anchor === undefined || !anchor._detachSender(Number(senderId), from))
+      return { Err: { reason: 'unknown MPSC anchor or sender' } };
     this.#s.metrics.anchorOperation('detach', 'success', 'mpsc');
     return { Ok: null };
   }
@@ -132,7 +165,8 @@ export class MpscHostSide implements MpscHost {
   /** `_mpsc_anchor_cancel`: cancel the whole anchor (every sender's slot closes). */
   onMpscCancel(body: unknown): unknown {
     const req = mpscCancelRequestSchema.safeParse(body);
-    if (!req.success) return { Err: { reason: `malformed cancel request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
+    if (!req.success)
+      return { Err: { reason: `malformed cancel request: ${req.error.issues[0]?.message ?? 'invalid'}` } };
     const { handle } = req.data;
     const anchor = handle.hi === this.#s.workerId ? this.#s.mpscAnchors.get(handle.lo) : undefined;
     if (anchor === undefined) return { Err: { reason: 'unknown MPSC anchor' } };
@@ -145,16 +179,28 @@ export class MpscHostSide implements MpscHost {
     this.#s.assertOpen();
     const h = parseHandle(handle);
     options.signal?.throwIfAborted();
-    if ((h.localId & MPSC_ANCHOR_BIT) === 0n) throw new StreamError('ERR_ATTACH_REFUSED', 'the handle is not an MPSC anchor: use attachAnchor');
+    if ((h.localId & MPSC_ANCHOR_BIT) === 0n)
+      throw new StreamError('ERR_ATTACH_REFUSED', 'the handle is not an MPSC anchor: use attachAnchor');
     if (h.workerId === this.#s.workerId) return this.#attachMpscLocal<T>(h.localId, options);
     const peer = this.#producer.peerOf(h);
     const raw = await this.#producer.requestAttach(peer, MPSC_ATTACH_HANDLER, h, options);
     const parsed = mpscAttachResponseSchema.safeParse(raw);
-    if (!parsed.success) throw new StreamError('ERR_ATTACH_REFUSED', `malformed MPSC attach answer: ${parsed.error.issues[0]?.message ?? ''}`);
-    if ('Err' in parsed.data) throw new StreamError('ERR_ATTACH_REFUSED', `MPSC attach refused: ${parsed.data.Err.reason}`);
+    if (!parsed.success)
+      throw new StreamError(
+        'ERR_ATTACH_REFUSED',
+        `malformed MPSC attach answer: ${parsed.error.issues[0]?.message ?? ''}`,
+      );
+    if ('Err' in parsed.data)
+      throw new StreamError('ERR_ATTACH_REFUSED', `MPSC attach refused: ${parsed.data.Err.reason}`);
     const ok = parsed.data.Ok;
     const senderId = Number(ok.sender_id);
-    return (await this.#producer.openAttached<T>(peer, h, ok, options.signal, (init) => new MpscSender<T>(init, senderId))) as MpscSender<T>;
+    return (await this.#producer.openAttached<T>(
+      peer,
+      h,
+      ok,
+      options.signal,
+      (init) => new MpscSender<T>(init, senderId),
+    )) as MpscSender<T>;
   }
 
   #attachMpscLocal<T>(localId: bigint, options: AttachOptions): MpscSender<T> {
@@ -169,7 +215,14 @@ export class MpscHostSide implements MpscHost {
     const feed = new MpscFeed(anchor._nextSenderId(), 'local', buffer, null, null);
     feed.onTake = () => port.drained();
     feed.release = (error) => port.fail(error);
-    const sender: MpscSender<T> = new MpscSender<T>({ transport: null, signal: options.signal, onDone: () => this.#s.liveSenders.delete(sender as StreamSender<unknown>) }, feed.senderId);
+    const sender: MpscSender<T> = new MpscSender<T>(
+      {
+        transport: null,
+        signal: options.signal,
+        onDone: () => this.#s.liveSenders.delete(sender as StreamSender<unknown>),
+      },
+      feed.senderId,
+    );
     port.onTerminal = () => sender._retire('Sent');
     port.onFailed = () => {
       // The anchor was cancelled or went away: an idle producer learns it from cancelSignal.

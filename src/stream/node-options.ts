@@ -12,22 +12,56 @@ import type { Messenger } from '../messenger/types.ts';
 import { resolveMuxConfig, type ResolvedMuxConfig } from '../mux/config.ts';
 import { issueFields } from '../validate.ts';
 import { int, parse } from '../validate.ts';
-import { MAX_CREDENTIAL_LENGTH, MAX_LANES, MAX_MAX_MESSAGE_SIZE, MESSENGER_MUX_KEY, MIN_MAX_MESSAGE_SIZE } from '../wire/constants.ts';
+import {
+  MAX_CREDENTIAL_LENGTH,
+  MAX_LANES,
+  MAX_MAX_MESSAGE_SIZE,
+  MESSENGER_MUX_KEY,
+  MIN_MAX_MESSAGE_SIZE,
+} from '../wire/constants.ts';
 import { systemRuntime, type Runtime } from '../runtime/runtime.ts';
 import type { NodeOptions } from './node.ts';
 
 /** Longest `unattachedTimeout`, ms: one day, like the mux's accept windows (and far below the 2^31 − 1 ms a timer can wait). */
 export const MAX_UNATTACHED_TIMEOUT = 86_400_000;
 
-const fn = (what: string) => z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', `${what} must be a function`);
+const fn = (what: string) =>
+  z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', `${what} must be a function`);
 
 /** Has every method `names`: a duck check for interfaces implemented outside lanemux. */
 const withMethods = <T>(what: string, names: readonly string[]) =>
-  z.custom<T>((v) => typeof v === 'object' && v !== null && names.every((n) => typeof (v as Record<string, unknown>)[n] === 'function'), `not ${what} (needs ${names.join(', ')})`);
+  z.custom<T>(
+    (v) =>
+      typeof v === 'object' &&
+      v !== null &&
+      names.every((n) => typeof (v as Record<string, unknown>)[n] === 'function'),
+    `not ${what} (needs ${names.join(', ')})`,
+  );
 
-const runtimeSchema = withMethods<Runtime>('a Runtime', ['now', 'setTimer', 'clearTimer', 'macrotask', 'randomBytes', 'env']);
+const runtimeSchema = withMethods<Runtime>('a Runtime', [
+  'now',
+  'setTimer',
+  'clearTimer',
+  'macrotask',
+  'randomBytes',
+  'env',
+]);
 
-const MESSENGER_METHODS = ['on', 'handle', 'registerBatchHandler', 'send', 'sendBatch', 'request', 'connect', 'peer', 'peers', 'onPeer', 'onPeerGone', 'onDialEnded', 'close'];
+const MESSENGER_METHODS = [
+  'on',
+  'handle',
+  'registerBatchHandler',
+  'send',
+  'sendBatch',
+  'request',
+  'connect',
+  'peer',
+  'peers',
+  'onPeer',
+  'onPeerGone',
+  'onDialEnded',
+  'close',
+];
 
 const messengerMethods = withMethods<Messenger>('a Messenger', MESSENGER_METHODS);
 const perStreamMethods = withMethods('a PerStreamTransport', ['listen', 'connect', 'close']);
@@ -49,14 +83,20 @@ const schema = z.strictObject({
   workerId: z.optional(z.bigint().check(z.gte(0n), z.lte(0xffff_ffff_ffff_ffffn))),
   authenticate: z.optional(fn('authenticate')),
   credential: z.optional(
-    z.custom((v) => typeof v === 'function' || (typeof v === 'string' && v.length <= MAX_CREDENTIAL_LENGTH), `credential must be a function or a string of at most ${MAX_CREDENTIAL_LENGTH} characters`),
+    z.custom(
+      (v) => typeof v === 'function' || (typeof v === 'string' && v.length <= MAX_CREDENTIAL_LENGTH),
+      `credential must be a function or a string of at most ${MAX_CREDENTIAL_LENGTH} characters`,
+    ),
   ),
   // Finite and above 0: NaN or a negative value would expire every anchor at once, Infinity never.
   unattachedTimeout: z.optional(z.number().check(z.gt(0), z.lte(MAX_UNATTACHED_TIMEOUT))),
   // Checked by resolveMuxConfig, below, with its own field names.
   mux: z.optional(z.unknown()),
   perStream: z.optional(
-    z.custom((v) => perStreamMethods.safeParse(v).success && typeof (v as { key?: unknown }).key === 'string', 'not a PerStreamTransport (needs key, listen, connect, close)'),
+    z.custom(
+      (v) => perStreamMethods.safeParse(v).success && typeof (v as { key?: unknown }).key === 'string',
+      'not a PerStreamTransport (needs key, listen, connect, close)',
+    ),
   ),
   metrics: z.optional(z.custom<MuxMetrics>((v) => v instanceof MuxMetrics, 'not a MuxMetrics')),
   runtime: z.optional(runtimeSchema),
@@ -92,7 +132,8 @@ export function validateNodeOptions(options: NodeOptions): ResolvedMuxConfig {
   const o = options as Record<string, unknown>;
   if (o['messenger'] !== undefined) {
     const ignored = BUILD_ONLY.filter((k) => o[k] !== undefined);
-    for (const k of ignored) add(k, `${k} only applies when the node builds its messenger; configure the messenger you pass instead`);
+    for (const k of ignored)
+      add(k, `${k} only applies when the node builds its messenger; configure the messenger you pass instead`);
   } else if (!Array.isArray(o['transports']) || o['transports'].length === 0) {
     add('transports', 'give a messenger or at least one transport');
   }
@@ -114,8 +155,15 @@ export function validateNodeOptions(options: NodeOptions): ResolvedMuxConfig {
   // A node with the mux on behind a messenger that does not advertise it in its HELLO: peers would
   // never open mux streams to it (docs/protocol.md §3.1).
   const messenger = parsed.success ? parsed.data.messenger : undefined;
-  if (config?.enabled === true && messenger !== undefined && !messenger.self.transportKeys.includes(MESSENGER_MUX_KEY)) {
-    add('messenger', `the messenger does not advertise ${MESSENGER_MUX_KEY} in its HELLO, so peers would never open mux streams to this node: create it with transportKeys: ['${MESSENGER_MUX_KEY}'], or set mux.enabled: false`);
+  if (
+    config?.enabled === true &&
+    messenger !== undefined &&
+    !messenger.self.transportKeys.includes(MESSENGER_MUX_KEY)
+  ) {
+    add(
+      'messenger',
+      `the messenger does not advertise ${MESSENGER_MUX_KEY} in its HELLO, so peers would never open mux streams to this node: create it with transportKeys: ['${MESSENGER_MUX_KEY}'], or set mux.enabled: false`,
+    );
   }
   if (fields.length > 0 || config === undefined) {
     throw new ConfigError(fields[0] ?? 'options', reasons.join('\n'), { fields, where: 'createNode' });

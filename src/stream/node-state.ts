@@ -65,7 +65,20 @@ export class NodeState {
   readonly unattachedTimeout: number;
   closed = false;
 
-  constructor(init: Pick<NodeState, 'workerId' | 'messenger' | 'config' | 'mux' | 'metrics' | 'runtime' | 'perStream' | 'offeredKeys' | 'unattachedTimeout'>) {
+  constructor(
+    init: Pick<
+      NodeState,
+      | 'workerId'
+      | 'messenger'
+      | 'config'
+      | 'mux'
+      | 'metrics'
+      | 'runtime'
+      | 'perStream'
+      | 'offeredKeys'
+      | 'unattachedTimeout'
+    >,
+  ) {
     this.workerId = init.workerId;
     this.messenger = init.messenger;
     this.config = init.config;

@@ -27,7 +27,13 @@ import { systemRuntime } from '../runtime/runtime.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 import { MESSENGER_MUX_KEY, TCP_STREAM_KEY } from '../wire/constants.ts';
 import type { StreamAnchor } from './anchor.ts';
-import { ATTACH_HANDLER, DETACH_HANDLER, MPSC_ATTACH_HANDLER, MPSC_CANCEL_HANDLER, MPSC_DETACH_HANDLER } from './attach-messages.ts';
+import {
+  ATTACH_HANDLER,
+  DETACH_HANDLER,
+  MPSC_ATTACH_HANDLER,
+  MPSC_CANCEL_HANDLER,
+  MPSC_DETACH_HANDLER,
+} from './attach-messages.ts';
 import { ConsumerSide } from './consumer.ts';
 import { StreamError } from './errors.ts';
 import type { MpscAnchor, MpscAnchorOptions } from './mpsc-anchor.ts';
@@ -95,7 +101,10 @@ export class LanemuxNode {
   readonly #ownsMessenger: boolean;
 
   /** @internal Use {@link createNode}. */
-  constructor(options: NodeOptions & { readonly messenger: Messenger; readonly ownsMessenger?: boolean }, config: ResolvedMuxConfig) {
+  constructor(
+    options: NodeOptions & { readonly messenger: Messenger; readonly ownsMessenger?: boolean },
+    config: ResolvedMuxConfig,
+  ) {
     const messenger = options.messenger;
     const metrics = options.metrics ?? new MuxMetrics();
     const runtime = options.runtime ?? systemRuntime();
@@ -141,7 +150,9 @@ export class LanemuxNode {
     const s = this.#s;
     if (s.perStream !== null && !(s.config.muxOnly && s.mux !== null)) {
       const consumer = this.#consumer;
-      s.perStreamEndpoint = await s.perStream.listen((anchorId, sessionId) => consumer.acceptPerStream(anchorId, sessionId));
+      s.perStreamEndpoint = await s.perStream.listen((anchorId, sessionId) =>
+        consumer.acceptPerStream(anchorId, sessionId),
+      );
     }
   }
 
@@ -220,7 +231,10 @@ export class LanemuxNode {
    * attach round trip. Returns undefined when no mux is installed or the anchor is not eligible
    * (an MPSC anchor never is: it counts `{prebind, error}`).
    */
-  prebindAnchor(target: StreamAnchor<unknown> | MpscAnchor<unknown> | string, options: { laneKey?: bigint } = {}): string | undefined {
+  prebindAnchor(
+    target: StreamAnchor<unknown> | MpscAnchor<unknown> | string,
+    options: { laneKey?: bigint } = {},
+  ): string | undefined {
     return this.#consumer.prebindAnchor(target, options);
   }
 
@@ -233,15 +247,22 @@ export class LanemuxNode {
   }
 
   /** `attachAnchor` with a placement key (the reference's `attach_anchor_keyed`). */
-  attachAnchorKeyed<T = unknown>(handle: string, key: bigint, options: Omit<AttachOptions, 'laneKey'> = {}): Promise<StreamSender<T>> {
+  attachAnchorKeyed<T = unknown>(
+    handle: string,
+    key: bigint,
+    options: Omit<AttachOptions, 'laneKey'> = {},
+  ): Promise<StreamSender<T>> {
     return this.attachAnchor<T>(handle, { ...options, laneKey: key });
   }
 
   /** `attachMpscAnchor` with a placement key (the reference's `attach_mpsc_anchor_keyed`). */
-  attachMpscAnchorKeyed<T = unknown>(handle: string, key: bigint, options: Omit<AttachOptions, 'laneKey'> = {}): Promise<MpscSender<T>> {
+  attachMpscAnchorKeyed<T = unknown>(
+    handle: string,
+    key: bigint,
+    options: Omit<AttachOptions, 'laneKey'> = {},
+  ): Promise<MpscSender<T>> {
     return this.attachMpscAnchor<T>(handle, { ...options, laneKey: key });
   }
-
 
   // ───────────────────────── producer side ─────────────────────────
 
@@ -258,7 +279,11 @@ export class LanemuxNode {
    * Open a stream from a zero-RTT ticket: the first batch's OpenSlot claims the consumer's
    * pre-bind; no attach message crosses the wire.
    */
-  openAnchorStream<T = unknown>(handle: string, ticket: string, options: { signal?: AbortSignal } = {}): Promise<StreamSender<T>> {
+  openAnchorStream<T = unknown>(
+    handle: string,
+    ticket: string,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<StreamSender<T>> {
     return this.#producer.openAnchorStream<T>(handle, ticket, options);
   }
 
@@ -349,7 +374,10 @@ export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
       ...(config.enabled ? { receiveWindow: config.peerByteBudget } : {}),
     });
   }
-  const node = new LanemuxNode({ ...options, messenger, runtime, ownsMessenger: options.messenger === undefined }, config);
+  const node = new LanemuxNode(
+    { ...options, messenger, runtime, ownsMessenger: options.messenger === undefined },
+    config,
+  );
   built = node;
   await node._start();
   return node;

@@ -34,7 +34,13 @@ export class PerStreamWatchdog {
    * @param intervalMs the heartbeat interval this consumer advertised (the window length)
    * @param windows dead windows before it fires (the mux's `detectionMultiplier`, 3 by default)
    */
-  constructor(runtime: Runtime, intervalMs: number, windows: number, excused: () => boolean, fire: (error: LanemuxError) => void) {
+  constructor(
+    runtime: Runtime,
+    intervalMs: number,
+    windows: number,
+    excused: () => boolean,
+    fire: (error: LanemuxError) => void,
+  ) {
     this.#runtime = runtime;
     this.#intervalMs = intervalMs;
     this.#windows = windows;
@@ -52,7 +58,13 @@ export class PerStreamWatchdog {
       this.#stopped = true;
       const ms = this.#dead * this.#intervalMs;
       // The mux watchdog's code: the producer is presumed gone, a new attach may succeed.
-      this.#fire(new StreamError('ERR_SENDER_DROPPED', `no frame from the per-stream producer for ${this.#dead} heartbeat windows (${ms} ms)`, { retryable: true }));
+      this.#fire(
+        new StreamError(
+          'ERR_SENDER_DROPPED',
+          `no frame from the per-stream producer for ${this.#dead} heartbeat windows (${ms} ms)`,
+          { retryable: true },
+        ),
+      );
       return;
     }
     this.#timer = this.#runtime.setTimer(this.#tick, this.#intervalMs);

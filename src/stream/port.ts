@@ -58,7 +58,11 @@ export class MuxPort implements SenderPort {
       case FrameKind.Dropped:
         return slot.batcher.offer(slot, EgressKind.Terminal, FRAME_DROPPED);
       default:
-        return slot.batcher.offer(slot, EgressKind.Terminal, encodeFrame({ kind: 'TransportError', message: String(value) }));
+        return slot.batcher.offer(
+          slot,
+          EgressKind.Terminal,
+          encodeFrame({ kind: 'TransportError', message: String(value) }),
+        );
     }
   }
   waitWritable(): Promise<void> {
@@ -165,7 +169,8 @@ export class PerStreamPort implements SenderPort {
     this.#conn = conn;
     conn.onClose((error) => {
       this.#stopHeartbeats();
-      if (this.closeError === null && !this.#ended) this.closeError = error ?? new StreamErrorLike('the per-stream connection closed');
+      if (this.closeError === null && !this.#ended)
+        this.closeError = error ?? new StreamErrorLike('the per-stream connection closed');
     });
     const onStop = options.onStop;
     if (onStop !== undefined) conn.onStop?.(onStop);
@@ -180,7 +185,8 @@ export class PerStreamPort implements SenderPort {
   offer(kind: number, value: unknown): Offer {
     if (this.closeError !== null || this.#ended) return Offer.Closed;
     // A producer that does not wait for `send()` while the socket is draining gets a hard cap.
-    if (this.#paused !== null && kind < FrameKind.Finalized && this.#bytesWhilePaused >= PER_STREAM_PAUSED_CAP) return Offer.Refused;
+    if (this.#paused !== null && kind < FrameKind.Finalized && this.#bytesWhilePaused >= PER_STREAM_PAUSED_CAP)
+      return Offer.Refused;
     this.#active = true;
     const body = encodeFrame(frameOf(kind, value));
     if (this.#paused !== null) this.#bytesWhilePaused += body.byteLength;

@@ -86,7 +86,10 @@ class SenderHeartbeat implements HeartbeatSender {
  */
 function ticketFor(h: AnchorHandle, t: StreamOpenTicket): StreamOpenTicket {
   if (t.anchor_id !== undefined && t.anchor_id !== h.localId) {
-    throw new StreamError('ERR_INVALID_TICKET', `the ticket was issued for anchor ${u64Hex(t.anchor_id)}, not for ${u64Hex(h.localId)} (the handle's): pass each anchor's own ticket`);
+    throw new StreamError(
+      'ERR_INVALID_TICKET',
+      `the ticket was issued for anchor ${u64Hex(t.anchor_id)}, not for ${u64Hex(h.localId)} (the handle's): pass each anchor's own ticket`,
+    );
   }
   return t;
 }
@@ -104,12 +107,14 @@ export class ProducerSide {
     this.#s.assertOpen();
     const h = parseHandle(handle);
     options.signal?.throwIfAborted();
-    if ((h.localId & MPSC_ANCHOR_BIT) !== 0n) throw new StreamError('ERR_ATTACH_REFUSED', 'the handle is an MPSC anchor: use attachMpscAnchor');
+    if ((h.localId & MPSC_ANCHOR_BIT) !== 0n)
+      throw new StreamError('ERR_ATTACH_REFUSED', 'the handle is an MPSC anchor: use attachMpscAnchor');
     if (h.workerId === this.#s.workerId) return this.#attachLocal<T>(h.localId, options);
     const peer = this.peerOf(h);
     const raw = await this.requestAttach(peer, ATTACH_HANDLER, h, options);
     const parsed = attachResponseSchema.safeParse(raw);
-    if (!parsed.success) throw new StreamError('ERR_ATTACH_REFUSED', `malformed attach answer: ${parsed.error.issues[0]?.message ?? ''}`);
+    if (!parsed.success)
+      throw new StreamError('ERR_ATTACH_REFUSED', `malformed attach answer: ${parsed.error.issues[0]?.message ?? ''}`);
     if ('Err' in parsed.data) throw new StreamError('ERR_ATTACH_REFUSED', `attach refused: ${parsed.data.Err.reason}`);
     return this.openAttached<T>(peer, h, parsed.data.Ok, options.signal, (init) => new StreamSender<T>(init), true);
   }
@@ -118,7 +123,10 @@ export class ProducerSide {
   #noMuxToward(peer: PeerId): StreamError | null {
     const keys = this.#s.messenger.peer(peer)?.transportKeys;
     if (keys === undefined || keys.includes(MESSENGER_MUX_KEY)) return null;
-    return new StreamError('ERR_ATTACH_REFUSED', `peer ${peer} did not advertise ${MESSENGER_MUX_KEY} in its HELLO (keys: ${keys.join(', ') || 'none'}): no mux stream is opened toward it`);
+    return new StreamError(
+      'ERR_ATTACH_REFUSED',
+      `peer ${peer} did not advertise ${MESSENGER_MUX_KEY} in its HELLO (keys: ${keys.join(', ') || 'none'}): no mux stream is opened toward it`,
+    );
   }
 
   /** The connected peer of the handle's worker; throws `ERR_UNKNOWN_PEER`. */
@@ -133,10 +141,14 @@ export class ProducerSide {
   /** Send an attach request (`_anchor_attach` or `_mpsc_anchor_attach`) offering this node's transports. */
   async requestAttach(peer: PeerId, handler: string, h: AnchorHandle, options: AttachOptions): Promise<unknown> {
     // The mux is offered only to a peer whose HELLO lists it (docs/protocol.md §3.1).
-    const keys = this.#noMuxToward(peer) === null ? this.#s.offeredKeys : this.#s.offeredKeys.filter((k) => k !== MESSENGER_MUX_KEY);
+    const keys =
+      this.#noMuxToward(peer) === null
+        ? this.#s.offeredKeys
+        : this.#s.offeredKeys.filter((k) => k !== MESSENGER_MUX_KEY);
     const body: Record<string, unknown> = { handle: u128(h.workerId, h.localId), supported_transport_keys: keys };
     if (options.laneKey !== undefined) body['lane_key'] = `0x${BigInt.asUintN(64, options.laneKey).toString(16)}`;
-    if (options.ticket !== undefined) body['session_id'] = `0x${ticketFor(h, parseTicket(options.ticket)).routing_session_id.toString(16)}`;
+    if (options.ticket !== undefined)
+      body['session_id'] = `0x${ticketFor(h, parseTicket(options.ticket)).routing_session_id.toString(16)}`;
     try {
       return await this.#s.messenger.request(peer, handler, body, {
         timeoutMs: options.timeoutMs ?? 10_000,
@@ -152,21 +164,52 @@ export class ProducerSide {
   async openAttached<T>(
     peer: PeerId,
     h: AnchorHandle,
-    ok: { streaming_transport_key: string; heartbeat_interval_ms: number; routing_session_id: bigint; initial_credit: number; slot_byte_budget: number; lane: number; endpoint?: string | undefined },
+    ok: {
+      streaming_transport_key: string;
+      heartbeat_interval_ms: number;
+      routing_session_id: bigint;
+      initial_credit: number;
+      slot_byte_budget: number;
+      lane: number;
+      endpoint?: string | undefined;
+    },
     signal: AbortSignal | undefined,
     factory: SenderFactory<T>,
     detachAck = false,
   ): Promise<StreamSender<T>> {
     if (ok.streaming_transport_key === MESSENGER_MUX_KEY) {
-      if (this.#s.mux === null) throw new StreamError('ERR_ATTACH_REFUSED', `the consumer answered ${MESSENGER_MUX_KEY}, which this node did not offer`);
+      if (this.#s.mux === null)
+        throw new StreamError(
+          'ERR_ATTACH_REFUSED',
+          `the consumer answered ${MESSENGER_MUX_KEY}, which this node did not offer`,
+        );
       const noMux = this.#noMuxToward(peer);
       if (noMux !== null) throw noMux;
       // Zero credit fails the attach: resolveLimits names the key and "initial_credit = 0".
-      const limits = resolveLimits({ initialCredit: ok.initial_credit, slotByteBudget: ok.slot_byte_budget }, { transportKey: ok.streaming_transport_key });
-      return this.#openMux<T>(peer, ok.lane, h.localId, ok.routing_session_id, limits, ok.heartbeat_interval_ms, signal, 'attach', factory, detachAck ? h : null);
+      const limits = resolveLimits(
+        { initialCredit: ok.initial_credit, slotByteBudget: ok.slot_byte_budget },
+        { transportKey: ok.streaming_transport_key },
+      );
+      return this.#openMux<T>(
+        peer,
+        ok.lane,
+        h.localId,
+        ok.routing_session_id,
+        limits,
+        ok.heartbeat_interval_ms,
+        signal,
+        'attach',
+        factory,
+        detachAck ? h : null,
+      );
     }
     if (ok.streaming_transport_key === TCP_STREAM_KEY && this.#s.perStream !== null && ok.endpoint !== undefined) {
-      const conn = await this.#s.perStream.connect(ok.endpoint, h.localId, ok.routing_session_id, signal ? { signal } : {});
+      const conn = await this.#s.perStream.connect(
+        ok.endpoint,
+        h.localId,
+        ok.routing_session_id,
+        signal ? { signal } : {},
+      );
       const sender = factory({
         transport: TCP_STREAM_KEY,
         signal,
@@ -174,7 +217,11 @@ export class ProducerSide {
         onDetach: detachAck ? () => this.#ackDetach(peer, h, ok.routing_session_id) : undefined,
       });
       // Idle heartbeats at the consumer's interval (its watchdog), and its stop request.
-      const port = new PerStreamPort(conn, { runtime: this.#s.runtime, heartbeatMs: ok.heartbeat_interval_ms, onStop: () => sender._lifecycle(false) });
+      const port = new PerStreamPort(conn, {
+        runtime: this.#s.runtime,
+        heartbeatMs: ok.heartbeat_interval_ms,
+        onStop: () => sender._lifecycle(false),
+      });
       conn.onClose((error) => {
         sender._closed(error);
         // The connection closed: after a clean end every frame was handed on.
@@ -184,11 +231,18 @@ export class ProducerSide {
       this.#s.liveSenders.add(sender as StreamSender<unknown>);
       return sender;
     }
-    throw new StreamError('ERR_ATTACH_REFUSED', `the consumer chose ${ok.streaming_transport_key}, which this node cannot open`);
+    throw new StreamError(
+      'ERR_ATTACH_REFUSED',
+      `the consumer chose ${ok.streaming_transport_key}, which this node cannot open`,
+    );
   }
 
   /** See `LanemuxNode.openAnchorStream`. */
-  openAnchorStream<T = unknown>(handle: string, ticket: string, options: { signal?: AbortSignal } = {}): Promise<StreamSender<T>> {
+  openAnchorStream<T = unknown>(
+    handle: string,
+    ticket: string,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<StreamSender<T>> {
     // Not `async`: the open's own promise is returned as is (a wrapper cost a promise and ticks per
     // stream); a refusal here still rejects rather than throws.
     try {
@@ -203,17 +257,35 @@ export class ProducerSide {
     const h = parseHandle(handle);
     const t = ticketFor(h, parseTicket(ticket));
     if (h.workerId === this.#s.workerId) {
-      throw new StreamError('ERR_TRANSPORT_ERROR', 'this ticket was minted by this worker: use attachAnchor for a same-worker stream');
+      throw new StreamError(
+        'ERR_TRANSPORT_ERROR',
+        'this ticket was minted by this worker: use attachAnchor for a same-worker stream',
+      );
     }
     if (this.#s.mux === null || t.streaming_transport_key !== MESSENGER_MUX_KEY) {
       throw new StreamError('ERR_ATTACH_REFUSED', `cannot open a ${t.streaming_transport_key} ticket without the mux`);
     }
     const peer = workerKey(h.workerId);
-    if (this.#s.messenger.peer(peer) === undefined) throw new StreamError('ERR_UNKNOWN_PEER', `no connected peer has worker id ${peer}`);
+    if (this.#s.messenger.peer(peer) === undefined)
+      throw new StreamError('ERR_UNKNOWN_PEER', `no connected peer has worker id ${peer}`);
     const noMux = this.#noMuxToward(peer);
     if (noMux !== null) throw noMux;
-    const limits = resolveLimits({ initialCredit: t.initial_credit, slotByteBudget: t.slot_byte_budget }, { transportKey: t.streaming_transport_key });
-    return this.#openMux<T>(peer, t.lane, h.localId, t.routing_session_id, limits, t.heartbeat_interval_ms, signal, 'open', plainSender as SenderFactory<T>, h);
+    const limits = resolveLimits(
+      { initialCredit: t.initial_credit, slotByteBudget: t.slot_byte_budget },
+      { transportKey: t.streaming_transport_key },
+    );
+    return this.#openMux<T>(
+      peer,
+      t.lane,
+      h.localId,
+      t.routing_session_id,
+      limits,
+      t.heartbeat_interval_ms,
+      signal,
+      'open',
+      plainSender as SenderFactory<T>,
+      h,
+    );
   }
 
   async #openMux<T>(
@@ -263,7 +335,8 @@ export class ProducerSide {
 
   #attachLocal<T>(localId: bigint, options: AttachOptions): StreamSender<T> {
     const anchor = this.#s.anchors.get(localId);
-    if (anchor === undefined || anchor.finished) throw new StreamError('ERR_ATTACH_REFUSED', 'unknown or finished anchor');
+    if (anchor === undefined || anchor.finished)
+      throw new StreamError('ERR_ATTACH_REFUSED', 'unknown or finished anchor');
     const bind = anchor.bind;
     if (!anchor._attachable) {
       // A same-worker attach releases an unclaimed pre-bind; a claimed one is AlreadyAttached.
@@ -276,7 +349,15 @@ export class ProducerSide {
     const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
     const port = new LocalPort(buffer);
     // At once, or behind a sender that detached (read first).
-    anchor._feed(buffer, 'local', null, () => port.drained(), null, null, (error) => port.fail(error));
+    anchor._feed(
+      buffer,
+      'local',
+      null,
+      () => port.drained(),
+      null,
+      null,
+      (error) => port.fail(error),
+    );
     this.#s.locals.set(anchor, port);
     const sender = new StreamSender<T>({
       transport: null,

@@ -130,7 +130,11 @@ export class StreamSender<T = unknown> {
     if (r === Offer.Wait) return port.waitWritable();
     if (r === Offer.Refused) {
       return Promise.reject(
-        new StreamError('ERR_BACKPRESSURE', 'the stream is at its byte budget and send() was called again without waiting: await send()', { retryable: true }),
+        new StreamError(
+          'ERR_BACKPRESSURE',
+          'the stream is at its byte budget and send() was called again without waiting: await send()',
+          { retryable: true },
+        ),
       );
     }
     return Promise.reject(this.#closedError());
@@ -241,7 +245,8 @@ export class StreamSender<T = unknown> {
 
   /** @internal A consumer stop or cancel arrived. */
   _lifecycle(cancel: boolean): void {
-    if (this.#stopReason === NOT_ABORTED) this.#abortStop(new StreamError('ERR_STREAM_CANCELLED', 'the consumer asked the producer to stop'));
+    if (this.#stopReason === NOT_ABORTED)
+      this.#abortStop(new StreamError('ERR_STREAM_CANCELLED', 'the consumer asked the producer to stop'));
     if (cancel && this.#cancelReason === NOT_ABORTED) {
       const e = new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream');
       if (this.#error === null) this.#error = e;
@@ -251,7 +256,9 @@ export class StreamSender<T = unknown> {
 
   #abort(): void {
     if (this.closed) return;
-    this.#error = new StreamError('ERR_ABORTED', 'the sender was aborted by its signal', { cause: this.#signal?.reason });
+    this.#error = new StreamError('ERR_ABORTED', 'the sender was aborted by its signal', {
+      cause: this.#signal?.reason,
+    });
     this.#port?.depart();
     this.#abortCancel(this.#error);
     this.#done();

@@ -93,9 +93,15 @@ function parseTicketSlow(bytes: Uint8Array): StreamOpenTicket {
 // returns the same (test/stream/ticket-fast.test.ts).
 
 /** The ticket's field names in `ticketSchema` order, as the bytes of a MessagePack key. */
-const TICKET_KEYS = ['streaming_transport_key', 'heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget', 'lane', 'anchor_id'].map((k) =>
-  Uint8Array.from(k, (c) => c.charCodeAt(0)),
-);
+const TICKET_KEYS = [
+  'streaming_transport_key',
+  'heartbeat_interval_ms',
+  'routing_session_id',
+  'initial_credit',
+  'slot_byte_budget',
+  'lane',
+  'anchor_id',
+].map((k) => Uint8Array.from(k, (c) => c.charCodeAt(0)));
 /** The upper bound of each integer field (`ticketSchema`), by field index; -1 for the string fields. */
 const TICKET_MAX = [-1, HEARTBEAT_MAX, -1, CREDIT_MAX, BUDGET_MAX, LANE_MAX, -1];
 /** Field index of `anchor_id`. */
@@ -211,7 +217,6 @@ export function readTicketFast(b: Uint8Array): StreamOpenTicket | undefined {
   if (anchor !== undefined) t.anchor_id = anchor;
   return t;
 }
-
 
 /** `b[pos, pos+len)` (ASCII) as a string, reusing the last one when the bytes match. */
 function asciiKey(b: Uint8Array, pos: number, len: number): string {

@@ -63,10 +63,13 @@ export class UnattachedReaper {
   #arm(): void {
     const head = this.#queue.peek();
     if (this.#timer !== null || head === undefined) return;
-    this.#timer = this.#s.runtime.setTimer(() => {
-      this.#timer = null;
-      this.#expire();
-    }, Math.max(0, head.deadline - this.#s.runtime.now()));
+    this.#timer = this.#s.runtime.setTimer(
+      () => {
+        this.#timer = null;
+        this.#expire();
+      },
+      Math.max(0, head.deadline - this.#s.runtime.now()),
+    );
   }
 
   #expire(): void {
@@ -82,7 +85,11 @@ export class UnattachedReaper {
       // Still registered, still without a sender: nobody will ever feed it.
       const anchor = s.anchors.get(entry);
       if (anchor !== undefined && anchor.feedKind === 'none' && !anchor.finished) {
-        anchor._fail(new StreamError('ERR_SENDER_DROPPED', `no sender attached within ${s.unattachedTimeout} ms`, { retryable: true }));
+        anchor._fail(
+          new StreamError('ERR_SENDER_DROPPED', `no sender attached within ${s.unattachedTimeout} ms`, {
+            retryable: true,
+          }),
+        );
         this.#expired(anchor);
       }
     });

@@ -67,20 +67,44 @@ export class Acceptor implements HandshakeOwner {
       }
       oldest ??= this.#pending.keys().next().value as ConnPort;
       this.#t.refused('handshake_evicted');
-      this.#fail(oldest, new TransportError('ERR_EVICTED', `connection from ${oldest.conn.remote} evicted: ${max} connections were in their hello`, { retryable: true }), 'abort');
+      this.#fail(
+        oldest,
+        new TransportError(
+          'ERR_EVICTED',
+          `connection from ${oldest.conn.remote} evicted: ${max} connections were in their hello`,
+          { retryable: true },
+        ),
+        'abort',
+      );
     }
-    this.#pending.set(port, setUnrefTimeout(() => {
-      // ERR_CONNECT, not ERR_HANDSHAKE: a slow hello (or a slow authenticate) is worth a retry, and a
-      // reconnecting client treats ERR_HANDSHAKE as terminal.
-      this.#fail(port, new TransportError('ERR_CONNECT', `no complete hello from ${conn.remote} within ${this.#t.options.helloTimeoutMs} ms`, { retryable: true }));
-    }, this.#t.options.helloTimeoutMs));
+    this.#pending.set(
+      port,
+      setUnrefTimeout(() => {
+        // ERR_CONNECT, not ERR_HANDSHAKE: a slow hello (or a slow authenticate) is worth a retry, and a
+        // reconnecting client treats ERR_HANDSHAKE as terminal.
+        this.#fail(
+          port,
+          new TransportError(
+            'ERR_CONNECT',
+            `no complete hello from ${conn.remote} within ${this.#t.options.helloTimeoutMs} ms`,
+            { retryable: true },
+          ),
+        );
+      }, this.#t.options.helloTimeoutMs),
+    );
     conn.start(port);
   }
 
   onMessage(port: ConnPort, bytes: Uint8Array): void {
     if (port.helloDone || port.authPending) {
       // A lane of a group still forming: the dialler sends nothing before our answer.
-      this.#fail(port, new TransportError('ERR_PROTOCOL', `message on lane ${port.lane} from ${port.conn.remote} before the link was established`));
+      this.#fail(
+        port,
+        new TransportError(
+          'ERR_PROTOCOL',
+          `message on lane ${port.lane} from ${port.conn.remote} before the link was established`,
+        ),
+      );
       return;
     }
     if (bytes[0] === KIND_GOAWAY) {
@@ -94,7 +118,10 @@ export class Acceptor implements HandshakeOwner {
       return;
     }
     if (h.worker === this.#t.selfId) {
-      this.#fail(port, new TransportError('ERR_HANDSHAKE', `connected to itself (worker ${h.worker}); refusing a self link`));
+      this.#fail(
+        port,
+        new TransportError('ERR_HANDSHAKE', `connected to itself (worker ${h.worker}); refusing a self link`),
+      );
       return;
     }
     if (h.lane !== 0) {
@@ -102,7 +129,10 @@ export class Acceptor implements HandshakeOwner {
       return;
     }
     if (this.#groups.has(groupKey(h))) {
-      this.#fail(port, new TransportError('ERR_HANDSHAKE', `duplicate lane 0 for session ${h.session} of worker ${h.worker}`));
+      this.#fail(
+        port,
+        new TransportError('ERR_HANDSHAKE', `duplicate lane 0 for session ${h.session} of worker ${h.worker}`),
+      );
       return;
     }
     const auth = port.adapter?.authenticate ?? this.#t.options.authenticate;
@@ -113,7 +143,12 @@ export class Acceptor implements HandshakeOwner {
     // Authenticate before answering or learning anything more from the peer. Calls in flight are
     // bounded like handshakes (an evicted port's call still runs to its end, so it counts until then).
     if (this.#authInFlight >= this.#t.options.maxHandshakes) {
-      this.#fail(port, new TransportError('ERR_TOO_MANY_PEERS', `${this.#authInFlight} authentications are in flight; try again`, { retryable: true }));
+      this.#fail(
+        port,
+        new TransportError('ERR_TOO_MANY_PEERS', `${this.#authInFlight} authentications are in flight; try again`, {
+          retryable: true,
+        }),
+      );
       return;
     }
     this.#authInFlight++;
@@ -132,12 +167,24 @@ export class Acceptor implements HandshakeOwner {
       }
       if (typeof identity !== 'string' || identity.length === 0) {
         this.#t.refused('unauthenticated');
-        this.#fail(port, new TransportError('ERR_UNAUTHENTICATED', `authentication refused for worker ${h.worker} from ${port.conn.remote}`));
+        this.#fail(
+          port,
+          new TransportError(
+            'ERR_UNAUTHENTICATED',
+            `authentication refused for worker ${h.worker} from ${port.conn.remote}`,
+          ),
+        );
         return;
       }
       this.#lane0(port, h, identity);
     };
-    const request: AuthRequest = { transport: port.adapter?.name ?? 'unknown', remote: port.conn.remote, credential: h.credential, worker: h.worker, request: port.conn.request };
+    const request: AuthRequest = {
+      transport: port.adapter?.name ?? 'unknown',
+      remote: port.conn.remote,
+      credential: h.credential,
+      worker: h.worker,
+      request: port.conn.request,
+    };
     let verdict: unknown;
     try {
       verdict = auth(request);
@@ -154,8 +201,17 @@ export class Acceptor implements HandshakeOwner {
   /** Lane 0 of a new link, authenticated (`identity`) or not. */
   #lane0(port: ConnPort, h: Hello, identity: string | undefined): void {
     // Capacity is checked after authentication: a peer that is refused must not evict anyone.
-    if (!this.#t.hasLink(h.worker) && this.#t.linkCount + this.#groups.size >= this.#t.options.maxPeers && !this.#t.evictIdleLink()) {
-      this.#fail(port, new TransportError('ERR_TOO_MANY_PEERS', `this node already has ${this.#t.options.maxPeers} peers`, { retryable: true }));
+    if (
+      !this.#t.hasLink(h.worker) &&
+      this.#t.linkCount + this.#groups.size >= this.#t.options.maxPeers &&
+      !this.#t.evictIdleLink()
+    ) {
+      this.#fail(
+        port,
+        new TransportError('ERR_TOO_MANY_PEERS', `this node already has ${this.#t.options.maxPeers} peers`, {
+          retryable: true,
+        }),
+      );
       return;
     }
     const refusal = this.#t.claimRefusal(h, identity);
@@ -165,7 +221,10 @@ export class Acceptor implements HandshakeOwner {
     }
     const key = groupKey(h);
     if (this.#groups.has(key)) {
-      this.#fail(port, new TransportError('ERR_HANDSHAKE', `duplicate lane 0 for session ${h.session} of worker ${h.worker}`));
+      this.#fail(
+        port,
+        new TransportError('ERR_HANDSHAKE', `duplicate lane 0 for session ${h.session} of worker ${h.worker}`),
+      );
       return;
     }
     const lanes = Math.min(h.lanes, this.#t.options.identity.lanes);
@@ -187,16 +246,36 @@ export class Acceptor implements HandshakeOwner {
   #laneK(port: ConnPort, h: Hello): void {
     const group = this.#groups.get(groupKey(h));
     if (group === undefined) {
-      this.#fail(port, new TransportError('ERR_HANDSHAKE', `lane ${h.lane} of session ${h.session} arrived without its lane 0`));
+      this.#fail(
+        port,
+        new TransportError('ERR_HANDSHAKE', `lane ${h.lane} of session ${h.session} arrived without its lane 0`),
+      );
       return;
     }
-    if (h.lanes !== group.lanes || h.lane >= group.lanes || group.ports[h.lane] !== undefined || h.instance !== group.hello.instance) {
-      this.#fail(port, new TransportError('ERR_HANDSHAKE', `lane ${h.lane}/${h.lanes} does not fit session ${h.session} (${group.lanes} lanes)`));
+    if (
+      h.lanes !== group.lanes ||
+      h.lane >= group.lanes ||
+      group.ports[h.lane] !== undefined ||
+      h.instance !== group.hello.instance
+    ) {
+      this.#fail(
+        port,
+        new TransportError(
+          'ERR_HANDSHAKE',
+          `lane ${h.lane}/${h.lanes} does not fit session ${h.session} (${group.lanes} lanes)`,
+        ),
+      );
       return;
     }
     if (group.claims && h.claim !== group.claim) {
       // Only the dialler read the lane-0 answer: anyone else naming its session cannot join the link.
-      this.#fail(port, new TransportError('ERR_HANDSHAKE', `lane ${h.lane} of session ${h.session} does not present the claim token of its lane 0`));
+      this.#fail(
+        port,
+        new TransportError(
+          'ERR_HANDSHAKE',
+          `lane ${h.lane} of session ${h.session} does not present the claim token of its lane 0`,
+        ),
+      );
       return;
     }
     this.#join(port, h, group);

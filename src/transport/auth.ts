@@ -64,7 +64,9 @@ export const credentialOption = {
 };
 
 /** Copy of a header list with lower-case names (bounded by the HTTP server's own header limits). */
-export function headerRecord(headers: Iterable<readonly [string, string]> | Readonly<Record<string, string | string[] | undefined>>): Record<string, string> {
+export function headerRecord(
+  headers: Iterable<readonly [string, string]> | Readonly<Record<string, string | string[] | undefined>>,
+): Record<string, string> {
   const out: Record<string, string> = {};
   if (Symbol.iterator in headers) {
     for (const [k, v] of headers as Iterable<readonly [string, string]>) out[k.toLowerCase()] = v;

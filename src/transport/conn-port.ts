@@ -25,7 +25,12 @@ export class ConnPort implements ConnectionReceiver {
 
   readonly #refused: ((reason: RefusalReason) => void) | undefined;
 
-  constructor(conn: Connection, owner: HandshakeOwner, adapter?: TransportAdapter, refused?: (reason: RefusalReason) => void) {
+  constructor(
+    conn: Connection,
+    owner: HandshakeOwner,
+    adapter?: TransportAdapter,
+    refused?: (reason: RefusalReason) => void,
+  ) {
     this.conn = conn;
     this.owner = owner;
     this.adapter = adapter;

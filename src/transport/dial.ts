@@ -16,12 +16,26 @@ import { deferred, randomBytes, setUnrefTimeout, type Deferred, type TimerHandle
 import type { TransportImpl } from './transport.ts';
 
 /** Codes after which a dial never retries: the peer will refuse us again the same way (or our own configuration is wrong). */
-const TERMINAL_CODES: ReadonlySet<string> = new Set(['ERR_VERSION_MISMATCH', 'ERR_HANDSHAKE', 'ERR_MALFORMED_ENVELOPE', 'ERR_DUPLICATE_LINK', 'ERR_UNAUTHENTICATED', 'ERR_INVALID_CONFIG']);
+const TERMINAL_CODES: ReadonlySet<string> = new Set([
+  'ERR_VERSION_MISMATCH',
+  'ERR_HANDSHAKE',
+  'ERR_MALFORMED_ENVELOPE',
+  'ERR_DUPLICATE_LINK',
+  'ERR_UNAUTHENTICATED',
+  'ERR_INVALID_CONFIG',
+]);
 
 /** A dialler's link-attempt number: 53 random bits (never a guessable counter), nonzero. */
 function randomSession(): number {
   const b = randomBytes(7);
-  const n = ((b[0]! & 0x1f) * 2 ** 48) + (b[1]! * 2 ** 40) + (b[2]! * 2 ** 32) + ((b[3]! << 24) >>> 0) + (b[4]! << 16) + (b[5]! << 8) + b[6]!;
+  const n =
+    (b[0]! & 0x1f) * 2 ** 48 +
+    b[1]! * 2 ** 40 +
+    b[2]! * 2 ** 32 +
+    ((b[3]! << 24) >>> 0) +
+    (b[4]! << 16) +
+    (b[5]! << 8) +
+    b[6]!;
   return n === 0 ? 1 : n;
 }
 
@@ -128,7 +142,8 @@ export class Dial implements HandshakeOwner {
     }
     let attempt = this.#attempt;
     if (lane === 0) {
-      if (attempt !== undefined) this.#failAttempt(new TransportError('ERR_HANDSHAKE', 'lane 0 reconnected during a hello'));
+      if (attempt !== undefined)
+        this.#failAttempt(new TransportError('ERR_HANDSHAKE', 'lane 0 reconnected during a hello'));
       const session = randomSession();
       attempt = {
         session,
@@ -141,7 +156,13 @@ export class Dial implements HandshakeOwner {
         earlyBytes: 0,
         timer: setUnrefTimeout(() => {
           if (this.#attempt?.session === session) {
-            this.#failAttempt(new TransportError('ERR_HANDSHAKE', `hello with ${this.address} did not complete within ${this.#t.options.helloTimeoutMs} ms`, { retryable: true }));
+            this.#failAttempt(
+              new TransportError(
+                'ERR_HANDSHAKE',
+                `hello with ${this.address} did not complete within ${this.#t.options.helloTimeoutMs} ms`,
+                { retryable: true },
+              ),
+            );
           }
         }, this.#t.options.helloTimeoutMs),
       };
@@ -171,7 +192,13 @@ export class Dial implements HandshakeOwner {
     try {
       got = source();
     } catch (cause) {
-      this.#failAttempt(new TransportError('ERR_CONNECT', `the credential function for ${this.address} threw: ${describeThrown(cause)}`, { cause, retryable: true }));
+      this.#failAttempt(
+        new TransportError(
+          'ERR_CONNECT',
+          `the credential function for ${this.address} threw: ${describeThrown(cause)}`,
+          { cause, retryable: true },
+        ),
+      );
       return;
     }
     if (typeof got === 'string') {
@@ -180,17 +207,30 @@ export class Dial implements HandshakeOwner {
     }
     Promise.resolve(got).then(
       (credential) => {
-        if (this.#attempt === current && current.ports[0] === port && !this.#stopped) this.#sendHello(port, current, credential);
+        if (this.#attempt === current && current.ports[0] === port && !this.#stopped)
+          this.#sendHello(port, current, credential);
       },
       (cause: unknown) => {
-        if (this.#attempt === current) this.#failAttempt(new TransportError('ERR_CONNECT', `the credential function for ${this.address} failed: ${describeThrown(cause)}`, { cause, retryable: true }));
+        if (this.#attempt === current)
+          this.#failAttempt(
+            new TransportError(
+              'ERR_CONNECT',
+              `the credential function for ${this.address} failed: ${describeThrown(cause)}`,
+              { cause, retryable: true },
+            ),
+          );
       },
     );
   }
 
   #sendHello(port: ConnPort, attempt: Attempt, credential: unknown): void {
     if (credential !== undefined && (typeof credential !== 'string' || credential.length > MAX_CREDENTIAL_LENGTH)) {
-      this.#failAttempt(new ConfigError('credential', `the credential for ${this.address} must be a string of at most ${MAX_CREDENTIAL_LENGTH} characters, got ${typeof credential === 'string' ? `${credential.length} characters` : typeof credential}`));
+      this.#failAttempt(
+        new ConfigError(
+          'credential',
+          `the credential for ${this.address} must be a string of at most ${MAX_CREDENTIAL_LENGTH} characters, got ${typeof credential === 'string' ? `${credential.length} characters` : typeof credential}`,
+        ),
+      );
       return;
     }
     const id = this.#t.options.identity;
@@ -227,7 +267,12 @@ export class Dial implements HandshakeOwner {
       }
       attempt.earlyBytes += bytes.byteLength;
       if (attempt.earlyBytes > this.#t.options.maxEarlyBytes) {
-        this.#failAttempt(new TransportError('ERR_PROTOCOL', `more than ${this.#t.options.maxEarlyBytes} bytes arrived before the link with ${this.address} was established`));
+        this.#failAttempt(
+          new TransportError(
+            'ERR_PROTOCOL',
+            `more than ${this.#t.options.maxEarlyBytes} bytes arrived before the link with ${this.address} was established`,
+          ),
+        );
         return;
       }
       attempt.early.push([port.lane, bytes]);
@@ -244,17 +289,32 @@ export class Dial implements HandshakeOwner {
       return;
     }
     if (h.session !== attempt.session || h.lane !== port.lane) {
-      this.#failAttempt(new TransportError('ERR_HANDSHAKE', `HELLO answer for session ${h.session} lane ${h.lane}, expected session ${attempt.session} lane ${port.lane}`), true);
+      this.#failAttempt(
+        new TransportError(
+          'ERR_HANDSHAKE',
+          `HELLO answer for session ${h.session} lane ${h.lane}, expected session ${attempt.session} lane ${port.lane}`,
+        ),
+        true,
+      );
       return;
     }
     if (port.lane === 0) {
       if (h.worker === this.#t.selfId) {
         // The acceptor refuses a real self-connection itself: our own HELLO coming back is an echo server.
-        this.#failAttempt(new TransportError('ERR_HANDSHAKE', `${this.address} answered with this node's own HELLO (worker ${h.worker}): an echo server, not a lanemux server`), true);
+        this.#failAttempt(
+          new TransportError(
+            'ERR_HANDSHAKE',
+            `${this.address} answered with this node's own HELLO (worker ${h.worker}): an echo server, not a lanemux server`,
+          ),
+          true,
+        );
         return;
       }
       if (h.lanes > id.lanes) {
-        this.#failAttempt(new TransportError('ERR_HANDSHAKE', `peer agreed on ${h.lanes} lanes, more than the ${id.lanes} offered`), true);
+        this.#failAttempt(
+          new TransportError('ERR_HANDSHAKE', `peer agreed on ${h.lanes} lanes, more than the ${id.lanes} offered`),
+          true,
+        );
         return;
       }
       attempt.remote = h;
@@ -264,7 +324,13 @@ export class Dial implements HandshakeOwner {
     } else {
       const r = attempt.remote as Hello;
       if (h.worker !== r.worker || h.instance !== r.instance || h.lanes !== attempt.lanes) {
-        this.#failAttempt(new TransportError('ERR_HANDSHAKE', `lane ${port.lane} reached another peer than lane 0 (worker ${h.worker})`), true);
+        this.#failAttempt(
+          new TransportError(
+            'ERR_HANDSHAKE',
+            `lane ${port.lane} reached another peer than lane 0 (worker ${h.worker})`,
+          ),
+          true,
+        );
         return;
       }
     }
@@ -296,7 +362,9 @@ export class Dial implements HandshakeOwner {
     }
     this.#attempt = undefined;
     const ports = attempt.ports as ConnPort[];
-    const link = this.#t.register(attempt.remote as Hello, attempt.lanes, ports, (error) => this.#onLinkGone(link, error, attempt));
+    const link = this.#t.register(attempt.remote as Hello, attempt.lanes, ports, (error) =>
+      this.#onLinkGone(link, error, attempt),
+    );
     if (ports[0]?.link !== link) {
       // A crossed dial lost the tie-break: `link` is the peer's surviving link to us, and ours was
       // closed unannounced. Callers get the survivor; this dial ends without a retry.
@@ -327,7 +395,8 @@ export class Dial implements HandshakeOwner {
   #onDialFail(lane: number, error: LanemuxError, handle: DialHandle): void {
     if (this.#stopped) return;
     if (lane !== 0) {
-      if (this.#attempt?.handles[lane] === handle) this.#failAttempt(asTransportError('ERR_CONNECT', `lane ${lane} of ${this.address}`, error));
+      if (this.#attempt?.handles[lane] === handle)
+        this.#failAttempt(asTransportError('ERR_CONNECT', `lane ${lane} of ${this.address}`, error));
       return;
     }
     if (handle !== this.#lane0) return;
@@ -375,7 +444,8 @@ export class Dial implements HandshakeOwner {
     // A reconnecting adapter (partysocket) opens lane 0 again by itself after its back-off; every
     // other case ends the dial. connect() keeps waiting across retries until its own deadline.
     // A terminal code marked retryable (a hello that timed out) is worth another try.
-    if (!this.#reconnect || !this.#adapterReconnects() || (TERMINAL_CODES.has(error.code) && !error.retryable)) this.stop(error);
+    if (!this.#reconnect || !this.#adapterReconnects() || (TERMINAL_CODES.has(error.code) && !error.retryable))
+      this.stop(error);
   }
 
   #adapterReconnects(): boolean {

@@ -104,7 +104,10 @@ const TRANSPORT_CODES: ReadonlySet<string> = new Set<TransportErrorCode>([
 export function asTransportError(code: TransportErrorCode, context: string, cause: unknown): LanemuxError {
   if (cause instanceof LanemuxError) return cause;
   const detail = describeThrown(cause);
-  return new TransportError(code, `${context}: ${detail}`, { cause, retryable: code === 'ERR_PEER_GONE' || code === 'ERR_CONNECT' });
+  return new TransportError(code, `${context}: ${detail}`, {
+    cause,
+    retryable: code === 'ERR_PEER_GONE' || code === 'ERR_CONNECT',
+  });
 }
 
 /**
@@ -116,10 +119,17 @@ export function asTransportError(code: TransportErrorCode, context: string, caus
 export function listenFailure(where: string, host: string, port: number | string, cause: unknown): LanemuxError {
   const at = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   if (isAddressInUse(cause)) {
-    return new TransportError('ERR_ADDRESS_IN_USE', `${where} cannot listen on ${at}: the address is already in use`, { cause, retryable: true });
+    return new TransportError('ERR_ADDRESS_IN_USE', `${where} cannot listen on ${at}: the address is already in use`, {
+      cause,
+      retryable: true,
+    });
   }
   if (cause instanceof LanemuxError) return cause;
-  return new ConfigError('port', `cannot listen on ${at}: ${describeThrown(cause)}`, { fields: ['host', 'port'], where, cause });
+  return new ConfigError('port', `cannot listen on ${at}: ${describeThrown(cause)}`, {
+    fields: ['host', 'port'],
+    where,
+    cause,
+  });
 }
 
 /**

@@ -232,13 +232,16 @@ export class FrameDecoder {
       let len: number;
       if (this.#prefixFill === 0 && end - off >= FRAME_PREFIX_BYTES) {
         // Fast path: the whole prefix is here.
-        len = ((chunk[off] as number) * 0x1000000) + (((chunk[off + 1] as number) << 16) | ((chunk[off + 2] as number) << 8) | (chunk[off + 3] as number));
+        len =
+          (chunk[off] as number) * 0x1000000 +
+          (((chunk[off + 1] as number) << 16) | ((chunk[off + 2] as number) << 8) | (chunk[off + 3] as number));
         off += FRAME_PREFIX_BYTES;
       } else {
-        while (this.#prefixFill < FRAME_PREFIX_BYTES && off < end) this.#prefix[this.#prefixFill++] = chunk[off++] as number;
+        while (this.#prefixFill < FRAME_PREFIX_BYTES && off < end)
+          this.#prefix[this.#prefixFill++] = chunk[off++] as number;
         if (this.#prefixFill < FRAME_PREFIX_BYTES) return undefined;
         const p = this.#prefix;
-        len = ((p[0] as number) * 0x1000000) + (((p[1] as number) << 16) | ((p[2] as number) << 8) | (p[3] as number));
+        len = (p[0] as number) * 0x1000000 + (((p[1] as number) << 16) | ((p[2] as number) << 8) | (p[3] as number));
         this.#prefixFill = 0;
       }
       if (len > this.limit) {

@@ -114,18 +114,34 @@ export function encodeHello(hello: Hello): Uint8Array {
 
 /** Decode a HELLO, checking the version before anything else. */
 export function decodeHello(bytes: Uint8Array, ourVersion: number): Hello | LanemuxError {
-  if (bytes.byteLength < HELLO_PREFIX_BYTES || bytes[0] !== KIND_HELLO || bytes[1] !== MAGIC[0] || bytes[2] !== MAGIC[1] || bytes[3] !== MAGIC[2]) {
-    return new TransportError('ERR_MALFORMED_ENVELOPE', `expected a lanemux HELLO as the first message, got ${describeBytes(bytes)}`);
+  if (
+    bytes.byteLength < HELLO_PREFIX_BYTES ||
+    bytes[0] !== KIND_HELLO ||
+    bytes[1] !== MAGIC[0] ||
+    bytes[2] !== MAGIC[1] ||
+    bytes[3] !== MAGIC[2]
+  ) {
+    return new TransportError(
+      'ERR_MALFORMED_ENVELOPE',
+      `expected a lanemux HELLO as the first message, got ${describeBytes(bytes)}`,
+    );
   }
   const version = ((bytes[4] as number) << 8) | (bytes[5] as number);
   if (version !== ourVersion) {
-    return new TransportError('ERR_VERSION_MISMATCH', `peer speaks lanemux messenger protocol v${version}, this node speaks v${ourVersion}`);
+    return new TransportError(
+      'ERR_VERSION_MISMATCH',
+      `peer speaks lanemux messenger protocol v${version}, this node speaks v${ourVersion}`,
+    );
   }
   let raw: unknown;
   try {
     raw = decodeBounded(bytes.subarray(HELLO_PREFIX_BYTES));
   } catch (cause) {
-    return new TransportError('ERR_MALFORMED_ENVELOPE', `HELLO body is not valid MessagePack: ${(cause as Error).message}`, { cause });
+    return new TransportError(
+      'ERR_MALFORMED_ENVELOPE',
+      `HELLO body is not valid MessagePack: ${(cause as Error).message}`,
+      { cause },
+    );
   }
   const parsed = parse(helloSchema, raw);
   if (!parsed.success) {
@@ -173,7 +189,9 @@ export function parseGoaway(bytes: Uint8Array): LanemuxError | undefined {
     const parsed = parse(goawaySchema, decodeBounded(bytes.subarray(1)));
     if (parsed.success) {
       const { code, message } = parsed.data;
-      return new LanemuxErrorClass(code, `peer closed the connection: ${message}`, { retryable: isRetryableRemote(code) });
+      return new LanemuxErrorClass(code, `peer closed the connection: ${message}`, {
+        retryable: isRetryableRemote(code),
+      });
     }
   } catch {
     // fall through
@@ -183,7 +201,12 @@ export function parseGoaway(bytes: Uint8Array): LanemuxError | undefined {
 
 /** Whether a peer-reported reason leaves room for a reconnect to succeed. */
 function isRetryableRemote(code: string): boolean {
-  return code !== 'ERR_VERSION_MISMATCH' && code !== 'ERR_MALFORMED_ENVELOPE' && code !== 'ERR_HANDSHAKE' && code !== 'ERR_UNAUTHENTICATED';
+  return (
+    code !== 'ERR_VERSION_MISMATCH' &&
+    code !== 'ERR_MALFORMED_ENVELOPE' &&
+    code !== 'ERR_HANDSHAKE' &&
+    code !== 'ERR_UNAUTHENTICATED'
+  );
 }
 
 /** A short printable description of bytes for error messages (never the whole payload). */

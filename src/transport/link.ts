@@ -44,7 +44,15 @@ export class Link implements PeerLink {
   #endedLanes = 0;
   #goawayTimer: TimerHandle | undefined;
 
-  constructor(info: PeerIdentity, dialledBy: string, ports: ConnPort[], transport: TransportImpl, ourMax: number, onGone: ((error: LanemuxError) => void) | undefined, claimToken: string | undefined) {
+  constructor(
+    info: PeerIdentity,
+    dialledBy: string,
+    ports: ConnPort[],
+    transport: TransportImpl,
+    ourMax: number,
+    onGone: ((error: LanemuxError) => void) | undefined,
+    claimToken: string | undefined,
+  ) {
     this.info = info;
     this.dialledBy = dialledBy;
     this.claimToken = claimToken;
@@ -71,7 +79,9 @@ export class Link implements PeerLink {
   send(lane: number, head: Uint8Array, body?: Uint8Array): Admission {
     const port = this.#ports[lane];
     if (port === undefined) {
-      return Promise.reject(new TransportError('ERR_BAD_LANE', `lane ${lane} is outside 0..${this.lanes - 1} for peer ${this.info.id}`));
+      return Promise.reject(
+        new TransportError('ERR_BAD_LANE', `lane ${lane} is outside 0..${this.lanes - 1} for peer ${this.info.id}`),
+      );
     }
     return port.conn.send(head, body);
   }
@@ -158,7 +168,10 @@ export class Link implements PeerLink {
 
 /** Why the losing link of two crossed dials is closed (both sides close the same one). */
 export function duplicateLink(worker: string): LanemuxError {
-  return new TransportError('ERR_DUPLICATE_LINK', `duplicate link: worker ${worker} and this node dialled each other; keeping the link dialled by the lower worker id`);
+  return new TransportError(
+    'ERR_DUPLICATE_LINK',
+    `duplicate link: worker ${worker} and this node dialled each other; keeping the link dialled by the lower worker id`,
+  );
 }
 
 /** A peer's GOAWAY: a normal shutdown on their side is "peer gone" on ours. */

@@ -52,7 +52,12 @@ export interface PerStreamTransport {
   /** Start listening; resolves with the endpoint consumers put in attach answers. */
   listen(accept: (anchorId: bigint, sessionId: bigint) => PerStreamSink | null): Promise<string>;
   /** Dial a consumer's endpoint for (anchor, session). */
-  connect(endpoint: string, anchorId: bigint, sessionId: bigint, options?: { signal?: AbortSignal }): Promise<PerStreamConnection>;
+  connect(
+    endpoint: string,
+    anchorId: bigint,
+    sessionId: bigint,
+    options?: { signal?: AbortSignal },
+  ): Promise<PerStreamConnection>;
   /** Close the listener and every connection. */
   close(): Promise<void>;
   /** Writes made (one per frame on this path), for the coalescing ratio. */

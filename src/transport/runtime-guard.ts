@@ -30,6 +30,14 @@ export function runtimeGlobal<T>(runtime: 'Deno' | 'Bun', functions: readonly st
  * `ERR_UNSUPPORTED_RUNTIME` for the adapter factory `factory` (in `lanemux/transport/<subpath>`),
  * which needs `needs`; says what to use instead for `job`.
  */
-export function unsupportedRuntimeError(factory: string, subpath: string, needs: string, job: 'tcp' | 'ws-server'): LanemuxError<'ERR_UNSUPPORTED_RUNTIME'> {
-  return new LanemuxError('ERR_UNSUPPORTED_RUNTIME', `${factory} (lanemux/transport/${subpath}) needs ${needs}, which this runtime does not have: ${INSTEAD[job]}`);
+export function unsupportedRuntimeError(
+  factory: string,
+  subpath: string,
+  needs: string,
+  job: 'tcp' | 'ws-server',
+): LanemuxError<'ERR_UNSUPPORTED_RUNTIME'> {
+  return new LanemuxError(
+    'ERR_UNSUPPORTED_RUNTIME',
+    `${factory} (lanemux/transport/${subpath}) needs ${needs}, which this runtime does not have: ${INSTEAD[job]}`,
+  );
 }

@@ -39,7 +39,14 @@ let macrotask: ((task: Task) => void) | undefined;
 export function scheduleMacrotask(task: Task): void {
   if (macrotask === undefined) {
     const si = (globalThis as { setImmediate?: (fn: Task) => unknown }).setImmediate;
-    macrotask = typeof si === 'function' ? (fn) => { si(fn); } : (fn) => { setTimeout(fn, 0); };
+    macrotask =
+      typeof si === 'function'
+        ? (fn) => {
+            si(fn);
+          }
+        : (fn) => {
+            setTimeout(fn, 0);
+          };
   }
   macrotask(task);
 }

@@ -28,10 +28,25 @@ import type { Authenticate, CredentialSource } from './auth.ts';
 import { swallow, type ConnPort } from './conn-port.ts';
 import { Dial } from './dial.ts';
 import { TransportError } from './errors.ts';
-import { DEFAULT_FRAME_DEADLINE_MS, DEFAULT_INCOMPLETE_FRAME_BYTES, DEFAULT_LARGE_FRAME_BYTES, IncompleteFramePool, type FramePolicy } from './frame-pool.ts';
+import {
+  DEFAULT_FRAME_DEADLINE_MS,
+  DEFAULT_INCOMPLETE_FRAME_BYTES,
+  DEFAULT_LARGE_FRAME_BYTES,
+  IncompleteFramePool,
+  type FramePolicy,
+} from './frame-pool.ts';
 import { encodeGoaway, type Hello } from './hello.ts';
 import { Link, duplicateLink } from './link.ts';
-import { HELLO_FRAME_LIMIT, type Connection, type LinkHandler, type LocalIdentity, type PeerIdentity, type PeerLink, type Transport, type TransportAdapter } from './port.ts';
+import {
+  HELLO_FRAME_LIMIT,
+  type Connection,
+  type LinkHandler,
+  type LocalIdentity,
+  type PeerIdentity,
+  type PeerLink,
+  type Transport,
+  type TransportAdapter,
+} from './port.ts';
 import { deferred, type Deferred } from './runtime.ts';
 
 /** Options of {@link createTransport} (already validated by the messenger). */
@@ -67,7 +82,12 @@ export interface TransportOptions {
  * without proof), `handshake_evicted` (the oldest connection in its hello made room for a new one),
  * `link_evicted` (an idle link made room for a new peer), `frame_deadline` (counted by adapters).
  */
-export type RefusalReason = 'unauthenticated' | 'worker_id_in_use' | 'handshake_evicted' | 'link_evicted' | 'frame_deadline';
+export type RefusalReason =
+  | 'unauthenticated'
+  | 'worker_id_in_use'
+  | 'handshake_evicted'
+  | 'link_evicted'
+  | 'frame_deadline';
 
 /** Create the peer-level transport over some adapters. */
 export function createTransport(options: TransportOptions): Transport {
@@ -173,7 +193,13 @@ export class TransportImpl implements Transport {
     const proof = h.claim !== undefined && h.claim !== '' ? h.claim : undefined;
     // Two nodes that dialled each other at once: the peer proves it with the token it issued to our
     // dial (only the two of them know it); register() then keeps one link on both sides.
-    if (proof !== undefined && live.info.instanceId === h.instance && live.dialAddress !== undefined && proof === this.#claims.get(live.dialAddress)) return undefined;
+    if (
+      proof !== undefined &&
+      live.info.instanceId === h.instance &&
+      live.dialAddress !== undefined &&
+      proof === this.#claims.get(live.dialAddress)
+    )
+      return undefined;
     const otherIdentity = identity !== undefined && live.info.identity !== undefined && live.info.identity !== identity;
     if (!otherIdentity) {
       if (identity !== undefined && live.info.identity === identity) return undefined;
@@ -182,7 +208,11 @@ export class TransportImpl implements Transport {
     this.refused('worker_id_in_use');
     if (otherIdentity) {
       // Retryable like the other refusal: the live link may go away (the dialler cannot tell the two apart).
-      return new TransportError('ERR_WORKER_ID_IN_USE', `worker id ${h.worker} is linked to another identity; refusing the claim`, { retryable: true });
+      return new TransportError(
+        'ERR_WORKER_ID_IN_USE',
+        `worker id ${h.worker} is linked to another identity; refusing the claim`,
+        { retryable: true },
+      );
     }
     this.options.handler.contested?.(live);
     return new TransportError(
@@ -201,7 +231,11 @@ export class TransportImpl implements Transport {
     if (live === undefined || live.closed || live.info.instanceId === h.instance) return undefined;
     this.refused('worker_id_in_use');
     this.options.handler.contested?.(live);
-    return new TransportError('ERR_WORKER_ID_IN_USE', `the node we dialled claims worker id ${h.worker}, which has a live link from another process; the live link is being checked, retry`, { retryable: true });
+    return new TransportError(
+      'ERR_WORKER_ID_IN_USE',
+      `the node we dialled claims worker id ${h.worker}, which has a live link from another process; the live link is being checked, retry`,
+      { retryable: true },
+    );
   }
 
   /**
@@ -212,7 +246,11 @@ export class TransportImpl implements Transport {
     const victim = this.options.handler.evictable?.();
     if (victim === undefined || victim.closed) return false;
     this.refused('link_evicted');
-    victim.close(new TransportError('ERR_EVICTED', `idle link to ${victim.info.id} closed to make room for a new peer`, { retryable: true }));
+    victim.close(
+      new TransportError('ERR_EVICTED', `idle link to ${victim.info.id} closed to make room for a new peer`, {
+        retryable: true,
+      }),
+    );
     return true;
   }
 
@@ -234,14 +272,22 @@ export class TransportImpl implements Transport {
   connect(address: string, options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<PeerLink> {
     if (this.#closed) return Promise.reject(new TransportError('ERR_CLOSED', 'transport is closed'));
     const signal = options.signal;
-    if (signal?.aborted) return Promise.reject(new TransportError('ERR_ABORTED', `connect to ${address} aborted`, { cause: signal.reason }));
+    if (signal?.aborted)
+      return Promise.reject(
+        new TransportError('ERR_ABORTED', `connect to ${address} aborted`, { cause: signal.reason }),
+      );
     let dial = this.#dials.get(address);
     let own = false;
     if (dial === undefined || dial.stopped) {
       const scheme = schemeOf(address);
       const adapter = this.options.adapters.find((a) => a.dialSchemes.includes(scheme));
       if (adapter === undefined) {
-        return Promise.reject(new TransportError('ERR_UNSUPPORTED_ADDRESS', `no installed transport dials "${scheme}:" addresses (${address})`));
+        return Promise.reject(
+          new TransportError(
+            'ERR_UNSUPPORTED_ADDRESS',
+            `no installed transport dials "${scheme}:" addresses (${address})`,
+          ),
+        );
       }
       dial = new Dial(this, adapter, address);
       this.#dials.set(address, dial);
@@ -256,7 +302,9 @@ export class TransportImpl implements Transport {
       // A ref'd timer: a pending connect keeps the process alive until it settles (an unref'd one let
       // `await node.connect(…)` end the process with exit code 13 and no output). Cleared on settle.
       const timer = setTimeout(() => {
-        const err = new TransportError('ERR_CONNECT', `no link with ${address} within ${timeoutMs} ms`, { retryable: true });
+        const err = new TransportError('ERR_CONNECT', `no link with ${address} within ${timeoutMs} ms`, {
+          retryable: true,
+        });
         if (cleanup(err)) reject(err);
       }, timeoutMs);
       const onAbort = (): void => {
@@ -319,7 +367,13 @@ export class TransportImpl implements Transport {
         }
         old.close(error);
       } else {
-        old.close(new TransportError('ERR_PEER_GONE', `superseded by a new connection from worker ${hello.worker} (instance ${hello.instance})`, { retryable: true }));
+        old.close(
+          new TransportError(
+            'ERR_PEER_GONE',
+            `superseded by a new connection from worker ${hello.worker} (instance ${hello.instance})`,
+            { retryable: true },
+          ),
+        );
       }
     }
     const info: PeerIdentity = {

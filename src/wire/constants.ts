@@ -81,7 +81,12 @@ export type LifecycleAction = (typeof LifecycleAction)[keyof typeof LifecycleAct
 
 /** Control records never occupy the slot buffer and never spend data credit (CODEC-37). */
 export function isControlRecord(type: number): boolean {
-  return type === RecordType.OpenSlot || type === RecordType.CloseSlot || type === RecordType.CreditUpdate || type === RecordType.LifecycleSlot;
+  return (
+    type === RecordType.OpenSlot ||
+    type === RecordType.CloseSlot ||
+    type === RecordType.CreditUpdate ||
+    type === RecordType.LifecycleSlot
+  );
 }
 
 /** Handler name of a lane's batch messages: `_stream_batch` for lane 0, `_stream_batch.k` for lanes 1..15. */

@@ -56,14 +56,21 @@ export class BatchReader {
    */
   reset(payload: Uint8Array): boolean {
     // Views of a plain Uint8Array are far cheaper than views of a Node Buffer (a subclass).
-    this.payload = payload.constructor === Uint8Array ? payload : new Uint8Array(payload.buffer, payload.byteOffset, payload.byteLength);
+    this.payload =
+      payload.constructor === Uint8Array
+        ? payload
+        : new Uint8Array(payload.buffer, payload.byteOffset, payload.byteLength);
     this.error = null;
     this.index = 0;
     this.#pos = BATCH_HEADER_LEN;
     this.#done = true;
     this.hasHeader = false;
     if (payload.byteLength < BATCH_HEADER_LEN) {
-      this.error = new DecodeError('TruncatedBatchHeader', 0, `payload is ${payload.byteLength} bytes, header needs ${BATCH_HEADER_LEN}`);
+      this.error = new DecodeError(
+        'TruncatedBatchHeader',
+        0,
+        `payload is ${payload.byteLength} bytes, header needs ${BATCH_HEADER_LEN}`,
+      );
       return false;
     }
     const v = new DataView(this.payload.buffer, this.payload.byteOffset, this.payload.byteLength);
@@ -76,7 +83,11 @@ export class BatchReader {
     this.batchSeq = v.getUint32(12);
     this.hasHeader = true;
     if (this.version !== MUX_VERSION) {
-      this.error = new DecodeError('UnsupportedVersion', 0, `mux_version ${this.version}, this node speaks ${MUX_VERSION}`);
+      this.error = new DecodeError(
+        'UnsupportedVersion',
+        0,
+        `mux_version ${this.version}, this node speaks ${MUX_VERSION}`,
+      );
       return false;
     }
     this.#done = false;
@@ -96,7 +107,13 @@ export class BatchReader {
   /** The header as an object (allocates; for tests and logging). */
   header(): BatchHeader | null {
     if (!this.hasHeader) return null;
-    return { version: this.version, flags: this.flags, recordCount: this.recordCount, epoch: this.epoch, batchSeq: this.batchSeq };
+    return {
+      version: this.version,
+      flags: this.flags,
+      recordCount: this.recordCount,
+      epoch: this.epoch,
+      batchSeq: this.batchSeq,
+    };
   }
 
   /** Size hint of the remaining records: the lower bound is always 0; the upper is the declared count. */
@@ -111,14 +128,31 @@ export class BatchReader {
     const pos = this.#pos;
     if (this.index === this.recordCount) {
       this.#done = true;
-      if (pos !== len) this.error = new DecodeError('TrailingBytes', pos, `${len - pos} bytes after the declared ${this.recordCount} records`);
+      if (pos !== len)
+        this.error = new DecodeError(
+          'TrailingBytes',
+          pos,
+          `${len - pos} bytes after the declared ${this.recordCount} records`,
+        );
       return false;
     }
     if (pos === len) {
-      return this.#fail(new DecodeError('RecordCountMismatch', pos, `payload ends after ${this.index} of ${this.recordCount} declared records`));
+      return this.#fail(
+        new DecodeError(
+          'RecordCountMismatch',
+          pos,
+          `payload ends after ${this.index} of ${this.recordCount} declared records`,
+        ),
+      );
     }
     if (len - pos < RECORD_HEADER_LEN) {
-      return this.#fail(new DecodeError('TruncatedRecordHeader', pos, `${len - pos} bytes left, a record header needs ${RECORD_HEADER_LEN}`));
+      return this.#fail(
+        new DecodeError(
+          'TruncatedRecordHeader',
+          pos,
+          `${len - pos} bytes left, a record header needs ${RECORD_HEADER_LEN}`,
+        ),
+      );
     }
     const v = this.#view;
     const type = v.getUint8(pos);
@@ -128,17 +162,23 @@ export class BatchReader {
     const bodyLength = v.getUint32(pos + 9);
     const bodyOffset = pos + RECORD_HEADER_LEN;
     if (bodyLength > len - bodyOffset) {
-      return this.#fail(new DecodeError('TruncatedRecordBody', pos, `body declares ${bodyLength} bytes, ${len - bodyOffset} remain`));
+      return this.#fail(
+        new DecodeError('TruncatedRecordBody', pos, `body declares ${bodyLength} bytes, ${len - bodyOffset} remain`),
+      );
     }
     const fixed = FIXED_BODY_LEN[type]!;
     if (fixed >= 0 && bodyLength !== fixed) {
-      return this.#fail(new DecodeError('BodyLengthMismatch', pos, `record type ${type} needs a ${fixed}-byte body, got ${bodyLength}`));
+      return this.#fail(
+        new DecodeError('BodyLengthMismatch', pos, `record type ${type} needs a ${fixed}-byte body, got ${bodyLength}`),
+      );
     }
     if (type === RecordType.CloseSlot && v.getUint8(bodyOffset) > 3) {
       return this.#fail(new DecodeError('UnknownCloseReason', pos, `close reason ${v.getUint8(bodyOffset)}`));
     }
     if (type === RecordType.LifecycleSlot && v.getUint8(bodyOffset + 8) > 1) {
-      return this.#fail(new DecodeError('UnknownLifecycleAction', pos, `lifecycle action ${v.getUint8(bodyOffset + 8)}`));
+      return this.#fail(
+        new DecodeError('UnknownLifecycleAction', pos, `lifecycle action ${v.getUint8(bodyOffset + 8)}`),
+      );
     }
     this.recordOffset = pos;
     this.type = type;
@@ -229,7 +269,9 @@ export function decodeBatch(payload: Uint8Array): DecodedBatch {
  * Iterate a batch as results: `{ ok: true, record }` for each record, then `{ ok: false, error }`
  * once if the batch is malformed. Fused: nothing follows an error.
  */
-export function* iterateBatch(payload: Uint8Array): Generator<{ ok: true; record: DecodedRecord } | { ok: false; error: DecodeError }> {
+export function* iterateBatch(
+  payload: Uint8Array,
+): Generator<{ ok: true; record: DecodedRecord } | { ok: false; error: DecodeError }> {
   const r = new BatchReader();
   r.reset(payload);
   while (r.next()) yield { ok: true, record: snapshot(r) };

@@ -1,6 +1,6 @@
 import {
   BATCH_HEADER_LEN,
-  CloseReason,
+  type CloseReason,
   LifecycleAction,
   MAX_RECORDS_PER_BATCH,
   MUX_VERSION,
@@ -39,7 +39,10 @@ export class BatchEncoder {
   constructor(options: BatchEncoderOptions = {}) {
     const maxBytes = options.maxBytes ?? 61_440;
     if (!Number.isInteger(maxBytes) || maxBytes < BATCH_HEADER_LEN || maxBytes > HARD_MAX_BYTES) {
-      throw new WireError('ERR_INVALID_ARGUMENT', `maxBytes must be an integer in ${BATCH_HEADER_LEN}..${HARD_MAX_BYTES}, got ${maxBytes}`);
+      throw new WireError(
+        'ERR_INVALID_ARGUMENT',
+        `maxBytes must be an integer in ${BATCH_HEADER_LEN}..${HARD_MAX_BYTES}, got ${maxBytes}`,
+      );
     }
     this.#maxBytes = maxBytes;
     const initial = Math.max(BATCH_HEADER_LEN, Math.min(maxBytes, options.initialBytes ?? 4096));
@@ -70,11 +73,13 @@ export class BatchEncoder {
 
   /** Start a new batch; discards anything from the previous one. */
   begin(epoch: bigint, batchSeq: number, flags = 0): void {
-    if (!(flags >= 0 && flags <= 0xff && Number.isInteger(flags))) throw new WireError('ERR_INVALID_ARGUMENT', `flags must be a u8, got ${flags}`);
+    if (!(flags >= 0 && flags <= 0xff && Number.isInteger(flags)))
+      throw new WireError('ERR_INVALID_ARGUMENT', `flags must be a u8, got ${flags}`);
     if (!(batchSeq >= 0 && batchSeq <= 0xffff_ffff && Number.isInteger(batchSeq))) {
       throw new WireError('ERR_INVALID_ARGUMENT', `batch_seq must be a u32, got ${batchSeq}`);
     }
-    if (epoch < 0n || epoch > 0xffff_ffff_ffff_ffffn) throw new WireError('ERR_INVALID_ARGUMENT', `epoch must be a u64, got ${epoch}`);
+    if (epoch < 0n || epoch > 0xffff_ffff_ffff_ffffn)
+      throw new WireError('ERR_INVALID_ARGUMENT', `epoch must be a u64, got ${epoch}`);
     const v = this.#view;
     v.setUint8(0, MUX_VERSION);
     v.setUint8(1, flags);
@@ -130,7 +135,8 @@ export class BatchEncoder {
 
   /** Append `CloseSlot{reason}` (1-byte body). */
   appendCloseSlot(slot: number, frameSeq: number, reason: CloseReason): void {
-    if (!(reason >= 0 && reason <= 3)) throw new WireError('ERR_INVALID_ARGUMENT', `close reason must be 0..3, got ${reason}`);
+    if (!(reason >= 0 && reason <= 3))
+      throw new WireError('ERR_INVALID_ARGUMENT', `close reason must be 0..3, got ${reason}`);
     const at = this.#record(RecordType.CloseSlot, slot, frameSeq, 1);
     this.#buf[at] = reason;
   }
@@ -148,7 +154,12 @@ export class BatchEncoder {
    */
   addToCreditUpdate(recordOffset: number, delta: number): boolean {
     const at = recordOffset + RECORD_HEADER_LEN;
-    if (!this.#open || recordOffset < BATCH_HEADER_LEN || at + 4 > this.#len || this.#buf[recordOffset] !== RecordType.CreditUpdate) {
+    if (
+      !this.#open ||
+      recordOffset < BATCH_HEADER_LEN ||
+      at + 4 > this.#len ||
+      this.#buf[recordOffset] !== RecordType.CreditUpdate
+    ) {
       throw new WireError('ERR_INVALID_ARGUMENT', `no CreditUpdate at offset ${recordOffset} of the open batch`);
     }
     const sum = this.#view.getUint32(at) + delta;

@@ -214,7 +214,12 @@ function equals(a: Uint8Array, b: Uint8Array): boolean {
  * Read a msgpack str or bin at `off` that must end exactly at the end of `body`. Returns false
  * when it is not such a value; otherwise fills `out` with the payload bounds and kind.
  */
-function readStrOrBin(body: Uint8Array, off: number, out: { start: number; end: number; str: boolean }, end = body.byteLength): boolean {
+function readStrOrBin(
+  body: Uint8Array,
+  off: number,
+  out: { start: number; end: number; str: boolean },
+  end = body.byteLength,
+): boolean {
   if (off >= end) return false;
   const b = body[off]!;
   let n: number;
@@ -257,8 +262,14 @@ const scratch = { start: 0, end: 0, str: false };
  */
 export function isTerminalSentinel(body: Uint8Array): boolean {
   const n = body.byteLength;
-  if (n >= 8 && n <= 10 && (equals(body, FRAME_DROPPED) || equals(body, FRAME_DETACHED) || equals(body, FRAME_FINALIZED))) return true;
-  if (startsWith(body, TRANSPORT_ERROR_PREFIX)) return readStrOrBin(body, TRANSPORT_ERROR_PREFIX.length, scratch) && scratch.str && validUtf8(body, scratch);
+  if (
+    n >= 8 &&
+    n <= 10 &&
+    (equals(body, FRAME_DROPPED) || equals(body, FRAME_DETACHED) || equals(body, FRAME_FINALIZED))
+  )
+    return true;
+  if (startsWith(body, TRANSPORT_ERROR_PREFIX))
+    return readStrOrBin(body, TRANSPORT_ERROR_PREFIX.length, scratch) && scratch.str && validUtf8(body, scratch);
   const b = body[0];
   if (b !== 0x81 && b !== 0xde && b !== 0xdf) return false;
   if (startsWith(body, ITEM_PREFIX)) return false;
@@ -325,7 +336,8 @@ function readStr(body: Uint8Array, off: number): { text: string; next: number } 
   if ((b & 0xe0) === 0xa0) [n, h] = [b & 0x1f, 1];
   else if (b === 0xd9 && off + 2 <= body.byteLength) [n, h] = [body[off + 1]!, 2];
   else if (b === 0xda && off + 3 <= body.byteLength) [n, h] = [(body[off + 1]! << 8) | body[off + 2]!, 3];
-  else if (b === 0xdb && off + 5 <= body.byteLength) [n, h] = [((body[off + 1]! << 24) | (body[off + 2]! << 16) | (body[off + 3]! << 8) | body[off + 4]!) >>> 0, 5];
+  else if (b === 0xdb && off + 5 <= body.byteLength)
+    [n, h] = [((body[off + 1]! << 24) | (body[off + 2]! << 16) | (body[off + 3]! << 8) | body[off + 4]!) >>> 0, 5];
   else throw bad('expected a string');
   const end = off + h + n;
   if (end > body.byteLength) throw bad('string runs past the body');
@@ -354,7 +366,8 @@ function parseFrame<T>(body: Uint8Array): StreamFrame<T> {
   let off: number;
   if ((b0 & 0xf0) === 0x80) [count, off] = [b0 & 0x0f, 1];
   else if (b0 === 0xde && body.byteLength >= 3) [count, off] = [(body[1]! << 8) | body[2]!, 3];
-  else if (b0 === 0xdf && body.byteLength >= 5) [count, off] = [((body[1]! << 24) | (body[2]! << 16) | (body[3]! << 8) | body[4]!) >>> 0, 5];
+  else if (b0 === 0xdf && body.byteLength >= 5)
+    [count, off] = [((body[1]! << 24) | (body[2]! << 16) | (body[3]! << 8) | body[4]!) >>> 0, 5];
   else throw bad('expected a variant name or a one-entry map');
   if (count !== 1) throw bad(`a map of ${count} entries`);
   const key = readStr(body, off);
@@ -441,7 +454,11 @@ function copyBytes(buf: Uint8Array, start = 0, end = buf.byteLength): Uint8Array
 export function decodeFrameAt(buf: Uint8Array, start: number, end: number, out: DecodedFrame): number {
   out.terminal = false;
   const n = end - start;
-  if (n > ITEM_PREFIX_LEN && startsWithAt(buf, start, ITEM_PREFIX) && readStrOrBin(buf, start + ITEM_PREFIX_LEN, scratch, end)) {
+  if (
+    n > ITEM_PREFIX_LEN &&
+    startsWithAt(buf, start, ITEM_PREFIX) &&
+    readStrOrBin(buf, start + ITEM_PREFIX_LEN, scratch, end)
+  ) {
     if (scratch.str) {
       try {
         out.value = utf8Decode(buf.subarray(scratch.start, scratch.end));
@@ -468,7 +485,13 @@ export function decodeFrameAt(buf: Uint8Array, start: number, end: number, out: 
     const f = decodeFrame(body);
     out.kind = KIND_OF[f.kind]!;
     out.value =
-      f.kind === 'Item' ? (f.value instanceof Uint8Array ? copyBytes(f.value) : f.value) : f.kind === 'SenderError' || f.kind === 'TransportError' ? f.message : undefined;
+      f.kind === 'Item'
+        ? f.value instanceof Uint8Array
+          ? copyBytes(f.value)
+          : f.value
+        : f.kind === 'SenderError' || f.kind === 'TransportError'
+          ? f.message
+          : undefined;
     out.terminal = isTerminalSentinel(body);
   } catch (e) {
     out.kind = FrameKind.Undecodable;

@@ -23,7 +23,13 @@ export function flagsLane(flags: number): number {
 /** Write a batch header at `offset` of `out` (which must have 16 bytes there). */
 export function writeBatchHeader(out: Uint8Array, offset: number, header: BatchHeader): void {
   const { version, flags, recordCount, epoch, batchSeq } = header;
-  if (!isU8(version) || !isU8(flags) || !Number.isInteger(recordCount) || recordCount < 0 || recordCount > MAX_RECORDS_PER_BATCH) {
+  if (
+    !isU8(version) ||
+    !isU8(flags) ||
+    !Number.isInteger(recordCount) ||
+    recordCount < 0 ||
+    recordCount > MAX_RECORDS_PER_BATCH
+  ) {
     throw new WireError('ERR_INVALID_ARGUMENT', 'batch header field out of range');
   }
   if (epoch < 0n || epoch > 0xffff_ffff_ffff_ffffn || !isU32(batchSeq)) {
@@ -50,7 +56,11 @@ export function encodeBatchHeader(header: Omit<BatchHeader, 'version'> & { versi
  */
 export function decodeBatchHeader(payload: Uint8Array): BatchHeader | DecodeError {
   if (payload.byteLength < BATCH_HEADER_LEN) {
-    return new DecodeError('TruncatedBatchHeader', 0, `payload is ${payload.byteLength} bytes, header needs ${BATCH_HEADER_LEN}`);
+    return new DecodeError(
+      'TruncatedBatchHeader',
+      0,
+      `payload is ${payload.byteLength} bytes, header needs ${BATCH_HEADER_LEN}`,
+    );
   }
   const v = new DataView(payload.buffer, payload.byteOffset, BATCH_HEADER_LEN);
   return {

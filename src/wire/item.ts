@@ -31,7 +31,10 @@ function short(v: bigint): string {
 }
 
 function refuse(path: string, what: string, hint: string): WireError {
-  return new WireError('ERR_INVALID_ITEM', `${at(path)} is ${what}, which an item cannot carry: ${hint} (see docs/items.md)`);
+  return new WireError(
+    'ERR_INVALID_ITEM',
+    `${at(path)} is ${what}, which an item cannot carry: ${hint} (see docs/items.md)`,
+  );
 }
 
 /** `.key` or `["key"]` after `path`. */
@@ -54,7 +57,11 @@ export function itemRefusal(value: unknown): WireError | undefined {
   try {
     return check(value, 'item', 0);
   } catch (cause) {
-    return new WireError('ERR_INVALID_ITEM', `the item could not be inspected: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    return new WireError(
+      'ERR_INVALID_ITEM',
+      `the item could not be inspected: ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
   }
 }
 
@@ -68,7 +75,11 @@ function check(value: unknown, path: string, depth: number): WireError | undefin
       return undefined;
     case 'bigint':
       return value < INT64_MIN || value > UINT64_MAX
-        ? refuse(path, `the bigint ${short(value)}, outside -2^63..2^64-1`, 'MessagePack integers are int64 or uint64; send a string of its digits')
+        ? refuse(
+            path,
+            `the bigint ${short(value)}, outside -2^63..2^64-1`,
+            'MessagePack integers are int64 or uint64; send a string of its digits',
+          )
         : undefined;
     case 'function':
       return refuse(path, 'a function', 'send data, not code');
@@ -78,9 +89,11 @@ function check(value: unknown, path: string, depth: number): WireError | undefin
   if (value === null || value instanceof Uint8Array) return undefined;
   const o = value as object;
   if (Array.isArray(o)) {
-    if (Object.getPrototypeOf(o) !== Array.prototype) return refuse(path, `an instance of ${className(o)}`, 'send a plain array');
+    if (Object.getPrototypeOf(o) !== Array.prototype)
+      return refuse(path, `an instance of ${className(o)}`, 'send a plain array');
     if (o.length === 0) return undefined;
-    if (depth + 1 > MAX_DEPTH) return refuse(path, `nested deeper than ${MAX_DEPTH} containers (or cyclic)`, 'flatten it');
+    if (depth + 1 > MAX_DEPTH)
+      return refuse(path, `nested deeper than ${MAX_DEPTH} containers (or cyclic)`, 'flatten it');
     for (let i = 0; i < o.length; i++) {
       const bad = check(o[i], `${path}[${i}]`, depth + 1);
       if (bad !== undefined) return bad;
@@ -93,19 +106,29 @@ function check(value: unknown, path: string, depth: number): WireError | undefin
   if (o instanceof Map) return refuse(path, 'a Map', 'it would arrive as {}; send Object.fromEntries(map) or [...map]');
   if (o instanceof Set) return refuse(path, 'a Set', 'it would arrive as {}; send [...set]');
   if (ArrayBuffer.isView(o)) {
-    return refuse(path, `a ${className(o)}`, 'only Uint8Array arrives as itself; send new Uint8Array(v.buffer, v.byteOffset, v.byteLength)');
+    return refuse(
+      path,
+      `a ${className(o)}`,
+      'only Uint8Array arrives as itself; send new Uint8Array(v.buffer, v.byteOffset, v.byteLength)',
+    );
   }
   if (o instanceof ArrayBuffer || (typeof SharedArrayBuffer === 'function' && o instanceof SharedArrayBuffer)) {
     return refuse(path, `an ${className(o)}`, 'send a Uint8Array over it');
   }
   const proto: unknown = Object.getPrototypeOf(o);
   if (proto !== Object.prototype && proto !== null) {
-    return refuse(path, `an instance of ${className(o)}`, 'it would arrive as a plain object without its class; send a plain object');
+    return refuse(
+      path,
+      `an instance of ${className(o)}`,
+      'it would arrive as a plain object without its class; send a plain object',
+    );
   }
-  if (Object.getOwnPropertySymbols(o).length > 0) return refuse(path, 'an object with symbol keys', 'symbol-keyed properties are not sent; use string keys');
+  if (Object.getOwnPropertySymbols(o).length > 0)
+    return refuse(path, 'an object with symbol keys', 'symbol-keyed properties are not sent; use string keys');
   const keys = Object.keys(o);
   if (keys.length === 0) return undefined;
-  if (depth + 1 > MAX_DEPTH) return refuse(path, `nested deeper than ${MAX_DEPTH} containers (or cyclic)`, 'flatten it');
+  if (depth + 1 > MAX_DEPTH)
+    return refuse(path, `nested deeper than ${MAX_DEPTH} containers (or cyclic)`, 'flatten it');
   for (const key of keys) {
     // The receiving decoder refuses the key outright (prototype pollution), ending the stream.
     if (key === '__proto__') return refuse(child(path, key), 'an own "__proto__" key', 'rename the key');
@@ -150,7 +173,8 @@ export function encodeItemValue(value: unknown): Uint8Array {
 
 function hasBigInt(v: unknown, depth: number): boolean {
   if (typeof v === 'bigint') return true;
-  if (typeof v !== 'object' || v === null || depth > MAX_DEPTH || v instanceof Uint8Array || v instanceof Date) return false;
+  if (typeof v !== 'object' || v === null || depth > MAX_DEPTH || v instanceof Uint8Array || v instanceof Date)
+    return false;
   if (Array.isArray(v)) return v.some((x) => hasBigInt(x, depth + 1));
   return Object.values(v).some((x) => hasBigInt(x, depth + 1));
 }
@@ -158,7 +182,8 @@ function hasBigInt(v: unknown, depth: number): boolean {
 /** A copy of `v` in which each number the default encoder writes as int64/uint64 is a bigint. */
 function widen(v: unknown, depth: number): unknown {
   if (typeof v === 'number') return Number.isSafeInteger(v) && (v >= 2 ** 32 || v < -(2 ** 31)) ? BigInt(v) : v;
-  if (typeof v !== 'object' || v === null || depth > MAX_DEPTH || v instanceof Uint8Array || v instanceof Date) return v;
+  if (typeof v !== 'object' || v === null || depth > MAX_DEPTH || v instanceof Uint8Array || v instanceof Date)
+    return v;
   if (Array.isArray(v)) return v.map((x) => widen(x, depth + 1));
   const out: Record<string, unknown> = {};
   for (const [k, x] of Object.entries(v)) out[k] = widen(x, depth + 1);

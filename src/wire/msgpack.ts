@@ -210,7 +210,9 @@ function open(items: number): void {
   if (items === 0) return;
   owed += items;
   if (owed > n - pos) {
-    throw new RangeError(`MessagePack container declares ${items} items at byte ${pos}, more than the ${n - pos} bytes left in the message`);
+    throw new RangeError(
+      `MessagePack container declares ${items} items at byte ${pos}, more than the ${n - pos} bytes left in the message`,
+    );
   }
   if (depth === MAX_DEPTH) throw new RangeError(`MessagePack nesting deeper than ${MAX_DEPTH}`);
   owedAt[++depth] = items;
@@ -251,7 +253,8 @@ export function decodeBoundedItem(bytes: Uint8Array): unknown {
 function narrow(v: unknown, level: number): unknown {
   if (typeof v === 'bigint') return v >= -MAX_SAFE && v <= MAX_SAFE ? Number(v) : v;
   // Only arrays and the decoder's plain objects hold values; depth is bounded by checkShape.
-  if (typeof v !== 'object' || v === null || level > MAX_DEPTH || v instanceof Uint8Array || v instanceof Date) return v;
+  if (typeof v !== 'object' || v === null || level > MAX_DEPTH || v instanceof Uint8Array || v instanceof Date)
+    return v;
   if (Array.isArray(v)) {
     for (let i = 0; i < v.length; i++) v[i] = narrow(v[i], level + 1);
     return v;

@@ -17,7 +17,7 @@ export function seqNewer(a: number, b: number): boolean {
 /** True when `a` is older than `b`. */
 export function seqOlder(a: number, b: number): boolean {
   // At a distance of exactly 2^31 both values read as older than each other.
-  return ((a - b) >>> 0) >= 0x8000_0000;
+  return (a - b) >>> 0 >= 0x8000_0000;
 }
 
 /** Gap = received − expected, wrapping (e.g. expected 0xFFFFFFFE, received 1 → 3). */

@@ -40,7 +40,11 @@ describe('lanemux/credit public surface', () => {
   });
 
   it('outcome and class constants are frozen-shape string literals', () => {
-    expect(credit.CreditOutcome).toEqual({ Ok: 'ok', DataExhausted: 'DataExhausted', TerminalAlreadySpent: 'TerminalAlreadySpent' });
+    expect(credit.CreditOutcome).toEqual({
+      Ok: 'ok',
+      DataExhausted: 'DataExhausted',
+      TerminalAlreadySpent: 'TerminalAlreadySpent',
+    });
     expect(credit.BudgetOutcome).toEqual({ Ok: 'ok', Exhausted: 'Exhausted', ExceedsBudget: 'ExceedsBudget' });
     expect(credit.CreditClass).toEqual({ Control: 'Control', Terminal: 'Terminal', Data: 'Data' });
     expect(credit.Acquire).toEqual({ Acquired: 'acquired', Wait: 'wait', Closed: 'closed' });

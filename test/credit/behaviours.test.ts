@@ -43,11 +43,16 @@ describe('B. Credit ledgers and byte budgets', () => {
       expect((error as CreditError).message).toContain('legacy');
       expect((error as CreditError).message).toContain('messenger-mux-v2');
     }
-    expect(() => resolveLimits({ initialCredit: 0, slotByteBudget: 0 }, { transportKey: 'my-key' })).toThrow(/my-key.*initial_credit = 0/);
+    expect(() => resolveLimits({ initialCredit: 0, slotByteBudget: 0 }, { transportKey: 'my-key' })).toThrow(
+      /my-key.*initial_credit = 0/,
+    );
   });
 
   it('CREDIT-02 slot_byte_budget 0 from the wire resolves to 1,048,576', () => {
-    expect(resolveLimits({ initialCredit: 32, slotByteBudget: 0 })).toEqual({ initialCredit: 32, slotByteBudget: 1_048_576 });
+    expect(resolveLimits({ initialCredit: 32, slotByteBudget: 0 })).toEqual({
+      initialCredit: 32,
+      slotByteBudget: 1_048_576,
+    });
     expect(resolveLimits({ initialCredit: 1, slotByteBudget: 0 }).slotByteBudget).toBe(1_048_576);
   });
 
@@ -238,7 +243,9 @@ describe('B. Credit ledgers and byte budgets', () => {
 
   it('CREDIT-20 under randomized admit/release sequences, occupancy never exceeds C+1 (property)', () => {
     const op = fc.oneof(
-      fc.constantFrom(CreditClass.Data, CreditClass.Terminal, CreditClass.Control).map((cls) => ({ kind: 'admit' as const, cls })),
+      fc
+        .constantFrom(CreditClass.Data, CreditClass.Terminal, CreditClass.Control)
+        .map((cls) => ({ kind: 'admit' as const, cls })),
       fc.integer({ min: 0, max: 6 }).map((k) => ({ kind: 'release' as const, k })),
       fc.constant({ kind: 'grant' as const }),
     );

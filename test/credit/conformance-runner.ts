@@ -105,7 +105,11 @@ function replayGate(script: GateScript): string | null {
       } else if (op.op === 'grant') gate.grant(op.n);
       else gate.close(op.reason);
       // The reason is checked only through the acquire answer; `closed` compares as closed-or-not.
-      if (answer !== want.answer || gate.available !== want.available || (gate.closed !== null) !== (want.closed !== null)) {
+      if (
+        answer !== want.answer ||
+        gate.available !== want.available ||
+        (gate.closed !== null) !== (want.closed !== null)
+      ) {
         return (
           `${impl.name} step ${i} (${JSON.stringify(op)}): got answer ${String(answer)}, available ${gate.available}, ` +
           `closed ${gate.closed !== null}; want ${String(want.answer)}, ${want.available}, ${want.closed !== null}`
@@ -141,7 +145,12 @@ function replayWindow(script: WindowScript): string | null {
       default:
         return `step ${i}: unknown op ${JSON.stringify(op)}`;
     }
-    if (violation !== want.violation || grant !== want.grant || win.remaining !== want.remaining || win.pending !== want.pending) {
+    if (
+      violation !== want.violation ||
+      grant !== want.grant ||
+      win.remaining !== want.remaining ||
+      win.pending !== want.pending
+    ) {
       return (
         `step ${i} (${op}): got (${violation}, ${grant}, ${win.remaining}, ${win.pending}); ` +
         `want (${want.violation}, ${want.grant}, ${want.remaining}, ${want.pending})`
@@ -161,7 +170,9 @@ function replayNegotiate(script: NegotiateScript): string | null {
     }
     got = null;
   }
-  return got === script.window ? null : `negotiate(${script.ours}, ${script.theirs}) = ${String(got)}, want ${String(script.window)}`;
+  return got === script.window
+    ? null
+    : `negotiate(${script.ours}, ${script.theirs}) = ${String(got)}, want ${String(script.window)}`;
 }
 
 function replayGrantTarget(script: GrantTargetScript): string | null {
@@ -176,7 +187,8 @@ function replayGrantTarget(script: GrantTargetScript): string | null {
   const matched = router.route(7, script.named, 3);
   if (matched !== script.matched) return `matched ${matched}, want ${script.matched}`;
   const expected = script.matched ? script.streams.indexOf(script.target) : -1;
-  if (script.matched && expected < 0) return `script names target ${String(script.target)} that is not among its streams`;
+  if (script.matched && expected < 0)
+    return `script names target ${String(script.target)} that is not among its streams`;
   for (let i = 0; i < gates.length; i++) {
     const want = i === expected ? 3 : 0;
     const got = (gates[i] as CreditGate).available;

@@ -15,7 +15,9 @@ describe('conformance scripts', () => {
 
   it('replays gate, window, negotiate and grant_target against the runtime objects', () => {
     expect(() => assertConformance(file)).not.toThrow();
-    expect(replay(file).total).toBe(file.gate.length + file.window.length + file.negotiate.length + file.grant_target.length);
+    expect(replay(file).total).toBe(
+      file.gate.length + file.window.length + file.negotiate.length + file.grant_target.length,
+    );
   });
 
   it('the runner collects every disagreement and fails once with "N of M scripts disagree; first: …"', () => {

@@ -127,7 +127,13 @@ describe('ReceiveWindow', () => {
  * sender still waits, every byte the receiver released has been reported and the window is full of
  * bytes really held (`held + next > W`).
  */
-function simulate(W: number, maxBatch: number, records: Array<{ b: number; pinned: boolean }>, steps: number[], sweep: boolean): { maxHeld: number; overruns: number } {
+function simulate(
+  W: number,
+  maxBatch: number,
+  records: Array<{ b: number; pinned: boolean }>,
+  steps: number[],
+  sweep: boolean,
+): { maxHeld: number; overruns: number } {
   const send = new SendWindow(W);
   const recv = new ReceiveWindow(W, maxBatch, true);
   const queue = [...records];
@@ -175,7 +181,8 @@ function simulate(W: number, maxBatch: number, records: Array<{ b: number; pinne
   };
   for (const k of steps) act(k);
   // Drain: the consumer reads every readable record; run until nothing moves.
-  const state = (): string => `${queue.length}/${dataInTransit.length}/${updatesInTransit.length}/${unread.length}/${reportScheduled}/${recv.unreported}`;
+  const state = (): string =>
+    `${queue.length}/${dataInTransit.length}/${updatesInTransit.length}/${unread.length}/${reportScheduled}/${recv.unreported}`;
   for (let guard = 0; guard < 100_000; guard++) {
     const before = state();
     for (let k = 0; k < 6; k++) act(k);

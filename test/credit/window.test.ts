@@ -21,7 +21,9 @@ describe('Window', () => {
 
   it('follows the reference trace, window 4 (batch 2)', () => {
     const win = new Window(4);
-    const table: Array<[op: 'arrive' | 'consume' | 'flush', violation: boolean, grant: number, remaining: number, pending: number]> = [
+    const table: Array<
+      [op: 'arrive' | 'consume' | 'flush', violation: boolean, grant: number, remaining: number, pending: number]
+    > = [
       ['arrive', false, 0, 3, 0],
       ['arrive', false, 0, 2, 0],
       ['consume', false, 0, 2, 1],
@@ -39,7 +41,12 @@ describe('Window', () => {
       if (op === 'arrive') gotViolation = win.arrive() === 'violation';
       else if (op === 'consume') gotGrant = win.consume();
       else gotGrant = win.flush();
-      expect([gotViolation, gotGrant, win.remaining, win.pending], `row ${i} ${op}`).toEqual([violation, grant, remaining, pending]);
+      expect([gotViolation, gotGrant, win.remaining, win.pending], `row ${i} ${op}`).toEqual([
+        violation,
+        grant,
+        remaining,
+        pending,
+      ]);
     });
   });
 

@@ -28,7 +28,12 @@ interface Attacker {
 }
 
 async function attacker(address: string): Promise<Attacker> {
-  const messenger = await createMessenger({ transports: [suiteTransports.tcp({ listen: false })], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false, receiveWindow: 1 << 20 });
+  const messenger = await createMessenger({
+    transports: [suiteTransports.tcp({ listen: false })],
+    transportKeys: [MESSENGER_MUX_KEY],
+    healthCheck: false,
+    receiveWindow: 1 << 20,
+  });
   const replies: Uint8Array[] = [];
   messenger.registerBatchHandler(0, (_from, _lane, payload) => replies.push(payload.slice()));
   const peer = (await messenger.connect(address)).id;
@@ -103,7 +108,7 @@ describe('bind claims over TCP', () => {
     }
   }, 30_000);
 
-  it('an attacker peer guessing a pre-bind\'s session (counter-like and random values) is refused; the ticket holder still opens it and streams exact and complete', async () => {
+  it("an attacker peer guessing a pre-bind's session (counter-like and random values) is refused; the ticket holder still opens it and streams exact and complete", async () => {
     consumer = (await tappedNode()).node;
     const { node: producer, tap: ptap } = await tappedNode({ listen: false });
     await producer.connect(consumer.address);

@@ -16,7 +16,11 @@ afterEach(async () => {
 });
 
 async function messenger(listen: boolean): Promise<Messenger> {
-  const m = await createMessenger({ transports: [tcpTransport({ listen, closeGraceMs: 100 })], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false });
+  const m = await createMessenger({
+    transports: [tcpTransport({ listen, closeGraceMs: 100 })],
+    transportKeys: [MESSENGER_MUX_KEY],
+    healthCheck: false,
+  });
   messengers.push(m);
   return m;
 }

@@ -34,7 +34,9 @@ export function useSuiteTransports(replacement: Partial<SuiteTransports>): void 
 }
 
 /** A node listening on loopback TCP (or dialling only, with `listen: false`). */
-export async function tcpNode(options: Omit<NodeOptions, 'transports'> & { listen?: boolean } = {}): Promise<LanemuxNode> {
+export async function tcpNode(
+  options: Omit<NodeOptions, 'transports'> & { listen?: boolean } = {},
+): Promise<LanemuxNode> {
   const { listen = true, ...rest } = options;
   const node = await createNode({ ...rest, transports: [suiteTransports.tcp({ listen })] });
   open.push(node);

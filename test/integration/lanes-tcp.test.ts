@@ -31,7 +31,8 @@ function refSplitmix64(key: bigint): bigint {
 const refLane = (key: bigint, lanes: number): number => Number(refSplitmix64(key & M64) % BigInt(lanes));
 
 /** A consumer and a producer over loopback TCP, both tapped. */
-const pair = (consumerLanes = 8, producerLanes = 8, mux: NodeOptions['mux'] = {}) => tappedPair(mux, consumerLanes, producerLanes);
+const pair = (consumerLanes = 8, producerLanes = 8, mux: NodeOptions['mux'] = {}) =>
+  tappedPair(mux, consumerLanes, producerLanes);
 
 const spread = (lanes: number[], n: number): number[] => {
   const per = new Array<number>(n).fill(0);
@@ -42,7 +43,8 @@ const spread = (lanes: number[], n: number): number[] => {
 /** Map (lane, slot) of every OpenSlot the producer sent to the anchor id it opened. */
 function opensByAnchor(ptap: Tap): Map<bigint, { lane: number; slot: number; session: bigint }> {
   const m = new Map<bigint, { lane: number; slot: number; session: bigint }>();
-  for (const r of ptap.records('out')) if (r.type === RecordType.OpenSlot) m.set(r.anchorId!, { lane: r.lane, slot: r.slot, session: r.sessionId! });
+  for (const r of ptap.records('out'))
+    if (r.type === RecordType.OpenSlot) m.set(r.anchorId!, { lane: r.lane, slot: r.slot, session: r.sessionId! });
   return m;
 }
 
@@ -73,7 +75,12 @@ describe('lanes over TCP: 8 lanes', () => {
     anchors.forEach((a) => expect(opens.get(a.localId)!.lane).toBe(a.bind!.lane));
     // And the consumer saw exactly those batches on those lanes.
     const inOpens = ctap.records('in').filter((r) => r.type === RecordType.OpenSlot);
-    expect(spread(inOpens.map((r) => r.lane), 8)).toEqual(per);
+    expect(
+      spread(
+        inOpens.map((r) => r.lane),
+        8,
+      ),
+    ).toEqual(per);
     expect(consumer.metrics()['velo_streaming_mux_records_dropped_total{reason="lane_mismatch"}']).toBe(0);
   });
 
@@ -103,10 +110,12 @@ describe('lanes over TCP: 8 lanes', () => {
     expect(new Set(expected).size).toBeGreaterThan(3);
     const attached = keys.map(() => consumer.createAnchor<string>());
     const senders = [];
-    for (let i = 0; i < keys.length; i++) senders.push(await producer.attachAnchor<string>(attached[i]!.handle, { laneKey: keys[i]! }));
+    for (let i = 0; i < keys.length; i++)
+      senders.push(await producer.attachAnchor<string>(attached[i]!.handle, { laneKey: keys[i]! }));
     const prebound = keys.map(() => consumer.createAnchor<string>());
     const tickets = prebound.map((a, i) => consumer.prebindAnchor(a, { laneKey: keys[i]! })!);
-    for (let i = 0; i < keys.length; i++) senders.push(await producer.openAnchorStream<string>(prebound[i]!.handle, tickets[i]!));
+    for (let i = 0; i < keys.length; i++)
+      senders.push(await producer.openAnchorStream<string>(prebound[i]!.handle, tickets[i]!));
     const all = [...attached, ...prebound];
     all.forEach((a, i) => expect(a.bind!.lane, `stream ${i}`).toBe(expected[i % keys.length]));
     const reads = all.map((a) => readAll(a));
@@ -232,9 +241,15 @@ describe('lanes over TCP: 8 lanes', () => {
     await Promise.all(reads);
     const opened = new Set<string>();
     for (const r of ptap.records('out')) if (r.type === RecordType.OpenSlot) opened.add(`${r.lane}:${r.slot}`);
-    const replies = ctap.records('out').filter((r) => r.type === RecordType.CreditUpdate || r.type === RecordType.LifecycleSlot || r.type === RecordType.CloseSlot);
+    const replies = ctap
+      .records('out')
+      .filter(
+        (r) =>
+          r.type === RecordType.CreditUpdate || r.type === RecordType.LifecycleSlot || r.type === RecordType.CloseSlot,
+      );
     expect(replies.length).toBeGreaterThan(64);
-    for (const r of replies) expect(opened.has(`${r.lane}:${r.slot}`), `reply type ${r.type} for slot ${r.slot} on lane ${r.lane}`).toBe(true);
+    for (const r of replies)
+      expect(opened.has(`${r.lane}:${r.slot}`), `reply type ${r.type} for slot ${r.slot} on lane ${r.lane}`).toBe(true);
   });
 
   it('an unkeyed attach counts the binds it answered that no OpenSlot claimed yet', async () => {
@@ -273,7 +288,12 @@ describe('lanes over TCP: 8 lanes', () => {
     const { consumer, producer, ptap } = await pair(16, 16);
     const anchors = Array.from({ length: 32 }, () => consumer.createAnchor<number>());
     const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<number>(a.handle)));
-    expect(spread(anchors.map((a) => a.bind!.lane), 16)).toEqual(new Array(16).fill(2));
+    expect(
+      spread(
+        anchors.map((a) => a.bind!.lane),
+        16,
+      ),
+    ).toEqual(new Array(16).fill(2));
     const reads = anchors.map((a) => readAll(a));
     await Promise.all(senders.map((s, i) => s.send(i).then(() => s.finalize())));
     (await Promise.all(reads)).forEach((items, i) => expect(items).toEqual([i]));
@@ -306,7 +326,12 @@ describe('lanes over TCP: 8 lanes', () => {
     /** A Data record one ahead of sequence (frame_seq 3; the slot expects 2), as the producer's next batch on its lane. */
     const injectAhead = (anchorId: bigint): void => {
       const { lane, slot } = opens.get(anchorId)!;
-      const last = decodeBatch(ptap.batches('out').filter((x) => x.lane === lane).at(-1)!.payload).header!;
+      const last = decodeBatch(
+        ptap
+          .batches('out')
+          .filter((x) => x.lane === lane)
+          .at(-1)!.payload,
+      ).header!;
       const enc = new BatchEncoder();
       enc.begin(last.epoch, (last.batchSeq + 1) >>> 0, lane);
       enc.appendData(slot, 3, body);
@@ -317,7 +342,11 @@ describe('lanes over TCP: 8 lanes', () => {
     expect(consumer.metrics()['velo_streaming_mux_hold_overflow_total']).toBe(0);
     injectAhead(b.localId);
     // 2 × ~2 KB > 3,000 B for the peer, whichever lane: the second hold overflows and ends only that slot.
-    await waitFor(() => (consumer.metrics()['velo_streaming_mux_hold_overflow_total'] ?? 0) > 0, 2_000, 'hold overflow on lane 1');
+    await waitFor(
+      () => (consumer.metrics()['velo_streaming_mux_hold_overflow_total'] ?? 0) > 0,
+      2_000,
+      'hold overflow on lane 1',
+    );
     expect(consumer.metrics()['velo_streaming_mux_hold_overflow_total']).toBe(1);
     await expect(b.next()).rejects.toMatchObject({ code: 'ERR_SENDER_DROPPED' });
     expect(consumer.metricsRegistry.heldRecords).toBe(1);
@@ -375,8 +404,21 @@ describe('lanes over TCP: 8 lanes', () => {
     for (const r of reqs) expect(Object.keys(reqBody(r))).not.toContain('lane_key');
     const answers = reqs.map((r) => ctap.msgs.find((m) => m.dir === 'out' && m.kind === 0x04 && m.id === r.id)!);
     const bodies = answers.map((m) => (msgpackDecode(m.bytes.subarray(5)) as { Ok: Record<string, unknown> }).Ok);
-    expect(Object.keys(bodies[0]!)).toEqual(['streaming_transport_key', 'heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget']);
-    expect(Object.keys(bodies[1]!)).toEqual(['streaming_transport_key', 'heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget', 'lane']);
+    expect(Object.keys(bodies[0]!)).toEqual([
+      'streaming_transport_key',
+      'heartbeat_interval_ms',
+      'routing_session_id',
+      'initial_credit',
+      'slot_byte_budget',
+    ]);
+    expect(Object.keys(bodies[1]!)).toEqual([
+      'streaming_transport_key',
+      'heartbeat_interval_ms',
+      'routing_session_id',
+      'initial_credit',
+      'slot_byte_budget',
+      'lane',
+    ]);
     expect(bodies[1]!['lane']).toBe(1);
     // Lane-0 batches write flags 0 (byte-identical header to pre-lanes).
     const lane0 = ctap.batches('in').filter((b) => b.lane === 0);

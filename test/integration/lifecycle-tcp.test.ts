@@ -22,7 +22,9 @@ function lifecycleRecords(ctap: Tap) {
   for (const m of ctap.msgs) {
     if (m.dir !== 'out' || m.kind !== 0x01) continue;
     const d = decodeBatch(m.bytes.subarray(1));
-    for (const r of d.records) if (r.type === RecordType.LifecycleSlot) out.push({ lane: d.header!.flags & 0x0f, slot: r.slot, session: r.sessionId!, action: r.lifecycleAction! });
+    for (const r of d.records)
+      if (r.type === RecordType.LifecycleSlot)
+        out.push({ lane: d.header!.flags & 0x0f, slot: r.slot, session: r.sessionId!, action: r.lifecycleAction! });
   }
   return out;
 }
@@ -33,7 +35,8 @@ function opens(ptap: Tap): Map<bigint, { lane: number; slot: number }> {
   for (const msg of ptap.msgs) {
     if (msg.dir !== 'out' || msg.kind !== 0x01) continue;
     const d = decodeBatch(msg.bytes.subarray(1));
-    for (const r of d.records) if (r.type === RecordType.OpenSlot) m.set(r.sessionId!, { lane: d.header!.flags & 0x0f, slot: r.slot });
+    for (const r of d.records)
+      if (r.type === RecordType.OpenSlot) m.set(r.sessionId!, { lane: d.header!.flags & 0x0f, slot: r.slot });
   }
   return m;
 }
@@ -85,7 +88,10 @@ describe('lifecycle over TCP (8 lanes)', () => {
       expect(results[i]!.failed, `stream ${i} finalized`).toBeNull();
       expect(senders[i]!.cancelSignal.aborted).toBe(false);
       const n = results[i]!.sent;
-      expect(got[i], `stream ${i}: every token, then the tail`).toEqual([...Array.from({ length: n }, (_, k) => String(k)), ...tail]);
+      expect(got[i], `stream ${i}: every token, then the tail`).toEqual([
+        ...Array.from({ length: n }, (_, k) => String(k)),
+        ...tail,
+      ]);
       expect(await senders[i]!.retired()).toBe('Sent');
     }
     for (let i = 8; i < 16; i++) {

@@ -26,7 +26,8 @@ function bySender<T>(events: MpscEvent<T>[]): Map<number, T[]> {
   return m;
 }
 
-const expected = (s: MpscSender<string>, n: number): string[] => Array.from({ length: n }, (_, k) => `${s.senderId}:${k}`);
+const expected = (s: MpscSender<string>, n: number): string[] =>
+  Array.from({ length: n }, (_, k) => `${s.senderId}:${k}`);
 
 /** A consumer and two producer nodes (each connected to it), all with `mux`. */
 async function threeNodes(mux: Record<string, unknown> = {}, lanes = 1) {
@@ -64,22 +65,37 @@ describe('MPSC anchors over TCP', () => {
     const firstSenders = new Set(events.slice(0, 64).map((e) => e.sender));
     expect(firstSenders.size).toBeGreaterThan(1);
     expect(await Promise.all(senders.map((s) => s.retired()))).toEqual(Array(8).fill('Sent'));
-    expect(consumer.metrics()['velo_streaming_anchor_operations_total{operation="attach",outcome="success",transport_scheme="mux"}']).toBe(8);
+    expect(
+      consumer.metrics()[
+        'velo_streaming_anchor_operations_total{operation="attach",outcome="success",transport_scheme="mux"}'
+      ],
+    ).toBe(8);
   }, 30_000);
 
-  it('cancelling the anchor closes every sender\'s slot: each producer\'s next send fails', async () => {
+  it("cancelling the anchor closes every sender's slot: each producer's next send fails", async () => {
     const { consumer, p1, p2 } = await threeNodes();
     const anchor = consumer.createMpscAnchor<string>();
     const senders = await Promise.all([p1, p2, p1, p2].map((n) => n.attachMpscAnchor<string>(anchor.handle)));
     for (const s of senders) await s.send('first');
     await waitFor(() => anchor.buffered === 4, 5_000, 'first records');
     anchor.cancel();
-    await Promise.all(senders.map((s) => new Promise<void>((r) => (s.cancelSignal.aborted ? r() : s.cancelSignal.addEventListener('abort', () => r())))));
+    await Promise.all(
+      senders.map(
+        (s) =>
+          new Promise<void>((r) =>
+            s.cancelSignal.aborted ? r() : s.cancelSignal.addEventListener('abort', () => r()),
+          ),
+      ),
+    );
     for (const s of senders) await expect(s.send('late')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
-    await waitFor(() => consumer.metricsRegistry.liveSlots + p1.metricsRegistry.liveSlots + p2.metricsRegistry.liveSlots === 0, 5_000, 'every slot closed');
+    await waitFor(
+      () => consumer.metricsRegistry.liveSlots + p1.metricsRegistry.liveSlots + p2.metricsRegistry.liveSlots === 0,
+      5_000,
+      'every slot closed',
+    );
   }, 20_000);
 
-  it('a producer node killed mid-stream ends only its senders\' parts (dropped); the others go on to the end', async () => {
+  it("a producer node killed mid-stream ends only its senders' parts (dropped); the others go on to the end", async () => {
     const consumer = await tcpNode({ mux: { initialCredit: 16 } });
     const healthy = await tcpNode({ listen: false, mux: { initialCredit: 16 } });
     const doomed = await tcpNode({ listen: false, mux: { initialCredit: 16 } });
@@ -105,9 +121,16 @@ describe('MPSC anchors over TCP', () => {
         const got = items.get(s.senderId) ?? [];
         expect(got).toEqual(expected(s, got.length));
         const ends = events.filter((e) => e.sender === s.senderId && e.kind !== 'item');
-        expect(ends).toEqual([{ kind: 'dropped', sender: s.senderId, error: expect.objectContaining({ code: 'ERR_SENDER_DROPPED' }) }]);
+        expect(ends).toEqual([
+          { kind: 'dropped', sender: s.senderId, error: expect.objectContaining({ code: 'ERR_SENDER_DROPPED' }) },
+        ]);
       }
-      expect(events.filter((e) => e.kind === 'finalized').map((e) => e.sender).sort()).toEqual(good.map((s) => s.senderId).sort());
+      expect(
+        events
+          .filter((e) => e.kind === 'finalized')
+          .map((e) => e.sender)
+          .sort(),
+      ).toEqual(good.map((s) => s.senderId).sort());
     } finally {
       await relay.close();
     }
@@ -118,10 +141,16 @@ describe('MPSC anchors over TCP', () => {
     const N = 100;
     const { consumer, p1, p2 } = await threeNodes({ initialCredit: C });
     const anchor = consumer.createMpscAnchor<string>();
-    const senders = await Promise.all([p1, p2, p1, p2, p1, p2, p1, p2].map((n) => n.attachMpscAnchor<string>(anchor.handle)));
+    const senders = await Promise.all(
+      [p1, p2, p1, p2, p1, p2, p1, p2].map((n) => n.attachMpscAnchor<string>(anchor.handle)),
+    );
     for (const s of senders) for (let k = 0; k < N; k++) expect(s.trySend(`${s.senderId}:${k}`)).toBe(true);
     await waitFor(() => anchor.buffered === 8 * C, 5_000, 'C records per sender delivered');
-    await waitFor(() => p1.metricsRegistry.withheldRecords === 4 * (N - C) && p2.metricsRegistry.withheldRecords === 4 * (N - C), 5_000, 'the rest withheld');
+    await waitFor(
+      () => p1.metricsRegistry.withheldRecords === 4 * (N - C) && p2.metricsRegistry.withheldRecords === 4 * (N - C),
+      5_000,
+      'the rest withheld',
+    );
     // Nothing more crosses while nobody reads (a few sweep intervals later).
     await new Promise((r) => setTimeout(r, 50));
     expect(anchor.buffered).toBe(8 * C);
@@ -143,7 +172,11 @@ describe('MPSC anchors over TCP', () => {
     const a = await legacy.attachMpscAnchor<string>(anchor.handle);
     const b = await modern.attachMpscAnchor<string>(anchor.handle);
     const c = await consumer.attachMpscAnchor<string>(anchor.handle);
-    expect([a.negotiatedTransport, b.negotiatedTransport, c.negotiatedTransport]).toEqual(['tcp-stream', 'messenger-mux-v2', null]);
+    expect([a.negotiatedTransport, b.negotiatedTransport, c.negotiatedTransport]).toEqual([
+      'tcp-stream',
+      'messenger-mux-v2',
+      null,
+    ]);
     anchor.seal();
     const reading = readEvents(anchor);
     for (let k = 0; k < 100; k++) await Promise.all([a, b, c].map((s) => s.send(`${s.senderId}:${k}`)));
@@ -157,7 +190,7 @@ describe('MPSC anchors over TCP', () => {
     await expect(modern.attachMpscAnchor(other.handle)).rejects.toThrow(/no common streaming transport/);
   }, 30_000);
 
-  it('cancel reaches every transport: the tcp-stream sender\'s connection is reset, the mux sender learns ERR_STREAM_CANCELLED', async () => {
+  it("cancel reaches every transport: the tcp-stream sender's connection is reset, the mux sender learns ERR_STREAM_CANCELLED", async () => {
     const consumer = await tcpNode({ perStream: tcpStreamTransport() });
     const legacy = await tcpNode({ listen: false, perStream: tcpStreamTransport(), mux: { enabled: false } });
     const modern = await tcpNode({ listen: false });
@@ -170,7 +203,14 @@ describe('MPSC anchors over TCP', () => {
     await b.send('b');
     await waitFor(() => anchor.buffered === 2, 5_000, 'both connected');
     anchor.cancel();
-    await Promise.all([a, b].map((s) => new Promise<void>((r) => (s.cancelSignal.aborted ? r() : s.cancelSignal.addEventListener('abort', () => r())))));
+    await Promise.all(
+      [a, b].map(
+        (s) =>
+          new Promise<void>((r) =>
+            s.cancelSignal.aborted ? r() : s.cancelSignal.addEventListener('abort', () => r()),
+          ),
+      ),
+    );
     await expect(a.send('late')).rejects.toBeDefined();
     await expect(b.send('late')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
     expect(await a.retired()).toBe('Discarded');

@@ -2,16 +2,24 @@
 // isolation of a stalled consumer, connection loss, a credit-violating peer, and the invariants.
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
-import { BatchEncoder, decodeBatch, FRAME_FINALIZED, RecordType, CloseReason, MESSENGER_MUX_KEY } from '../../src/wire/index.ts';
+import {
+  BatchEncoder,
+  decodeBatch,
+  FRAME_FINALIZED,
+  RecordType,
+  CloseReason,
+  MESSENGER_MUX_KEY,
+} from '../../src/wire/index.ts';
 import { parseHandle } from '../../src/stream/handle.ts';
-import { StreamError } from '../../src/stream/errors.ts';
+import type { StreamError } from '../../src/stream/errors.ts';
 import { Relay, closeAll, open, parseTcp, suiteTransports, tcpNode } from './helpers.ts';
 import { readAll } from '../support/read-all.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 afterEach(closeAll);
 
-const sent = (n: { metrics(): Record<string, number> }) => n.metrics()['velo_streaming_mux_batches_total{direction="sent"}']!;
+const sent = (n: { metrics(): Record<string, number> }) =>
+  n.metrics()['velo_streaming_mux_batches_total{direction="sent"}']!;
 
 describe('mux over TCP loopback', () => {
   it('1,024 streams × 100 tokens through one connection: exact content and order per stream', async () => {
@@ -35,7 +43,10 @@ describe('mux over TCP loopback', () => {
   }, 60_000);
 
   it('Manual: a pass of X sends + one flushBatch() makes exactly one wire batch per peer', async () => {
-    const frontends = [await tcpNode({ mux: { flushPolicy: { kind: 'manual' } } }), await tcpNode({ mux: { flushPolicy: { kind: 'manual' } } })];
+    const frontends = [
+      await tcpNode({ mux: { flushPolicy: { kind: 'manual' } } }),
+      await tcpNode({ mux: { flushPolicy: { kind: 'manual' } } }),
+    ];
     const engine = await tcpNode({ listen: false, mux: { flushPolicy: { kind: 'manual' }, initialCredit: 64 } });
     for (const f of frontends) await engine.connect(f.address);
     const X = 256;
@@ -69,7 +80,7 @@ describe('mux over TCP loopback', () => {
     for (let k = 0; k < N; k++) await Promise.all(senders.slice(1).map((s, i) => s.send(`${i + 1}:${k}`)));
     await Promise.all(senders.slice(1).map((s) => s.finalize()));
     const got = await Promise.all(others);
-    got.forEach((items, i) => expect(items).toHaveLength(N));
+    got.forEach((items, _i) => expect(items).toHaveLength(N));
     // Exactly C records of stream 0 crossed the wire; the rest wait withheld on the producer.
     const stalledBind = anchors[0]!.bind!;
     expect(stalledBind.buffer.length).toBe(C);
@@ -90,7 +101,12 @@ describe('mux over TCP loopback', () => {
       await producer.connect(await relay.listen());
       const anchors = Array.from({ length: 64 }, () => consumer.createAnchor<string>());
       const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<string>(a.handle)));
-      const outcomes = anchors.map((a) => readAll(a).then(() => 'finished', (e: unknown) => (e as StreamError).code));
+      const outcomes = anchors.map((a) =>
+        readAll(a).then(
+          () => 'finished',
+          (e: unknown) => (e as StreamError).code,
+        ),
+      );
       for (const s of senders) await s.send('first');
       await waitFor(() => anchors.every((a) => a.bind?.slot?.arrivals === 1), 5_000, 'first tokens');
       relay.kill();
@@ -115,7 +131,12 @@ describe('mux over TCP loopback', () => {
       await producer.connect(await relay.listen());
       const anchors = Array.from({ length: 16 }, () => consumer.createAnchor<string>());
       const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<string>(a.handle)));
-      const outcomes = anchors.map((a) => readAll(a).then(() => 'finished', (e: unknown) => (e as StreamError).code));
+      const outcomes = anchors.map((a) =>
+        readAll(a).then(
+          () => 'finished',
+          (e: unknown) => (e as StreamError).code,
+        ),
+      );
       for (const s of senders) await s.send('first');
       await waitFor(() => anchors.every((a) => a.bind?.slot?.arrivals === 1), 5_000, 'first tokens');
       relay.blackHole = true;
@@ -137,7 +158,11 @@ describe('mux over TCP loopback', () => {
     const good = await tcpNode({ listen: false, mux: { initialCredit: C } });
     await good.connect(consumer.address);
     // A hand-driven peer: a raw messenger that attaches like a mux sender, then overspends.
-    const rogue = await createMessenger({ transports: [suiteTransports.tcp({ listen: false })], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false });
+    const rogue = await createMessenger({
+      transports: [suiteTransports.tcp({ listen: false })],
+      transportKeys: [MESSENGER_MUX_KEY],
+      healthCheck: false,
+    });
     const replies: Uint8Array[] = [];
     rogue.registerBatchHandler(0, (_from, _lane, payload) => replies.push(payload.slice()));
     try {
@@ -178,8 +203,15 @@ describe('mux over TCP loopback', () => {
       expect(end).toBe('ERR_SENDER_DROPPED');
       expect(await bRead).toEqual(Array.from({ length: 50 }, (_, k) => `ok-${k}`));
       // The rogue was told: CloseSlot{ProtocolError} for its slot.
-      await waitFor(() => replies.some((p) => decodeBatch(p).records.some((r) => r.type === RecordType.CloseSlot && r.slot === slot)), 5_000, 'close reply');
-      const close = replies.flatMap((p) => decodeBatch(p).records).find((r) => r.type === RecordType.CloseSlot && r.slot === slot)!;
+      await waitFor(
+        () =>
+          replies.some((p) => decodeBatch(p).records.some((r) => r.type === RecordType.CloseSlot && r.slot === slot)),
+        5_000,
+        'close reply',
+      );
+      const close = replies
+        .flatMap((p) => decodeBatch(p).records)
+        .find((r) => r.type === RecordType.CloseSlot && r.slot === slot)!;
       expect(close.closeReason).toBe(CloseReason.ProtocolError);
       void FRAME_FINALIZED;
     } finally {

@@ -9,7 +9,14 @@ import { parseHandle } from '../../src/stream/handle.ts';
 import type { StreamError } from '../../src/stream/errors.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
 import type { StreamSender } from '../../src/stream/sender.ts';
-import { BatchEncoder, CloseReason, MESSENGER_MUX_KEY, RecordType, decodeBatch, encodeFrame } from '../../src/wire/index.ts';
+import {
+  BatchEncoder,
+  CloseReason,
+  MESSENGER_MUX_KEY,
+  RecordType,
+  decodeBatch,
+  encodeFrame,
+} from '../../src/wire/index.ts';
 import { Relay, closeAll, open, parseTcp, suiteTransports, tcpNode } from './helpers.ts';
 import { waitFor } from '../support/wait-for.ts';
 
@@ -32,7 +39,8 @@ function item(i: number, k: number, size: number): Uint8Array {
 async function readExact(anchor: AsyncIterable<Uint8Array>, i: number, n: number, size: number): Promise<void> {
   let k = 0;
   for await (const x of anchor) {
-    if (x.byteLength !== size || ((x[0]! << 8) | x[1]!) !== i || ((x[2]! << 8) | x[3]!) !== k) throw new Error(`stream ${i}: record ${k} is wrong`);
+    if (x.byteLength !== size || ((x[0]! << 8) | x[1]!) !== i || ((x[2]! << 8) | x[3]!) !== k)
+      throw new Error(`stream ${i}: record ${k} is wrong`);
     k++;
   }
   if (k !== n) throw new Error(`stream ${i}: ${k} records, expected ${n}`);
@@ -40,7 +48,8 @@ async function readExact(anchor: AsyncIterable<Uint8Array>, i: number, n: number
 
 async function attachAll<T>(producer: LanemuxNode, handles: string[]): Promise<StreamSender<T>[]> {
   const out: StreamSender<T>[] = [];
-  for (let i = 0; i < handles.length; i += 128) out.push(...(await Promise.all(handles.slice(i, i + 128).map((h) => producer.attachAnchor<T>(h)))));
+  for (let i = 0; i < handles.length; i += 128)
+    out.push(...(await Promise.all(handles.slice(i, i + 128).map((h) => producer.attachAnchor<T>(h)))));
   return out;
 }
 
@@ -53,46 +62,59 @@ describe('peer window over TCP', () => {
     [64, 160],
     [4_096, 8],
     [61_440, 3],
-  ])('1,024 unread streams of %i-byte records: the receiver holds at most peerByteBudget + one batch while producers wait; once read, every stream completes exact and in order', async (size, n) => {
-    const C = 32;
-    const consumer = await tcpNode({ mux: { initialCredit: C } });
-    const producer = await tcpNode({ listen: false, mux: { initialCredit: C } });
-    await producer.connect(consumer.address);
-    const X = 1_024;
-    const anchors = Array.from({ length: X }, () => consumer.createAnchor<Uint8Array>());
-    const senders = await attachAll<Uint8Array>(producer, anchors.map((a) => a.handle));
-    let sent = 0;
-    const producing = senders.map(async (s, i) => {
-      for (let k = 0; k < n; k++) {
-        await s.send(item(i, k, size));
-        sent++;
+  ])(
+    '1,024 unread streams of %i-byte records: the receiver holds at most peerByteBudget + one batch while producers wait; once read, every stream completes exact and in order',
+    async (size, n) => {
+      const C = 32;
+      const consumer = await tcpNode({ mux: { initialCredit: C } });
+      const producer = await tcpNode({ listen: false, mux: { initialCredit: C } });
+      await producer.connect(consumer.address);
+      const X = 1_024;
+      const anchors = Array.from({ length: X }, () => consumer.createAnchor<Uint8Array>());
+      const senders = await attachAll<Uint8Array>(
+        producer,
+        anchors.map((a) => a.handle),
+      );
+      let sent = 0;
+      const producing = senders.map(async (s, i) => {
+        for (let k = 0; k < n; k++) {
+          await s.send(item(i, k, size));
+          sent++;
+        }
+        await s.finalize();
+      });
+      // Steady state: every byte in flight has landed unread, and the sender can send no more.
+      if (size === 64) {
+        // 64-byte records fit the window many times over: credit is what stops them.
+        await waitFor(() => anchors.every((a) => a.bind?.buffer.length === C), 20_000, 'every slot at its credit');
+      } else {
+        await waitFor(
+          () =>
+            producer.metricsRegistry.sendWindowBlocked > 0 &&
+            gauge(producer, 'send_window_inflight_bytes') === gauge(consumer, 'receive_window_held_bytes'),
+          20_000,
+          'window full',
+        );
+        expect(gauge(consumer, 'receive_window_held_bytes')).toBeGreaterThan(BUDGET - 2 * (size + 64)); // the window, not credit, binds
+        expect(producer.metricsRegistry.withheldRecords).toBeGreaterThan(0);
       }
-      await s.finalize();
-    });
-    // Steady state: every byte in flight has landed unread, and the sender can send no more.
-    if (size === 64) {
-      // 64-byte records fit the window many times over: credit is what stops them.
-      await waitFor(() => anchors.every((a) => a.bind?.buffer.length === C), 20_000, 'every slot at its credit');
-    } else {
-      await waitFor(() => producer.metricsRegistry.sendWindowBlocked > 0 && gauge(producer, 'send_window_inflight_bytes') === gauge(consumer, 'receive_window_held_bytes'), 20_000, 'window full');
-      expect(gauge(consumer, 'receive_window_held_bytes')).toBeGreaterThan(BUDGET - 2 * (size + 64)); // the window, not credit, binds
-      expect(producer.metricsRegistry.withheldRecords).toBeGreaterThan(0);
-    }
-    expect(gauge(consumer, 'receive_window_peak_bytes')).toBeLessThanOrEqual(BUDGET + ONE_BATCH);
-    expect(sent, 'producers are back-pressured').toBeLessThan(X * n);
-    expect(producer.metricsRegistry.producerSendBackpressure).toBeGreaterThan(0);
-    if (size === 61_440) expect(producer.metricsRegistry.rendezvousSingletons).toBeGreaterThan(0); // these go as rendezvous transfers
-    // The consumers read: everything arrives, exact and in order, and the window never overflowed.
-    await Promise.all(anchors.map((a, i) => readExact(a, i, n, size)));
-    await Promise.all(producing);
-    expect(await senders[X - 1]!.retired()).toBe('Sent');
-    expect(gauge(consumer, 'receive_window_peak_bytes')).toBeLessThanOrEqual(BUDGET + ONE_BATCH);
-    expect(consumer.metricsRegistry.peerWindowOverrun).toBe(0);
-    expect(producer.metricsRegistry.windowOverRelease).toBe(0);
-    // Everything read is released back to the sender (the last bytes by the sweep's backstop).
-    await waitFor(() => gauge(producer, 'send_window_inflight_bytes') === 0, 5_000, 'window released');
-    expect(gauge(consumer, 'receive_window_held_bytes')).toBe(0);
-  }, 60_000);
+      expect(gauge(consumer, 'receive_window_peak_bytes')).toBeLessThanOrEqual(BUDGET + ONE_BATCH);
+      expect(sent, 'producers are back-pressured').toBeLessThan(X * n);
+      expect(producer.metricsRegistry.producerSendBackpressure).toBeGreaterThan(0);
+      if (size === 61_440) expect(producer.metricsRegistry.rendezvousSingletons).toBeGreaterThan(0); // these go as rendezvous transfers
+      // The consumers read: everything arrives, exact and in order, and the window never overflowed.
+      await Promise.all(anchors.map((a, i) => readExact(a, i, n, size)));
+      await Promise.all(producing);
+      expect(await senders[X - 1]!.retired()).toBe('Sent');
+      expect(gauge(consumer, 'receive_window_peak_bytes')).toBeLessThanOrEqual(BUDGET + ONE_BATCH);
+      expect(consumer.metricsRegistry.peerWindowOverrun).toBe(0);
+      expect(producer.metricsRegistry.windowOverRelease).toBe(0);
+      // Everything read is released back to the sender (the last bytes by the sweep's backstop).
+      await waitFor(() => gauge(producer, 'send_window_inflight_bytes') === 0, 5_000, 'window released');
+      expect(gauge(consumer, 'receive_window_held_bytes')).toBe(0);
+    },
+    60_000,
+  );
 
   it('a stream read beside 1,023 unread ones keeps flowing while the window has room: 16 MiB through an 8 MiB window', async () => {
     const C = 32;
@@ -100,10 +122,17 @@ describe('peer window over TCP', () => {
     const producer = await tcpNode({ listen: false, mux: { initialCredit: C } });
     await producer.connect(consumer.address);
     const anchors = Array.from({ length: 1_024 }, () => consumer.createAnchor<Uint8Array>());
-    const senders = await attachAll<Uint8Array>(producer, anchors.map((a) => a.handle));
+    const senders = await attachAll<Uint8Array>(
+      producer,
+      anchors.map((a) => a.handle),
+    );
     // 1,023 streams fill their credit with 64-byte records nobody reads (about 2.5 MiB held) …
     for (let i = 1; i < 1_024; i++) for (let k = 0; k <= C; k++) senders[i]!.trySend(item(i, k, 64));
-    await waitFor(() => anchors.slice(1).every((a) => a.bind?.buffer.length === C), 20_000, 'unread streams at their credit');
+    await waitFor(
+      () => anchors.slice(1).every((a) => a.bind?.buffer.length === C),
+      20_000,
+      'unread streams at their credit',
+    );
     // … while stream 0, read as it arrives, carries 4,096 records of 4 KiB.
     const N = 4_096;
     const reading = readExact(anchors[0]!, 0, N, 4_096);
@@ -123,12 +152,21 @@ describe('peer window over TCP', () => {
     const producer = await tcpNode({ listen: false, mux });
     await producer.connect(consumer.address);
     const anchors = Array.from({ length: 64 }, () => consumer.createAnchor<Uint8Array>());
-    const senders = await attachAll<Uint8Array>(producer, anchors.map((a) => a.handle));
+    const senders = await attachAll<Uint8Array>(
+      producer,
+      anchors.map((a) => a.handle),
+    );
     const producing = senders.map(async (s, i) => {
       for (let k = 0; k < 8; k++) await s.send(item(i, k, 4_096));
       await s.finalize();
     });
-    await waitFor(() => producer.metricsRegistry.sendWindowBlocked > 0 && gauge(producer, 'send_window_inflight_bytes') === gauge(consumer, 'receive_window_held_bytes'), 10_000, 'window full');
+    await waitFor(
+      () =>
+        producer.metricsRegistry.sendWindowBlocked > 0 &&
+        gauge(producer, 'send_window_inflight_bytes') === gauge(consumer, 'receive_window_held_bytes'),
+      10_000,
+      'window full',
+    );
     expect(anchors.filter((a) => a.bind!.buffer.length === 0).length).toBeGreaterThan(32); // most streams got nothing yet
     await new Promise((r) => setTimeout(r, 600)); // 12 heartbeat windows: the watchdog has no event to wait for
     expect(consumer.metricsRegistry.watchdogFirings).toBe(0);
@@ -137,7 +175,14 @@ describe('peer window over TCP', () => {
   }, 30_000);
 
   it('a silent peer whose streams the window excuses from the watchdog is still found dead: the consumer pings it and its streams end SenderDropped', async () => {
-    const mux = { initialCredit: 32, peerByteBudget: 64 * 1024, heartbeatInterval: 50, creditSweepInterval: 10, healthCheckInterval: 100, healthCheckTimeout: 100 };
+    const mux = {
+      initialCredit: 32,
+      peerByteBudget: 64 * 1024,
+      heartbeatInterval: 50,
+      creditSweepInterval: 10,
+      healthCheckInterval: 100,
+      healthCheckTimeout: 100,
+    };
     const consumer = await tcpNode({ mux });
     const relay = new Relay(parseTcp(consumer.address));
     // The producer's own health check would close the link itself: only the consumer may notice here.
@@ -145,11 +190,21 @@ describe('peer window over TCP', () => {
     try {
       await producer.connect(await relay.listen());
       const anchors = Array.from({ length: 16 }, () => consumer.createAnchor<Uint8Array>());
-      const senders = await attachAll<Uint8Array>(producer, anchors.map((a) => a.handle));
-      for (const [i, s] of senders.entries()) void (async () => {
-        for (let k = 0; k < 8; k++) await s.send(item(i, k, 4_096));
-      })().catch(() => {});
-      await waitFor(() => producer.metricsRegistry.sendWindowBlocked > 0 && gauge(producer, 'send_window_inflight_bytes') === gauge(consumer, 'receive_window_held_bytes'), 10_000, 'window full');
+      const senders = await attachAll<Uint8Array>(
+        producer,
+        anchors.map((a) => a.handle),
+      );
+      for (const [i, s] of senders.entries())
+        void (async () => {
+          for (let k = 0; k < 8; k++) await s.send(item(i, k, 4_096));
+        })().catch(() => {});
+      await waitFor(
+        () =>
+          producer.metricsRegistry.sendWindowBlocked > 0 &&
+          gauge(producer, 'send_window_inflight_bytes') === gauge(consumer, 'receive_window_held_bytes'),
+        10_000,
+        'window full',
+      );
       relay.blackHole = true; // the producer goes silent; nothing is read, so the window stays in use
       await waitFor(() => anchors.every((a) => a.bind!.ended), 5_000, 'every stream ended');
       expect(consumer.metricsRegistry.watchdogFirings).toBe(0); // the ping found it, not the watchdog
@@ -178,7 +233,12 @@ describe('peer window over TCP', () => {
     await s.send(item(0, 0, 4_096));
     await waitFor(() => gauge(node, 'send_window_inflight_bytes') > 0, 5_000, 'bytes in flight');
     const inflight = gauge(node, 'send_window_inflight_bytes');
-    const rogue = await createMessenger({ transports: [suiteTransports.tcp({ listen: false })], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false, receiveWindow: 1 << 20 });
+    const rogue = await createMessenger({
+      transports: [suiteTransports.tcp({ listen: false })],
+      transportKeys: [MESSENGER_MUX_KEY],
+      healthCheck: false,
+      receiveWindow: 1 << 20,
+    });
     try {
       const peer = (await rogue.connect(node.address)).id;
       const u64 = (v: bigint): Uint8Array => {
@@ -186,8 +246,13 @@ describe('peer window over TCP', () => {
         new DataView(b.buffer).setBigUint64(0, v);
         return b;
       };
-      for (const body of [new Uint8Array(4), u64(0n), u64(1n << 60n), u64(100n)]) await rogue.send(peer, 0, '_stream_window', body);
-      await waitFor(() => node.metricsRegistry.windowUpdateMalformed + node.metricsRegistry.windowOverRelease === 4, 5_000, 'every update handled');
+      for (const body of [new Uint8Array(4), u64(0n), u64(1n << 60n), u64(100n)])
+        await rogue.send(peer, 0, '_stream_window', body);
+      await waitFor(
+        () => node.metricsRegistry.windowUpdateMalformed + node.metricsRegistry.windowOverRelease === 4,
+        5_000,
+        'every update handled',
+      );
       expect([node.metricsRegistry.windowUpdateMalformed, node.metricsRegistry.windowOverRelease]).toEqual([3, 1]);
       expect(gauge(node, 'send_window_inflight_bytes')).toBe(inflight); // another peer's releases touch nothing here
     } finally {
@@ -207,15 +272,29 @@ describe('peer window over TCP', () => {
       const via = await relay.listen();
       await producer.connect(via);
       const old = Array.from({ length: 8 }, () => consumer.createAnchor<Uint8Array>());
-      const senders = await attachAll<Uint8Array>(producer, old.map((a) => a.handle));
-      for (const [i, s] of senders.entries()) void (async () => {
-        for (let k = 0; k < 8; k++) await s.send(item(i, k, 4_096));
-      })().catch(() => {});
-      await waitFor(() => producer.metricsRegistry.sendWindowBlocked > 0 && gauge(producer, 'send_window_inflight_bytes') === gauge(consumer, 'receive_window_held_bytes'), 10_000, 'window full');
+      const senders = await attachAll<Uint8Array>(
+        producer,
+        old.map((a) => a.handle),
+      );
+      for (const [i, s] of senders.entries())
+        void (async () => {
+          for (let k = 0; k < 8; k++) await s.send(item(i, k, 4_096));
+        })().catch(() => {});
+      await waitFor(
+        () =>
+          producer.metricsRegistry.sendWindowBlocked > 0 &&
+          gauge(producer, 'send_window_inflight_bytes') === gauge(consumer, 'receive_window_held_bytes'),
+        10_000,
+        'window full',
+      );
       const heldBefore = gauge(consumer, 'receive_window_held_bytes');
       expect(heldBefore).toBeGreaterThan(60 * 1024);
       relay.kill();
-      await waitFor(() => old.every((a) => a.bind!.ended) && senders.every((s) => s.closed), 5_000, 'the link is gone on both sides');
+      await waitFor(
+        () => old.every((a) => a.bind!.ended) && senders.every((s) => s.closed),
+        5_000,
+        'the link is gone on both sides',
+      );
       await producer.connect(via); // the same peer, a new link
       // The old streams' records are still unread (real memory, still in the gauge) but belong to the dead link.
       expect(gauge(consumer, 'receive_window_held_bytes')).toBe(heldBefore);
@@ -234,14 +313,18 @@ describe('peer window over TCP', () => {
 
   /** A node over a messenger built without `receiveWindow`: it advertises no window (an older peer does the same). */
   async function noWindowNode(messengers: Messenger[], listen: boolean, mux: object): Promise<LanemuxNode> {
-    const messenger = await createMessenger({ transports: [suiteTransports.tcp({ listen })], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false });
+    const messenger = await createMessenger({
+      transports: [suiteTransports.tcp({ listen })],
+      transportKeys: [MESSENGER_MUX_KEY],
+      healthCheck: false,
+    });
     messengers.push(messenger);
     const node = await createNode({ messenger, mux });
     open.push(node);
     return node;
   }
 
-  it('a consumer that advertises no window keeps today\'s behaviour within 4 windows: its sender is not limited, it holds past peerByteBudget, nobody sends updates', async () => {
+  it("a consumer that advertises no window keeps today's behaviour within 4 windows: its sender is not limited, it holds past peerByteBudget, nobody sends updates", async () => {
     const messengers: Messenger[] = [];
     try {
       const mux = { initialCredit: 32, peerByteBudget: 4 << 20 };
@@ -249,15 +332,24 @@ describe('peer window over TCP', () => {
       const producer = await tcpNode({ listen: false, mux });
       await producer.connect(consumer.address);
       const anchors = Array.from({ length: 64 }, () => consumer.createAnchor<Uint8Array>());
-      const senders = await attachAll<Uint8Array>(producer, anchors.map((a) => a.handle));
+      const senders = await attachAll<Uint8Array>(
+        producer,
+        anchors.map((a) => a.handle),
+      );
       const producing = senders.map(async (s, i) => {
         for (let k = 0; k < 32; k++) await s.send(item(i, k, 4_096));
         await s.finalize();
       });
-      await waitFor(() => anchors.every((a) => a.bind?.buffer.length === 33), 20_000, 'every slot holds its 32 records and its terminal');
+      await waitFor(
+        () => anchors.every((a) => a.bind?.buffer.length === 33),
+        20_000,
+        'every slot holds its 32 records and its terminal',
+      );
       // 64 × 32 × 4 KiB = 8 MiB held against a 4 MiB budget: bounded by credit only, as before the window (and by 4 windows).
       expect(gauge(consumer, 'receive_window_held_bytes')).toBeGreaterThan(8 * (1 << 20));
-      expect([producer.metricsRegistry.sendWindowBlocked, gauge(producer, 'send_window_inflight_bytes')]).toEqual([0, 0]);
+      expect([producer.metricsRegistry.sendWindowBlocked, gauge(producer, 'send_window_inflight_bytes')]).toEqual([
+        0, 0,
+      ]);
       await Promise.all(anchors.map((a, i) => readExact(a, i, 32, 4_096)));
       await Promise.all(producing);
       expect(consumer.metricsRegistry.windowUpdatesSent).toBe(0);
@@ -274,12 +366,19 @@ describe('peer window over TCP', () => {
       const producer = await noWindowNode(messengers, false, mux);
       await producer.connect(consumer.address);
       const anchors = Array.from({ length: 64 }, () => consumer.createAnchor<Uint8Array>());
-      const senders = await attachAll<Uint8Array>(producer, anchors.map((a) => a.handle));
+      const senders = await attachAll<Uint8Array>(
+        producer,
+        anchors.map((a) => a.handle),
+      );
       const producing = senders.map(async (s, i) => {
         for (let k = 0; k < 32; k++) await s.send(item(i, k, 4_096));
         await s.finalize();
       });
-      await waitFor(() => anchors.every((a) => a.bind?.buffer.length === 33), 20_000, 'every slot holds its 32 records and its terminal');
+      await waitFor(
+        () => anchors.every((a) => a.bind?.buffer.length === 33),
+        20_000,
+        'every slot holds its 32 records and its terminal',
+      );
       expect(gauge(consumer, 'receive_window_held_bytes')).toBeGreaterThan(8 * (1 << 20));
       expect(consumer.metricsRegistry.peerWindowOverrun).toBe(0);
       await Promise.all(anchors.map((a, i) => readExact(a, i, 32, 4_096)));
@@ -299,7 +398,10 @@ describe('peer window over TCP', () => {
       const producer = await noWindowNode(messengers, false, mux);
       await producer.connect(consumer.address);
       const anchors = Array.from({ length: 64 }, () => consumer.createAnchor<Uint8Array>());
-      const senders = await attachAll<Uint8Array>(producer, anchors.map((a) => a.handle));
+      const senders = await attachAll<Uint8Array>(
+        producer,
+        anchors.map((a) => a.handle),
+      );
       // Nobody reads yet: 8 MiB offered against a 4 MiB + batch bound.
       const producing = senders.map(async (s, i) => {
         try {
@@ -310,7 +412,13 @@ describe('peer window over TCP', () => {
         }
       });
       await Promise.all(producing);
-      await waitFor(() => consumer.metricsRegistry.peerWindowOverrun > 0 && anchors.every((a) => a.bind === null || a.bind.ended || a.bind.buffer.length === 33), 20_000, 'an overrun, and every slot full or closed');
+      await waitFor(
+        () =>
+          consumer.metricsRegistry.peerWindowOverrun > 0 &&
+          anchors.every((a) => a.bind === null || a.bind.ended || a.bind.buffer.length === 33),
+        20_000,
+        'an overrun, and every slot full or closed',
+      );
       // 4 windows plus one batch of the peer (its max message size toward us, 1 MiB).
       expect(gauge(consumer, 'receive_window_peak_bytes')).toBeLessThanOrEqual(4 * budget + (1 << 20));
       expect(consumer.metricsRegistry.peerWindowOverrun).toBeGreaterThan(0);
@@ -332,12 +440,17 @@ describe('peer window over TCP', () => {
     }
   }, 60_000);
 
-  it('a sender that advertises a window but ignores the consumer\'s gets only its overrunning slot closed (ProtocolError), and is told every released byte in _stream_window updates', async () => {
+  it("a sender that advertises a window but ignores the consumer's gets only its overrunning slot closed (ProtocolError), and is told every released byte in _stream_window updates", async () => {
     const W = 65_536;
     const consumer = await tcpNode({ maxMessageSize: 65_536, mux: { initialCredit: 32, peerByteBudget: W } });
     const limit = W + (65_536 - 1); // window + one batch (the largest batch payload toward it)
     // A hand-driven peer: it says it is this version (a window in its HELLO) and then overruns.
-    const rogue = await createMessenger({ transports: [suiteTransports.tcp({ listen: false })], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false, receiveWindow: 1 << 20 });
+    const rogue = await createMessenger({
+      transports: [suiteTransports.tcp({ listen: false })],
+      transportKeys: [MESSENGER_MUX_KEY],
+      healthCheck: false,
+      receiveWindow: 1 << 20,
+    });
     const replies: Uint8Array[] = [];
     const updates: number[] = [];
     rogue.registerBatchHandler(0, (_from, _lane, payload) => replies.push(payload.slice()));
@@ -360,7 +473,10 @@ describe('peer window over TCP', () => {
       const slots: number[] = [];
       for (const [k, a] of anchors.entries()) {
         const h = parseHandle(a.handle);
-        const answer = (await rogue.request(peer, '_anchor_attach', { handle: { hi: hex(h.workerId), lo: hex(h.localId) }, supported_transport_keys: [MESSENGER_MUX_KEY] })) as { Ok: { routing_session_id: string } };
+        const answer = (await rogue.request(peer, '_anchor_attach', {
+          handle: { hi: hex(h.workerId), lo: hex(h.localId) },
+          supported_transport_keys: [MESSENGER_MUX_KEY],
+        })) as { Ok: { routing_session_id: string } };
         const slot = ((k + 1) << 8) | 1;
         slots.push(slot);
         await batch((enc) => enc.appendOpenSlot(slot, 0, h.localId, BigInt(answer.Ok.routing_session_id)));
@@ -377,7 +493,11 @@ describe('peer window over TCP', () => {
         }
       }
       await waitFor(() => consumer.metricsRegistry.peerWindowOverrun === 1, 5_000, 'the overrun');
-      await waitFor(() => replies.some((p) => decodeBatch(p).records.some((r) => r.type === RecordType.CloseSlot)), 5_000, 'close reply');
+      await waitFor(
+        () => replies.some((p) => decodeBatch(p).records.some((r) => r.type === RecordType.CloseSlot)),
+        5_000,
+        'close reply',
+      );
       const closes = replies.flatMap((p) => decodeBatch(p).records).filter((r) => r.type === RecordType.CloseSlot);
       expect(closes.map((r) => [r.slot, r.closeReason])).toEqual([[slots[over]!, CloseReason.ProtocolError]]);
       // Every other slot keeps all it sent; the faulted one ends after what was admitted.
@@ -410,4 +530,3 @@ describe('peer window over TCP', () => {
     }
   }, 30_000);
 });
-

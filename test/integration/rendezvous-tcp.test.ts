@@ -70,7 +70,11 @@ describe('rendezvous transfers over TCP', () => {
     expect(got.slice(11)).toEqual(Array.from({ length: 10 }, (_, i) => `tail${i}`));
     const p = producer.metrics();
     expect(p['velo_streaming_mux_rendezvous_singletons_total']).toBe(1);
-    await waitFor(() => producer.metrics()['velo_streaming_mux_staged_out_bytes'] === 0, 5_000, 'staged bytes released');
+    await waitFor(
+      () => producer.metrics()['velo_streaming_mux_staged_out_bytes'] === 0,
+      5_000,
+      'staged bytes released',
+    );
     expect(consumer.metrics()['velo_streaming_mux_staged_in_bytes']).toBe(0);
   });
 

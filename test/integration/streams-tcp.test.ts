@@ -59,13 +59,19 @@ describe('negotiation over TCP', () => {
   });
 
   it('a mux answer with zero credit fails the attach, naming the key and initial_credit = 0', async () => {
-    const fake = await createMessenger({ transports: [suiteTransports.tcp({ listen: true })], transportKeys: [MESSENGER_MUX_KEY], healthCheck: false });
+    const fake = await createMessenger({
+      transports: [suiteTransports.tcp({ listen: true })],
+      transportKeys: [MESSENGER_MUX_KEY],
+      healthCheck: false,
+    });
     fake.handle('_anchor_attach', () => ({ Ok: { streaming_transport_key: MESSENGER_MUX_KEY } }));
     try {
       const producer = await tcpNode({ listen: false });
       await producer.connect(fake.addresses[0]!);
       const handle = `lmx1.${fake.self.id}${'1'.padStart(16, '0')}`;
-      await expect(producer.attachAnchor(handle)).rejects.toThrow(/messenger-mux-v2.*initial_credit = 0|initial_credit = 0.*messenger-mux-v2/);
+      await expect(producer.attachAnchor(handle)).rejects.toThrow(
+        /messenger-mux-v2.*initial_credit = 0|initial_credit = 0.*messenger-mux-v2/,
+      );
       expect(producer.metricsRegistry.liveSlots).toBe(0);
     } finally {
       await fake.close();
@@ -89,13 +95,20 @@ describe('zero-RTT tickets over TCP', () => {
     const anchor = consumer.createAnchor<string>();
     const ticket = consumer.prebindAnchor(anchor);
     expect(typeof ticket).toBe('string');
-    const attachesBefore = consumer.metrics()['velo_streaming_anchor_operations_total{operation="attach",outcome="success",transport_scheme="mux"}'] ?? 0;
+    const attachesBefore =
+      consumer.metrics()[
+        'velo_streaming_anchor_operations_total{operation="attach",outcome="success",transport_scheme="mux"}'
+      ] ?? 0;
     const s = await producer.openAnchorStream<string>(anchor.handle, ticket!);
     const read = readAll(anchor);
     for (let i = 0; i < 20; i++) await s.send(`z${i}`);
     await s.finalize();
     expect(await read).toEqual(Array.from({ length: 20 }, (_, i) => `z${i}`));
-    expect(consumer.metrics()['velo_streaming_anchor_operations_total{operation="attach",outcome="success",transport_scheme="mux"}'] ?? 0).toBe(attachesBefore);
+    expect(
+      consumer.metrics()[
+        'velo_streaming_anchor_operations_total{operation="attach",outcome="success",transport_scheme="mux"}'
+      ] ?? 0,
+    ).toBe(attachesBefore);
     // A second open with the same ticket gets no slot: UnknownSlot, and the stray sender errors.
     const stray = await producer.openAnchorStream<string>(anchor.handle, ticket!);
     await waitFor(() => stray.closed, 5_000, 'stray sender closed');
@@ -108,7 +121,9 @@ describe('zero-RTT tickets over TCP', () => {
     await producer.connect(consumer.address);
     const anchor = consumer.createAnchor<string>();
     const ticket = consumer.prebindAnchor(anchor)!;
-    await expect(consumer.openAnchorStream(anchor.handle, ticket)).rejects.toMatchObject({ code: 'ERR_TRANSPORT_ERROR' });
+    await expect(consumer.openAnchorStream(anchor.handle, ticket)).rejects.toMatchObject({
+      code: 'ERR_TRANSPORT_ERROR',
+    });
     const s = await producer.attachAnchor<string>(anchor.handle, { ticket });
     const read = readAll(anchor);
     await s.send('adopted');
@@ -124,7 +139,9 @@ describe('push-mode reading over the suite transport', () => {
     await producer.connect(consumer.address);
     const anchors = Array.from({ length: 64 }, () => consumer.createAnchor<string>());
     const got = anchors.map(() => [] as string[]);
-    const ends = anchors.map((a, i) => new Promise<unknown>((resolve) => a.consume({ item: (t) => void got[i]!.push(t), end: resolve })));
+    const ends = anchors.map(
+      (a, i) => new Promise<unknown>((resolve) => a.consume({ item: (t) => void got[i]!.push(t), end: resolve })),
+    );
     const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<string>(a.handle)));
     for (let k = 0; k < 30; k++) await Promise.all(senders.map((s, i) => s.send(`s${i}-${k}`)));
     await Promise.all(senders.slice(0, 32).map((s) => s.finalize()));
@@ -135,7 +152,8 @@ describe('push-mode reading over the suite transport', () => {
     }
     // The other 32 producers vanish with the node: their consumers end with ERR_SENDER_DROPPED.
     await producer.close();
-    for (const e of await Promise.all(ends.slice(32))) expect(e).toMatchObject({ code: 'ERR_SENDER_DROPPED', retryable: true });
+    for (const e of await Promise.all(ends.slice(32)))
+      expect(e).toMatchObject({ code: 'ERR_SENDER_DROPPED', retryable: true });
   });
 });
 
@@ -233,11 +251,24 @@ describe('same-worker, lifecycle, heartbeats', () => {
 
 describe('configuration', () => {
   it('a bad mux value is an error naming the field; initial_credit = 0 and a zero sweep are refused', async () => {
-    await expect(createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { initialCredit: -1 } })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG', field: 'mux.initialCredit' });
-    await expect(createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { initialCredit: 0 } })).rejects.toThrow(/initial_credit = 0/);
-    await expect(createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { creditSweepInterval: 0 } })).rejects.toThrow(/creditSweepInterval/);
-    await expect(createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { flushPolicy: { kind: 'sometimes' } } as never })).rejects.toMatchObject({ field: expect.stringMatching(/^mux\.flushPolicy/) });
-    await expect(createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { bogus: 1 } as never })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
+    await expect(
+      createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { initialCredit: -1 } }),
+    ).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG', field: 'mux.initialCredit' });
+    await expect(
+      createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { initialCredit: 0 } }),
+    ).rejects.toThrow(/initial_credit = 0/);
+    await expect(
+      createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { creditSweepInterval: 0 } }),
+    ).rejects.toThrow(/creditSweepInterval/);
+    await expect(
+      createNode({
+        transports: [suiteTransports.tcp({ listen: false })],
+        mux: { flushPolicy: { kind: 'sometimes' } } as never,
+      }),
+    ).rejects.toMatchObject({ field: expect.stringMatching(/^mux\.flushPolicy/) });
+    await expect(
+      createNode({ transports: [suiteTransports.tcp({ listen: false })], mux: { bogus: 1 } as never }),
+    ).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
     expect(open.length).toBe(0);
   });
 });

@@ -68,7 +68,8 @@ export class Tap {
     let name = '';
     let id = -1;
     if (kind === 0x01 && b.length >= 17) lane = b[2]! & 0x0f;
-    if (kind >= 0x03 && kind <= 0x06 && b.length >= 5) id = ((b[1]! << 24) >>> 0) + ((b[2]! << 16) | (b[3]! << 8) | b[4]!);
+    if (kind >= 0x03 && kind <= 0x06 && b.length >= 5)
+      id = ((b[1]! << 24) >>> 0) + ((b[2]! << 16) | (b[3]! << 8) | b[4]!);
     if (kind === 0x03) name = new TextDecoder().decode(b.subarray(6, 6 + b[5]!));
     this.msgs.push({ dir, kind, lane, name, id, bytes: b, muted });
   }
@@ -174,10 +175,15 @@ export function tapped(inner: TransportAdapter, tap: Tap): TransportAdapter {
 }
 
 /** A node on loopback TCP (listening on a free port, or dialling only) with a tap; closed by `closeAll`. */
-export async function tappedNode(options: Omit<NodeOptions, 'transports'> & { listen?: boolean } = {}): Promise<{ node: LanemuxNode; tap: Tap }> {
+export async function tappedNode(
+  options: Omit<NodeOptions, 'transports'> & { listen?: boolean } = {},
+): Promise<{ node: LanemuxNode; tap: Tap }> {
   const { listen = true, ...rest } = options;
   const tap = new Tap();
-  const node = await createNode({ ...rest, transports: [tapped(tcpTransport(listen ? { port: 0 } : { listen: false }), tap)] });
+  const node = await createNode({
+    ...rest,
+    transports: [tapped(tcpTransport(listen ? { port: 0 } : { listen: false }), tap)],
+  });
   open.push(node);
   return { node, tap };
 }

@@ -16,7 +16,8 @@ import { Tap, tappedPair } from './wire-tap.ts';
 afterEach(closeAll);
 
 const b64url = (bytes: Uint8Array): string => Buffer.from(bytes).toString('base64url');
-const ticketBody = (ticket: string): Record<string, unknown> => msgpackDecode(Buffer.from(ticket, 'base64url')) as Record<string, unknown>;
+const ticketBody = (ticket: string): Record<string, unknown> =>
+  msgpackDecode(Buffer.from(ticket, 'base64url')) as Record<string, unknown>;
 const metric = (n: LanemuxNode, name: string): number => n.metrics()[name] ?? 0;
 
 describe('zero-RTT opens over TCP (8 lanes)', () => {
@@ -35,9 +36,21 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
     // Each stream's OpenSlot claimed its pre-bind: 200 OpenSlots with the tickets' sessions.
     const opens = Tap.records(ptap.msgs.filter((m) => m.dir === 'out')).filter((r) => r.type === RecordType.OpenSlot);
     expect(new Set(opens.map((r) => r.sessionId)).size).toBe(200);
-    expect(opens.map((r) => r.sessionId).sort()).toEqual(tickets.map((t) => BigInt(ticketBody(t)['routing_session_id'] as string)).sort());
-    expect(metric(producer, 'velo_streaming_anchor_operations_total{operation="open",outcome="success",transport_scheme="mux"}')).toBe(200);
-    expect(metric(consumer, 'velo_streaming_anchor_operations_total{operation="prebind",outcome="success",transport_scheme="mux"}')).toBe(200);
+    expect(opens.map((r) => r.sessionId).sort()).toEqual(
+      tickets.map((t) => BigInt(ticketBody(t)['routing_session_id'] as string)).sort(),
+    );
+    expect(
+      metric(
+        producer,
+        'velo_streaming_anchor_operations_total{operation="open",outcome="success",transport_scheme="mux"}',
+      ),
+    ).toBe(200);
+    expect(
+      metric(
+        consumer,
+        'velo_streaming_anchor_operations_total{operation="prebind",outcome="success",transport_scheme="mux"}',
+      ),
+    ).toBe(200);
 
     // Control: the same count with ordinary attaches.
     const plain = Array.from({ length: 200 }, () => consumer.createAnchor<number>());
@@ -49,39 +62,55 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
     expect(ctap.requests('in', '_anchor_attach').length).toBe(200);
   });
 
-  it.each([false, true])('the first token needs no round trip: with every consumer → producer message swallowed, a ticket stream still delivers (asyncOpenAck %s)', async (asyncOpenAck) => {
-    const { consumer, producer, ctap, ptap } = await tappedPair({ initialCredit: 4, asyncOpenAck });
-    const anchor = consumer.createAnchor<string>();
-    const ticket = consumer.prebindAnchor(anchor)!;
-    const mark = ptap.msgs.length;
-    ctap.mute = true; // from here on the consumer cannot say anything to the producer
-    const s = await producer.openAnchorStream<string>(anchor.handle, ticket);
-    await s.send('first');
-    await anchor.waitAvailable();
-    // The first token is here. The producer heard nothing in between, and wrote only batches.
-    expect(ptap.msgs.slice(mark).filter((m) => m.dir === 'in'), 'messages the producer received').toEqual([]);
-    const written = ptap.msgs.slice(mark).filter((m) => m.dir === 'out');
-    expect(written.every((m) => m.kind === 0x01), 'producer wrote only batches').toBe(true);
-    const recs = Tap.records(written);
-    expect(recs[0]!.type, 'OpenSlot first').toBe(RecordType.OpenSlot);
-    expect(recs.find((r) => r.type === RecordType.Data), 'the first data record followed the OpenSlot without waiting').toBeDefined();
-    expect(written.length, 'OpenSlot batch + data batch at most').toBeLessThanOrEqual(2);
-    // The rest of the window and the terminal also need nothing back.
-    for (const t of ['b', 'c', 'd']) await s.send(t);
-    await s.finalize();
-    expect(await readAll(anchor)).toEqual(['first', 'b', 'c', 'd']);
-    expect(ctap.msgs.filter((m) => m.dir === 'out' && !m.muted)).toEqual([]);
-    ctap.mute = false;
+  it.each([false, true])(
+    'the first token needs no round trip: with every consumer → producer message swallowed, a ticket stream still delivers (asyncOpenAck %s)',
+    async (asyncOpenAck) => {
+      const { consumer, producer, ctap, ptap } = await tappedPair({ initialCredit: 4, asyncOpenAck });
+      const anchor = consumer.createAnchor<string>();
+      const ticket = consumer.prebindAnchor(anchor)!;
+      const mark = ptap.msgs.length;
+      ctap.mute = true; // from here on the consumer cannot say anything to the producer
+      const s = await producer.openAnchorStream<string>(anchor.handle, ticket);
+      await s.send('first');
+      await anchor.waitAvailable();
+      // The first token is here. The producer heard nothing in between, and wrote only batches.
+      expect(
+        ptap.msgs.slice(mark).filter((m) => m.dir === 'in'),
+        'messages the producer received',
+      ).toEqual([]);
+      const written = ptap.msgs.slice(mark).filter((m) => m.dir === 'out');
+      expect(
+        written.every((m) => m.kind === 0x01),
+        'producer wrote only batches',
+      ).toBe(true);
+      const recs = Tap.records(written);
+      expect(recs[0]!.type, 'OpenSlot first').toBe(RecordType.OpenSlot);
+      expect(
+        recs.find((r) => r.type === RecordType.Data),
+        'the first data record followed the OpenSlot without waiting',
+      ).toBeDefined();
+      expect(written.length, 'OpenSlot batch + data batch at most').toBeLessThanOrEqual(2);
+      // The rest of the window and the terminal also need nothing back.
+      for (const t of ['b', 'c', 'd']) await s.send(t);
+      await s.finalize();
+      expect(await readAll(anchor)).toEqual(['first', 'b', 'c', 'd']);
+      expect(ctap.msgs.filter((m) => m.dir === 'out' && !m.muted)).toEqual([]);
+      ctap.mute = false;
 
-    // Contrast: an ordinary attach cannot even start while the consumer is mute.
-    ctap.mute = true;
-    const other = consumer.createAnchor();
-    await expect(producer.attachAnchor(other.handle, { timeoutMs: 200 })).rejects.toBeDefined();
-    ctap.mute = false;
-  });
+      // Contrast: an ordinary attach cannot even start while the consumer is mute.
+      ctap.mute = true;
+      const other = consumer.createAnchor();
+      await expect(producer.attachAnchor(other.handle, { timeoutMs: 200 })).rejects.toBeDefined();
+      ctap.mute = false;
+    },
+  );
 
   it('the ticket quotes the limits the buffer was sized from; no CreditUpdate on claim; a slot budget of 0 resolves to 1 MiB', async () => {
-    const { consumer, producer, ctap } = await tappedPair({ initialCredit: 5, slotByteBudget: 0, heartbeatInterval: 7_000 });
+    const { consumer, producer, ctap } = await tappedPair({
+      initialCredit: 5,
+      slotByteBudget: 0,
+      heartbeatInterval: 7_000,
+    });
     const anchor = consumer.createAnchor<number>();
     const ticket = consumer.prebindAnchor(anchor)!;
     const body = ticketBody(ticket);
@@ -101,14 +130,16 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
     for (let i = 0; i < 9; i++) s.trySend(i);
     await waitFor(() => anchor.bind?.buffer.length === 5, 5_000, 'C records delivered');
     expect(producer.metricsRegistry.withheldRecords).toBe(4);
-    const credit = Tap.records(ctap.msgs.slice(mark).filter((m) => m.dir === 'out')).filter((r) => r.type === RecordType.CreditUpdate);
+    const credit = Tap.records(ctap.msgs.slice(mark).filter((m) => m.dir === 'out')).filter(
+      (r) => r.type === RecordType.CreditUpdate,
+    );
     expect(credit, 'no CreditUpdate on the claim').toEqual([]);
     const read = readAll(anchor);
     await s.finalize();
     expect(await read).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
   });
 
-  it('a lane-0 ticket has the five pre-lanes fields then `anchor_id` (the encoder\'s bytes); another lane adds `lane` before it', async () => {
+  it("a lane-0 ticket has the five pre-lanes fields then `anchor_id` (the encoder's bytes); another lane adds `lane` before it", async () => {
     const { consumer } = await tappedPair();
     const a0 = consumer.createAnchor();
     const t0 = consumer.prebindAnchor(a0)!;
@@ -116,13 +147,28 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
     const t1 = consumer.prebindAnchor(a1)!;
     expect([a0.bind!.lane, a1.bind!.lane]).toEqual([0, 1]);
     const b0 = ticketBody(t0);
-    expect(Object.keys(b0)).toEqual(['streaming_transport_key', 'heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget', 'anchor_id']);
+    expect(Object.keys(b0)).toEqual([
+      'streaming_transport_key',
+      'heartbeat_interval_ms',
+      'routing_session_id',
+      'initial_credit',
+      'slot_byte_budget',
+      'anchor_id',
+    ]);
     // The same values through the MessagePack encoder: the same bytes.
     expect(t0).toBe(b64url(msgpackEncode(b0)));
     // Serialisable both ways: the exported codec round-trips both tickets.
     expect(encodeTicket(parseTicket(t0))).toBe(t0);
     expect(encodeTicket(parseTicket(t1))).toBe(t1);
-    expect(Object.keys(ticketBody(t1))).toEqual(['streaming_transport_key', 'heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget', 'lane', 'anchor_id']);
+    expect(Object.keys(ticketBody(t1))).toEqual([
+      'streaming_transport_key',
+      'heartbeat_interval_ms',
+      'routing_session_id',
+      'initial_credit',
+      'slot_byte_budget',
+      'lane',
+      'anchor_id',
+    ]);
     expect(ticketBody(t1)['lane']).toBe(1);
   });
 
@@ -131,7 +177,13 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
     const anchor = consumer.createAnchor<string>();
     const good = ticketBody(consumer.prebindAnchor(anchor)!);
     const encode = (o: Record<string, unknown>) => b64url(msgpackEncode(o));
-    for (const field of ['streaming_transport_key', 'heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget']) {
+    for (const field of [
+      'streaming_transport_key',
+      'heartbeat_interval_ms',
+      'routing_session_id',
+      'initial_credit',
+      'slot_byte_budget',
+    ]) {
       const { [field]: _dropped, ...rest } = good;
       const err = await producer.openAnchorStream(anchor.handle, encode(rest)).then(
         () => null,
@@ -159,12 +211,19 @@ describe('zero-RTT opens over TCP (8 lanes)', () => {
       expect(err, `${field} = ${JSON.stringify(value)}`).toMatchObject({ code: 'ERR_INVALID_TICKET' });
       expect(err!.message).toContain(field);
     }
-    await expect(producer.openAnchorStream(anchor.handle, 'not a ticket!')).rejects.toMatchObject({ code: 'ERR_INVALID_TICKET' });
-    await expect(producer.openAnchorStream(anchor.handle, encode({ ...good, initial_credit: 0 }))).rejects.toThrow(/initial_credit = 0/);
+    await expect(producer.openAnchorStream(anchor.handle, 'not a ticket!')).rejects.toMatchObject({
+      code: 'ERR_INVALID_TICKET',
+    });
+    await expect(producer.openAnchorStream(anchor.handle, encode({ ...good, initial_credit: 0 }))).rejects.toThrow(
+      /initial_credit = 0/,
+    );
     expect(producer.metricsRegistry.liveSlots, 'no slot opened by a refused ticket').toBe(0);
     // None of that touched the pre-bind: the real ticket (lane omitted when 0) still opens it.
     const { lane: _l, ...noLane } = good;
-    const s = await producer.openAnchorStream<string>(anchor.handle, encode(good['lane'] === undefined ? noLane : good));
+    const s = await producer.openAnchorStream<string>(
+      anchor.handle,
+      encode(good['lane'] === undefined ? noLane : good),
+    );
     const read = readAll(anchor);
     await s.send('ok');
     await s.finalize();

@@ -69,9 +69,15 @@ describe('per-call timeouts are range-checked', () => {
     a.handle('echo', (_from, body) => body);
     const pa = await b.connect(a.addresses[0]!);
     for (const bad of [0, -1, 0.5, 2 ** 31, Number.POSITIVE_INFINITY, Number.NaN, '100' as unknown as number]) {
-      await expect(b.request(pa.id, 'echo', 1, { timeoutMs: bad }), `request ${bad}`).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
-      await expect(b.ping(pa.id, { timeoutMs: bad }), `ping ${bad}`).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
-      await expect(b.connect(a.addresses[0]!, { timeoutMs: bad }), `connect ${bad}`).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+      await expect(b.request(pa.id, 'echo', 1, { timeoutMs: bad }), `request ${bad}`).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARGUMENT',
+      });
+      await expect(b.ping(pa.id, { timeoutMs: bad }), `ping ${bad}`).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARGUMENT',
+      });
+      await expect(b.connect(a.addresses[0]!, { timeoutMs: bad }), `connect ${bad}`).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARGUMENT',
+      });
     }
     // Before the check, 2^31 ms fired after 1 ms: the request timed out at once.
     expect(await b.request(pa.id, 'echo', 1, { timeoutMs: 2 ** 31 - 1 })).toBe(1);
@@ -83,8 +89,14 @@ describe('per-call timeouts are range-checked', () => {
 describe('waiting admissions reject with the link reason (docs/protocol.md §6)', () => {
   it("waiting admissions reject with the link's reason: ERR_CLOSED when the application disconnects", async () => {
     const network = createMemoryNetwork();
-    const a = await createMessenger({ transports: [memoryTransport({ network, admissionLimit: 1024 })], healthCheck: false });
-    const b = await createMessenger({ transports: [memoryTransport({ network, admissionLimit: 1024 })], healthCheck: false });
+    const a = await createMessenger({
+      transports: [memoryTransport({ network, admissionLimit: 1024 })],
+      healthCheck: false,
+    });
+    const b = await createMessenger({
+      transports: [memoryTransport({ network, admissionLimit: 1024 })],
+      healthCheck: false,
+    });
     open.push(a, b);
     b.on('x', () => {});
     const peer = await a.connect(b.addresses[0]!);
@@ -92,7 +104,13 @@ describe('waiting admissions reject with the link reason (docs/protocol.md §6)'
     const waits: Promise<string>[] = [];
     for (let i = 0; i < 20; i++) {
       const r = a.send(peer.id, 0, 'x', new Uint8Array(200));
-      if (r !== true) waits.push(r.then(() => 'ok', (e: { code: string }) => e.code));
+      if (r !== true)
+        waits.push(
+          r.then(
+            () => 'ok',
+            (e: { code: string }) => e.code,
+          ),
+        );
     }
     expect(waits.length).toBeGreaterThan(0);
     const pending = a.request(peer.id, 'nobody', null).catch((e: { code: string }) => e.code);

@@ -18,7 +18,10 @@ const SELF = '00000000000000ff';
 const utf8 = new TextEncoder();
 
 function wired() {
-  const o = resolveOptions({ transports: [{ dial() {}, listen() {} } as unknown as TransportAdapter], healthCheck: false });
+  const o = resolveOptions({
+    transports: [{ dial() {}, listen() {} } as unknown as TransportAdapter],
+    healthCheck: false,
+  });
   const faults = new Faults(SELF);
   const handlers = new Handlers();
   const unary = new Unary(o, SELF, handlers, faults);
@@ -27,7 +30,16 @@ function wired() {
   const sent: { lane: number; bytes: Uint8Array }[] = [];
   const closed: LanemuxError[] = [];
   const link: PeerLink = {
-    info: { id: '00000000000000aa', workerId: 0xaan, instanceId: 'peer', lanes: 4, maxMessageSize: 1 << 20, transportKeys: [], protocolVersion: PROTOCOL_VERSION, epoch: 1 },
+    info: {
+      id: '00000000000000aa',
+      workerId: 0xaan,
+      instanceId: 'peer',
+      lanes: 4,
+      maxMessageSize: 1 << 20,
+      transportKeys: [],
+      protocolVersion: PROTOCOL_VERSION,
+      epoch: 1,
+    },
     lanes: 4,
     maxMessageSize: 1 << 20,
     closed: false,
@@ -68,7 +80,10 @@ describe('messenger dispatch over a fake link', () => {
     const second = Uint8Array.of(Kind.Batch, 4);
     st.message(2, first);
     st.message(2, second);
-    expect(got.map((g) => [g.lane, [...g.payload]])).toEqual([[2, [1, 2, 3]], [2, [4]]]);
+    expect(got.map((g) => [g.lane, [...g.payload]])).toEqual([
+      [2, [1, 2, 3]],
+      [2, [4]],
+    ]);
     expect(got[0]!.payload.buffer).toBe(first.buffer);
     expect(got[0]!.payload.byteOffset).toBe(1);
     expect(st.activity).toBe(2);
@@ -99,7 +114,10 @@ describe('messenger dispatch over a fake link', () => {
     const notices = sent.filter((s) => s.bytes[0] === Kind.Notice);
     expect(notices.length).toBe(64);
     expect(notices.every((n) => n.lane === 0)).toBe(true);
-    expect(decodeErrorBody(notices[0]!.bytes.subarray(1))).toMatchObject({ code: 'ERR_UNKNOWN_HANDLER', handler: 'n0' });
+    expect(decodeErrorBody(notices[0]!.bytes.subarray(1))).toMatchObject({
+      code: 'ERR_UNKNOWN_HANDLER',
+      handler: 'n0',
+    });
     expect(faults.stats().unknownHandler).toBe(141);
   });
 
@@ -130,7 +148,7 @@ describe('messenger dispatch over a fake link', () => {
     expect(st.inflight.size).toBe(1);
     st.message(0, idHead(Kind.Cancel, 7));
     expect(signal?.aborted).toBe(true);
-    expect((signal?.reason as LanemuxError).code).toBe('ERR_ABORTED');
+    expect((signal?.reason as LanemuxError | undefined)?.code).toBe('ERR_ABORTED');
     finish(42);
     await new Promise((r) => setTimeout(r, 0));
     expect(sent).toEqual([]);
@@ -140,6 +158,8 @@ describe('messenger dispatch over a fake link', () => {
   it('an unknown kind closes the link with ERR_MALFORMED_ENVELOPE', () => {
     const { st, closed } = wired();
     st.message(0, Uint8Array.of(0x0a));
-    expect(closed.map((e) => [e.code, e.message])).toEqual([['ERR_MALFORMED_ENVELOPE', 'malformed envelope on lane 0 from 00000000000000aa: unknown message kind 0x0a']]);
+    expect(closed.map((e) => [e.code, e.message])).toEqual([
+      ['ERR_MALFORMED_ENVELOPE', 'malformed envelope on lane 0 from 00000000000000aa: unknown message kind 0x0a'],
+    ]);
   });
 });

@@ -14,7 +14,8 @@ const { sockets, tcpMessenger: tcpNode } = messengerFixture(afterEach);
  * (`de`, each with a fixint key before the next map). Unchecked, the decoder reserved ~40,000× this.
  */
 function bomb(size: number, kind: 'array16' | 'map16', declared = 16_000): Uint8Array {
-  const unit = kind === 'array16' ? [0xdc, declared >> 8, declared & 0xff] : [0xde, declared >> 8, declared & 0xff, 0x01];
+  const unit =
+    kind === 'array16' ? [0xdc, declared >> 8, declared & 0xff] : [0xde, declared >> 8, declared & 0xff, 0x01];
   const b = new Uint8Array(size);
   for (let i = 0; i + unit.length <= size; i += unit.length) b.set(unit, i);
   return b;

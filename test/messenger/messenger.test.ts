@@ -29,7 +29,11 @@ afterEach(async () => {
 });
 
 async function tcpNode(extra: Partial<MessengerOptions> = {}, listen = true): Promise<Messenger> {
-  const m = await createMessenger({ transports: [tcpTransport({ listen, closeGraceMs: 200 })], healthCheck: false, ...extra });
+  const m = await createMessenger({
+    transports: [tcpTransport({ listen, closeGraceMs: 200 })],
+    healthCheck: false,
+    ...extra,
+  });
   open.push(m);
   return m;
 }
@@ -72,7 +76,17 @@ function lp(message: Uint8Array): Buffer {
 }
 
 function helloFrom(worker: string, extra: Partial<Parameters<typeof encodeHello>[0]> = {}): Uint8Array {
-  return encodeHello({ protocolVersion: PROTOCOL_VERSION, worker, instance: 'raw', session: 1, lane: 0, lanes: 1, maxMessageSize: 1 << 20, keys: [], ...extra });
+  return encodeHello({
+    protocolVersion: PROTOCOL_VERSION,
+    worker,
+    instance: 'raw',
+    session: 1,
+    lane: 0,
+    lanes: 1,
+    maxMessageSize: 1 << 20,
+    keys: [],
+    ...extra,
+  });
 }
 
 describe('hostile bytes on a raw TCP socket', () => {
@@ -168,21 +182,29 @@ describe('hostile bytes on a raw TCP socket', () => {
 
 describe('envelope errors', () => {
   /** A raw memory connection that completed a HELLO as worker `worker`. */
-  async function rawMemory(address: string, worker: string): Promise<{ conn: Connection; messages: Uint8Array[]; closed: Promise<LanemuxError> }> {
+  async function rawMemory(
+    address: string,
+    worker: string,
+  ): Promise<{ conn: Connection; messages: Uint8Array[]; closed: Promise<LanemuxError> }> {
     const adapter = memoryTransport({ network, listen: false });
     adapters.push(adapter);
-    const r = await new Promise<{ conn: Connection; messages: Uint8Array[]; closed: Promise<LanemuxError> }>((resolve, reject) => {
-      adapter.dial({ address, lane: 0, frameLimit: 1 << 20, maxMessageSize: 1 << 20, reconnect: false }, {
-        open(conn) {
-          const messages: Uint8Array[] = [];
-          let done!: (e: LanemuxError) => void;
-          const closed = new Promise<LanemuxError>((res) => (done = res));
-          conn.start({ message: (b) => messages.push(b), closed: (e) => done(e) });
-          resolve({ conn, messages, closed });
-        },
-        fail: reject,
-      });
-    });
+    const r = await new Promise<{ conn: Connection; messages: Uint8Array[]; closed: Promise<LanemuxError> }>(
+      (resolve, reject) => {
+        adapter.dial(
+          { address, lane: 0, frameLimit: 1 << 20, maxMessageSize: 1 << 20, reconnect: false },
+          {
+            open(conn) {
+              const messages: Uint8Array[] = [];
+              let done!: (e: LanemuxError) => void;
+              const closed = new Promise<LanemuxError>((res) => (done = res));
+              conn.start({ message: (b) => messages.push(b), closed: (e) => done(e) });
+              resolve({ conn, messages, closed });
+            },
+            fail: reject,
+          },
+        );
+      },
+    );
     void r.conn.send(helloFrom(worker));
     await waitFor(() => r.messages.length > 0, 2_000, 'HELLO answer');
     return r;
@@ -309,7 +331,9 @@ describe('handlers', () => {
     expect(() => m.registerBatchHandler(16, () => {})).toThrow(LanemuxError);
     const other = await memNode();
     const peer = await other.connect(m.addresses[0] as string);
-    await expect(other.send(peer.id, 0, '_stream_batch.3', new Uint8Array(1))).rejects.toMatchObject({ code: 'ERR_INVALID_HANDLER' });
+    await expect(other.send(peer.id, 0, '_stream_batch.3', new Uint8Array(1))).rejects.toMatchObject({
+      code: 'ERR_INVALID_HANDLER',
+    });
   });
 });
 
@@ -328,7 +352,8 @@ describe('links', () => {
     const got: number[][] = Array.from({ length: 8 }, () => []);
     for (let lane = 0; lane < 8; lane++) client.registerBatchHandler(lane, (_f, l, p) => got[l]?.push(p[0] as number));
     server.onPeer((p) => {
-      for (let i = 0; i < 20; i++) for (let lane = 0; lane < 8; lane++) void server.sendBatch(p.id, lane, Uint8Array.of(i));
+      for (let i = 0; i < 20; i++)
+        for (let lane = 0; lane < 8; lane++) void server.sendBatch(p.id, lane, Uint8Array.of(i));
     });
     await client.connect(server.addresses[0] as string);
     await waitFor(() => got.every((l) => l.length === 20), 2_000, 'early batches');
@@ -344,7 +369,9 @@ describe('links', () => {
     const wsServer = await createMessenger({ transports: [webSocketServerTransport({ port: 0 })], healthCheck: false });
     open.push(wsServer);
     const wsClient = await createMessenger({
-      transports: [webSocketClientTransport({ WebSocket: WebSocket as never, minReconnectionDelay: 5, reconnectionJitter: 0 })],
+      transports: [
+        webSocketClientTransport({ WebSocket: WebSocket as never, minReconnectionDelay: 5, reconnectionJitter: 0 }),
+      ],
       healthCheck: false,
       protocolVersion: PROTOCOL_VERSION + 1,
     });
@@ -420,25 +447,34 @@ describe('links', () => {
     const port = (blocker.address() as net.AddressInfo).port;
     await new Promise<void>((r) => blocker.close(() => r()));
     await expect(m.connect(`tcp://127.0.0.1:${port}`)).rejects.toMatchObject({ code: 'ERR_CONNECT' });
-    await expect(m.connect(`tcp://127.0.0.1:${port}`, { signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+    await expect(m.connect(`tcp://127.0.0.1:${port}`, { signal: AbortSignal.abort() })).rejects.toMatchObject({
+      code: 'ERR_ABORTED',
+    });
   });
 
   it('validates options with a clear ERR_INVALID_CONFIG', async () => {
-    await expect(createMessenger({ transports: [memoryTransport({ network })], lanes: 17 })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
+    await expect(createMessenger({ transports: [memoryTransport({ network })], lanes: 17 })).rejects.toMatchObject({
+      code: 'ERR_INVALID_CONFIG',
+    });
     await expect(createMessenger({ transports: [] })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
     expect(() => tcpTransport({ port: 70000 })).toThrow(/port/);
   });
 });
 
 /** A TCP proxy in front of `target` whose links can be cut (RST) or silenced (partition). */
-async function proxy(target: string): Promise<{ address: string; cut(): void; silence(): void; close(): Promise<void> }> {
+async function proxy(
+  target: string,
+): Promise<{ address: string; cut(): void; silence(): void; close(): Promise<void> }> {
   const url = new URL(target);
   const pairs: Array<[net.Socket, net.Socket]> = [];
   let silent = false;
   const server = net.createServer((inbound) => {
     const outbound = net.connect({ host: url.hostname, port: Number(url.port) });
     pairs.push([inbound, outbound]);
-    for (const [a, b] of [[inbound, outbound], [outbound, inbound]] as const) {
+    for (const [a, b] of [
+      [inbound, outbound],
+      [outbound, inbound],
+    ] as const) {
       a.on('error', () => {});
       a.on('data', (chunk) => {
         if (!silent) b.write(chunk);

@@ -111,7 +111,14 @@ describe('I. Reject lane, sequencing, instruments, clamps, flush gate', () => {
     await h.runtime.advance(10);
     const snap = h.metrics.snapshot();
     const name = (t: string): string => `velo_streaming_mux_records_sent_total{record_type="${t}"}`;
-    expect([snap[name('open_slot')], snap[name('data')], snap[name('close_slot')], snap[name('credit_update')], snap[name('slot_heartbeat')], snap[name('lifecycle')]]).toEqual([1, 3, 1, 1, 0, 0]);
+    expect([
+      snap[name('open_slot')],
+      snap[name('data')],
+      snap[name('close_slot')],
+      snap[name('credit_update')],
+      snap[name('slot_heartbeat')],
+      snap[name('lifecycle')],
+    ]).toEqual([1, 3, 1, 1, 0, 0]);
     const total = [...h.metrics.recordsSent].reduce((a, b) => a + b, 0);
     expect(total).toBe(records(h).length);
     expect(total).toBe(6);

@@ -159,7 +159,8 @@ describe('a consumer cancel reaches the producer as ERR_STREAM_CANCELLED', () =>
     await runtime.advance(50);
     const e = sender.cancelSignal.reason as { code?: string; message?: string };
     expect(e.code).toBe('ERR_UNKNOWN_SLOT');
-    expect(e.message).toMatch(/^the consumer has no stream on Slot\(0x[0-9a-f]+\/0x[0-9a-f]+\) \(UnknownSlot\): .*accept window expired/);
+    expect(e.message).toMatch(
+      /^the consumer has no stream on Slot\(0x[0-9a-f]+\/0x[0-9a-f]+\) \(UnknownSlot\): .*accept window expired/,
+    );
   });
 });
-

@@ -115,7 +115,9 @@ describe('E. Batcher control, epochs and retirement', () => {
     expect(credits.every((r) => r.slot === peerCredit)).toBe(true);
     expect(credits.reduce((a, r) => a + (r.creditDelta ?? 0), 0)).toBe(10_000);
     expect(credits.length).toBeLessThan(2_500);
-    expect(after.filter((r) => r.type === RecordType.CloseSlot).map((r) => label(r, true))).toEqual(['41.0:Close(ProtocolError)@0']);
+    expect(after.filter((r) => r.type === RecordType.CloseSlot).map((r) => label(r, true))).toEqual([
+      '41.0:Close(ProtocolError)@0',
+    ]);
     expect(itemsOf(h, slot.id, mark)).toEqual(tokens(100).map((t) => JSON.stringify(t)));
     expect(dataOf(h, slot.id, mark).map((r) => r.frameSeq)).toEqual(Array.from({ length: 100 }, (_, i) => i + 2));
   });
@@ -209,7 +211,11 @@ describe('E. Batcher control, epochs and retirement', () => {
       const consumer = await createNode({ messenger: ma, runtime, mux: { initialCredit: 4 } });
       const producer = await createNode({ messenger: mb, runtime, mux: { initialCredit: 4 } });
       nodes.push(consumer, producer);
-      const anchors = [consumer.createAnchor<string>(), consumer.createAnchor<string>(), consumer.createAnchor<string>()];
+      const anchors = [
+        consumer.createAnchor<string>(),
+        consumer.createAnchor<string>(),
+        consumer.createAnchor<string>(),
+      ];
       const senders = [];
       for (const a of anchors) senders.push(await producer.attachAnchor<string>(a.handle));
       await runtime.runMacrotasks();
@@ -271,7 +277,9 @@ describe('E. Batcher control, epochs and retirement', () => {
     await p.runtime.advance(50);
     expect(evictions).toBeGreaterThanOrEqual(60);
     expect(p.metricsA.creditLost).toBe(0);
-    const credits = loopWire(p.ma).flatMap((b) => b.records).filter((r) => r.type === RecordType.CreditUpdate);
+    const credits = loopWire(p.ma)
+      .flatMap((b) => b.records)
+      .filter((r) => r.type === RecordType.CreditUpdate);
     expect(credits.reduce((a, r) => a + (r.creditDelta ?? 0), 0)).toBe(posted);
   });
 
@@ -348,7 +356,8 @@ describe('E. Batcher control, epochs and retirement', () => {
     h.batcher.inbox.postReplyCredit(sid(12, 4), 3); // still in the inbox
     const left = h.batcher.retire();
     const total = new Map<number, number>();
-    for (let i = 0; i < left.credit.length; i += 2) total.set(left.credit[i]!, (total.get(left.credit[i]!) ?? 0) + left.credit[i + 1]!);
+    for (let i = 0; i < left.credit.length; i += 2)
+      total.set(left.credit[i]!, (total.get(left.credit[i]!) ?? 0) + left.credit[i + 1]!);
     expect(total).toEqual(new Map([[sid(12, 4), 7]]));
     expect(h.sink.sent).toEqual([]);
   });

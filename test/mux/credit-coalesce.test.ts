@@ -6,7 +6,11 @@ import { RecordType } from '../../src/wire/constants.ts';
 import { egress, sid } from './harness.ts';
 
 const credits = (h: ReturnType<typeof egress>, from = 0) =>
-  h.sink.sent.slice(from).map((b) => b.decoded.records.filter((r) => r.type === RecordType.CreditUpdate).map((r) => [r.slot, r.creditDelta]));
+  h.sink.sent
+    .slice(from)
+    .map((b) =>
+      b.decoded.records.filter((r) => r.type === RecordType.CreditUpdate).map((r) => [r.slot, r.creditDelta]),
+    );
 
 describe('credit replies coalesce per slot per batch', () => {
   it('grants for one slot in three wakes within the reply linger leave as one CreditUpdate with their sum', async () => {

@@ -37,7 +37,8 @@ import {
   wire,
 } from './harness.ts';
 
-const seqsOf = (h: Parameters<typeof dataOf>[0], slot: number, from = 0): number[] => dataOf(h, slot, from).map((r) => r.frameSeq);
+const seqsOf = (h: Parameters<typeof dataOf>[0], slot: number, from = 0): number[] =>
+  dataOf(h, slot, from).map((r) => r.frameSeq);
 
 describe('D. Egress batcher', () => {
   it('EGRESS-01 three slots each withhold 4 records; grants released in one wake send a single batch with 4 records from each slot', async () => {
@@ -90,7 +91,7 @@ describe('D. Egress batcher', () => {
     expect(seqsOf(h, slot.id, mark)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
   });
 
-  it('EGRESS-04 inlet depth 4, no credit: the producer\'s 32 records and its terminal all complete; after a grant the wire carries 32 items, Finalized, CloseSlot', async () => {
+  it("EGRESS-04 inlet depth 4, no credit: the producer's 32 records and its terminal all complete; after a grant the wire carries 32 items, Finalized, CloseSlot", async () => {
     // lanemux has no inlet channel: the batcher takes records into the slot's withheld FIFO at once
     // (bounded by the slot byte budget). The C+1 inlet depth (C = 3 → 4) applies only while the
     // batcher is parked on admission. The producer is not parked here, so nothing waits.
@@ -193,7 +194,13 @@ describe('D. Egress batcher', () => {
     expect(slot.closed).toBe(false);
     grant(h, slot, 4);
     await h.runtime.runMacrotasks();
-    expect(records(h, mark).map((r) => label(r))).toEqual(['"t0"@1', '"t1"@2', '"t2"@3', '"t3"@4', 'Close(PeerGone)@5']);
+    expect(records(h, mark).map((r) => label(r))).toEqual([
+      '"t0"@1',
+      '"t1"@2',
+      '"t2"@3',
+      '"t3"@4',
+      'Close(PeerGone)@5',
+    ]);
     expect(slot.closed).toBe(true);
     expect(owner.closed.map((e) => e?.code)).toEqual(['ERR_SLOT_CLOSED']);
     expect(h.metrics.liveSlots).toBe(0);
@@ -246,7 +253,13 @@ describe('D. Egress batcher', () => {
     expect(h.batcher.liveSlots).toBe(1);
     grant(h, slot, 8);
     await h.runtime.runMacrotasks();
-    expect(records(h, mark).map((r) => label(r))).toEqual(['"a"@1', '"b"@2', '"c"@3', 'Finalized@4', 'Close(TerminalSent)@5']);
+    expect(records(h, mark).map((r) => label(r))).toEqual([
+      '"a"@1',
+      '"b"@2',
+      '"c"@3',
+      'Finalized@4',
+      'Close(TerminalSent)@5',
+    ]);
     expect(h.metrics.liveSlots).toBe(0);
     expect(h.metrics.withheldRecords).toBe(0);
   });
@@ -397,7 +410,11 @@ describe('D. Egress batcher', () => {
     const nodes: LanemuxNode[] = [];
     try {
       const consumer = await createNode({ messenger: ma, runtime, mux: { initialCredit: 8, maxBatchBytes: 256 } });
-      const producer = await createNode({ messenger: mb, runtime, mux: { initialCredit: 8, maxBatchBytes: 256, stagedPayloadMax: 1024 } });
+      const producer = await createNode({
+        messenger: mb,
+        runtime,
+        mux: { initialCredit: 8, maxBatchBytes: 256, stagedPayloadMax: 1024 },
+      });
       nodes.push(consumer, producer);
       const first = consumer.createAnchor<Uint8Array | string>();
       const s1 = await producer.attachAnchor<Uint8Array | string>(first.handle);
@@ -464,7 +481,8 @@ describe('peer-wide egress budget (withheld bytes of all slots toward one peer)'
     let paused = 0;
     for (let round = 0; round < 10; round++) {
       for (const { h, slots } of lanes) {
-        for (const slot of slots) if (!slot.paused && h.batcher.offer(slot, EgressKind.ItemBytes, body) === Offer.Wait) paused++;
+        for (const slot of slots)
+          if (!slot.paused && h.batcher.offer(slot, EgressKind.ItemBytes, body) === Offer.Wait) paused++;
       }
     }
     // Every slot stopped at the peer budget, far below its own 1 MiB: the sum is the budget plus at
@@ -480,7 +498,8 @@ describe('peer-wide egress budget (withheld bytes of all slots toward one peer)'
     expect(first.paused).toBe(false);
     expect(lanes[0]!.slots[1]!.paused).toBe(true);
     // Slots closed by the consumer give their bytes back to the peer budget.
-    for (const { h, slots } of lanes) for (const slot of slots) h.batcher.inbox.postClose(slot.id, CloseReason.UnknownSlot);
+    for (const { h, slots } of lanes)
+      for (const slot of slots) h.batcher.inbox.postClose(slot.id, CloseReason.UnknownSlot);
     await h0.runtime.runMacrotasks();
     await h1.runtime.runMacrotasks();
     expect(peer.withheldBytes).toBe(0);
@@ -490,7 +509,10 @@ describe('peer-wide egress budget (withheld bytes of all slots toward one peer)'
 describe('a batch cap too small for an OpenSlot', () => {
   it('refuses the open with a clear error before taking an index or counting a live slot (cap 29..44 passes the clamp)', async () => {
     const h = egress({ maxBatchBytes: 40 });
-    await expect(h.batcher.openSlot(1n, 2n, 4, new RecordingOwner())).rejects.toMatchObject({ code: 'ERR_RECORD_TOO_LARGE', message: expect.stringMatching(/cannot carry an OpenSlot \(45 bytes\)/) });
+    await expect(h.batcher.openSlot(1n, 2n, 4, new RecordingOwner())).rejects.toMatchObject({
+      code: 'ERR_RECORD_TOO_LARGE',
+      message: expect.stringMatching(/cannot carry an OpenSlot \(45 bytes\)/),
+    });
     expect(h.batcher.liveSlots).toBe(0);
     expect(h.metrics.liveSlots).toBe(0);
     expect(h.sink.sent).toHaveLength(0);
@@ -513,7 +535,9 @@ describe('owner callbacks re-entering the batcher (during a wake, during epoch d
     await h.runtime.advance(100);
     h.batcher.inbox.postReplyCredit(sid(78, 0), 5);
     await h.runtime.advance(100);
-    const wire = records(h).filter((r) => r.type !== RecordType.OpenSlot).map((r) => label(r, true));
+    const wire = records(h)
+      .filter((r) => r.type !== RecordType.OpenSlot)
+      .map((r) => label(r, true));
     expect(wire).toEqual(['77.0:Close(UnknownSlot)@0', '78.0:Credit+5']);
     expect(h.batcher.inbox.pending).toBe(false);
   });
@@ -550,7 +574,9 @@ describe('replies and opens queued behind a parked write', () => {
     h.sink.mode = 'open';
     h.sink.refuseStalled();
     await h.runtime.advance(10);
-    const later = records(h, 1).map((r) => label(r, true)).sort();
+    const later = records(h, 1)
+      .map((r) => label(r, true))
+      .sort();
     expect(later).toEqual(['1.0:Credit+1', '2.0:Credit+2']);
     expect(h.metrics.creditLost).toBe(0);
     expect(h.metrics.creditReposted).toBe(1);
@@ -559,7 +585,9 @@ describe('replies and opens queued behind a parked write', () => {
   it('2,200 opens queued behind a parked write all go out (in batches that fit) and all ack', async () => {
     const h = egress();
     h.sink.mode = 'stall';
-    const acks = Array.from({ length: 2200 }, (_, i) => h.batcher.openSlot(BigInt(1000 + i), BigInt(5000 + i), 4, noop));
+    const acks = Array.from({ length: 2200 }, (_, i) =>
+      h.batcher.openSlot(BigInt(1000 + i), BigInt(5000 + i), 4, noop),
+    );
     h.sink.release();
     await h.runtime.advance(100);
     const slots = await Promise.all(acks);
@@ -577,7 +605,9 @@ describe('replies and opens queued behind a parked write', () => {
     expect(h.sink.stalledCount).toBe(1);
     h.sink.release();
     await h.runtime.advance(10);
-    const credited = records(h).filter((r) => r.type === RecordType.CreditUpdate).map((r) => r.slot);
+    const credited = records(h)
+      .filter((r) => r.type === RecordType.CreditUpdate)
+      .map((r) => r.slot);
     expect(new Set(credited)).toEqual(new Set(Array.from({ length: 20 }, (_, i) => sid(10 + i, 0))));
   });
 
@@ -593,7 +623,9 @@ describe('replies and opens queued behind a parked write', () => {
     await h.runtime.advance(100);
     const slots = await Promise.all([first, ...acks]);
     expect(slots).toHaveLength(201);
-    const opened = records(h).filter((r) => r.type === RecordType.OpenSlot).map((r) => r.slot);
+    const opened = records(h)
+      .filter((r) => r.type === RecordType.OpenSlot)
+      .map((r) => r.slot);
     expect(new Set(opened)).toEqual(new Set(slots.map((s) => s.id)));
   });
 });

@@ -18,7 +18,9 @@ import {
 
 /** Every label the sink saw for one slot, eager batches and staged singletons in the order written. */
 function allFor(h: EgressHarness, slot: number): string[] {
-  const all = [...h.sink.sent, ...h.sink.staged].sort((a, b) => a.decoded.header!.batchSeq - b.decoded.header!.batchSeq);
+  const all = [...h.sink.sent, ...h.sink.staged].sort(
+    (a, b) => a.decoded.header!.batchSeq - b.decoded.header!.batchSeq,
+  );
   return all.flatMap((b) => b.decoded.records.filter((r) => r.slot === slot).map((r) => label(r)));
 }
 
@@ -126,7 +128,9 @@ describe('H. Open ack and fences', () => {
     h.sink.release();
     await h.runtime.runMacrotasks();
     expect(slot.closed).toBe(true);
-    const closeBatch = batches(h).find((b) => b.records.some((r) => r.slot === slot.id && r.type === RecordType.CloseSlot))!;
+    const closeBatch = batches(h).find((b) =>
+      b.records.some((r) => r.slot === slot.id && r.type === RecordType.CloseSlot),
+    )!;
     expect(closeBatch.records.map((r) => label(r))).toEqual(['Close(PeerGone)@1']);
     const third = await openSlot(h, 4);
     expect(third.slot.closed).toBe(false);
@@ -192,7 +196,9 @@ describe('H. Open ack and fences', () => {
     expect(slot.paused).toBe(false);
     const seen = allFor(h, slot.id);
     expect(seen.slice(0, 2)).toEqual(['Open@0', 'bytes512@1']);
-    expect(seen.slice(2)).toEqual(Array.from({ length: 20 }, (_, i) => `${JSON.stringify(`f${i}`.padEnd(20, '.'))}@${i + 2}`));
+    expect(seen.slice(2)).toEqual(
+      Array.from({ length: 20 }, (_, i) => `${JSON.stringify(`f${i}`.padEnd(20, '.'))}@${i + 2}`),
+    );
   });
 
   it('a terminal over the cap goes through rendezvous with its CloseSlot, closes the slot, and its guard reports Sent at admission', async () => {

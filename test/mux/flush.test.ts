@@ -4,7 +4,23 @@
 import { describe, expect, it } from 'vitest';
 import type { MuxConfig } from '../../src/mux/config.ts';
 import { CloseReason } from '../../src/wire/constants.ts';
-import { EgressKind, Offer, RecordType, batches, dataOf, egress, label, offerFinalized, offerItems, openSlot, openSlots, records, sid, tokens, wire } from './harness.ts';
+import {
+  EgressKind,
+  Offer,
+  RecordType,
+  batches,
+  dataOf,
+  egress,
+  label,
+  offerFinalized,
+  offerItems,
+  openSlot,
+  openSlots,
+  records,
+  sid,
+  tokens,
+  wire,
+} from './harness.ts';
 
 const C = 4096;
 const MANUAL: MuxConfig = { flushPolicy: { kind: 'manual' } };
@@ -31,7 +47,7 @@ describe('F. Flush policy (C = 4,096)', () => {
     expect([gaugeBefore, h.metrics.stagedRecords]).toEqual([16, 0]);
   });
 
-  it('FLUSH-02 a record queued between the batcher\'s drain and the kick still goes in that batch, which carries both A and B', async () => {
+  it("FLUSH-02 a record queued between the batcher's drain and the kick still goes in that batch, which carries both A and B", async () => {
     // Manual: the batcher's wake has drained A before B arrives; the kick writes both.
     const h = egress(MANUAL);
     const a = await openSlot(h, C);
@@ -89,7 +105,9 @@ describe('F. Flush policy (C = 4,096)', () => {
     await h.runtime.advance(200);
     expect(h.sink.sent).toHaveLength(1);
     expect(h.sink.sent[0]!.at).toBe(50);
-    expect(h.sink.sent[0]!.decoded.records.map((r) => [r.type, r.slot, r.frameSeq, r.creditDelta])).toEqual([[RecordType.CreditUpdate, sid(7, 0), 0, 32]]);
+    expect(h.sink.sent[0]!.decoded.records.map((r) => [r.type, r.slot, r.frameSeq, r.creditDelta])).toEqual([
+      [RecordType.CreditUpdate, sid(7, 0), 0, 32],
+    ]);
   });
 
   it('FLUSH-06 Manual: a credit reply that joins staged data keeps its window, and both go out when the window ends', async () => {
@@ -194,7 +212,11 @@ describe('F. Flush policy (C = 4,096)', () => {
     // No early batch: the first write is exactly the first kick's ten records.
     const first = h.sink.sent[mark]!.decoded.records.map((r) => r.frameSeq);
     expect(first).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-    for (let round = 0; round < 200 && !(done && h.batcher.staged === 0 && !h.batcher.parked && slot.queued === 0); round++) {
+    for (
+      let round = 0;
+      round < 200 && !(done && h.batcher.staged === 0 && !h.batcher.parked && slot.queued === 0);
+      round++
+    ) {
       await h.runtime.runMacrotasks();
       h.batcher.kick(); // kicks while parked
       h.batcher.kick();

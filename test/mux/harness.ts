@@ -168,7 +168,10 @@ export interface EgressHarness {
 }
 
 /** Build a batcher for (PEER, lane) with its own runtime, metrics and sink. */
-export function egress(config: MuxConfig = {}, options: { maxMessageSize?: number; lane?: number; peerEgress?: PeerEgress; sendWindow?: () => number } = {}): EgressHarness {
+export function egress(
+  config: MuxConfig = {},
+  options: { maxMessageSize?: number; lane?: number; peerEgress?: PeerEgress; sendWindow?: () => number } = {},
+): EgressHarness {
   const runtime = new ManualRuntime();
   const metrics = new MuxMetrics();
   const sink = new RecordingSink();
@@ -238,7 +241,12 @@ export interface OpenedSlot {
  * Open a slot holding `credit` (0 unless a line says otherwise) and wait for the awaited open
  * ack. With a synchronously admitting sink this resolves after a microtask.
  */
-export async function openSlot(h: EgressHarness, credit = 0, anchorId?: bigint, sessionId?: bigint): Promise<OpenedSlot> {
+export async function openSlot(
+  h: EgressHarness,
+  credit = 0,
+  anchorId?: bigint,
+  sessionId?: bigint,
+): Promise<OpenedSlot> {
   const owner = new RecordingOwner();
   anchorSeq += 1n;
   const slot = await h.batcher.openSlot(anchorId ?? anchorSeq, sessionId ?? anchorSeq + 0x100000n, credit, owner);
@@ -271,7 +279,12 @@ export function grant(h: EgressHarness, slot: EgressSlot, n: number): boolean {
  * A producer that respects back-pressure: offers each item and, on `Offer.Wait`, waits for
  * `waitWritable()` before the next one. Resolves when every item was taken (or rejects).
  */
-export async function produce(h: EgressHarness, slot: EgressSlot, items: readonly string[], terminal = false): Promise<void> {
+export async function produce(
+  h: EgressHarness,
+  slot: EgressSlot,
+  items: readonly string[],
+  terminal = false,
+): Promise<void> {
   for (const it of items) {
     const r = h.batcher.offer(slot, EgressKind.ItemString, it);
     if (r === Offer.Closed) throw new Error(`offer of ${it} answered Closed`);
@@ -313,7 +326,12 @@ export function label(r: DecodedRecord, withSlot = false): string {
 export function frameLabel(body: Uint8Array): string {
   try {
     const f = decodeFrame(body);
-    if (f.kind === 'Item') return typeof f.value === 'string' ? JSON.stringify(f.value) : f.value instanceof Uint8Array ? `bytes${f.value.byteLength}` : JSON.stringify(f.value);
+    if (f.kind === 'Item')
+      return typeof f.value === 'string'
+        ? JSON.stringify(f.value)
+        : f.value instanceof Uint8Array
+          ? `bytes${f.value.byteLength}`
+          : JSON.stringify(f.value);
     if (f.kind === 'SenderError' || f.kind === 'TransportError') return `${f.kind}(${f.message})`;
     return f.kind;
   } catch {
@@ -433,7 +451,13 @@ export class RecordingBindOwner implements BindOwner {
 
 /** A record to put in a batch that ingress reads. */
 export type Rec =
-  | { readonly t: 'open'; readonly slot: number; readonly seq: number; readonly anchor: bigint; readonly session: bigint }
+  | {
+      readonly t: 'open';
+      readonly slot: number;
+      readonly seq: number;
+      readonly anchor: bigint;
+      readonly session: bigint;
+    }
   | { readonly t: 'data'; readonly slot: number; readonly seq: number; readonly body: Uint8Array }
   | { readonly t: 'close'; readonly slot: number; readonly seq: number; readonly reason: CloseReason }
   | { readonly t: 'credit'; readonly slot: number; readonly delta: number }
@@ -442,7 +466,12 @@ export type Rec =
 
 export const rec = {
   open: (slot: number, anchor: bigint, session: bigint, seq = 0): Rec => ({ t: 'open', slot, seq, anchor, session }),
-  item: (slot: number, seq: number, value: string): Rec => ({ t: 'data', slot, seq, body: encodeFrame({ kind: 'Item', value }) }),
+  item: (slot: number, seq: number, value: string): Rec => ({
+    t: 'data',
+    slot,
+    seq,
+    body: encodeFrame({ kind: 'Item', value }),
+  }),
   data: (slot: number, seq: number, body: Uint8Array): Rec => ({ t: 'data', slot, seq, body }),
   fin: (slot: number, seq: number): Rec => ({ t: 'data', slot, seq, body: FRAME_FINALIZED }),
   close: (slot: number, seq: number, reason: CloseReason): Rec => ({ t: 'close', slot, seq, reason }),
@@ -511,7 +540,16 @@ export class IngressHarness {
     this.#anchor += 1n;
     const anchor = options.anchor ?? this.#anchor;
     const session = options.session ?? this.#anchor + 0x9000n;
-    const b = new Bind(anchor, session, options.C ?? this.C, options.slotBudget ?? this.slotBudget, 0, PEER, new RecordingBindOwner(), 1e12);
+    const b = new Bind(
+      anchor,
+      session,
+      options.C ?? this.C,
+      options.slotBudget ?? this.slotBudget,
+      0,
+      PEER,
+      new RecordingBindOwner(),
+      1e12,
+    );
     this.host.binds.set(bindKey(b.anchorId, b.sessionId), b);
     return b;
   }
@@ -616,7 +654,10 @@ export function wakes(m: MuxMetrics): Record<keyof typeof WakeSource, number> {
 }
 
 /** Difference of two wake snapshots. */
-export function wakeDelta(before: Record<keyof typeof WakeSource, number>, after: Record<keyof typeof WakeSource, number>): Record<keyof typeof WakeSource, number> {
+export function wakeDelta(
+  before: Record<keyof typeof WakeSource, number>,
+  after: Record<keyof typeof WakeSource, number>,
+): Record<keyof typeof WakeSource, number> {
   return {
     open: after.open - before.open,
     control: after.control - before.control,

@@ -57,7 +57,10 @@ describe('heartbeat timing', () => {
   }
 
   it('a consumer advertising 50 ms and watching 50 ms windows keeps a healthy idle producer', async () => {
-    const { runtime, consumer, sender, outcome } = await watchedPair({ heartbeatInterval: 50, creditSweepInterval: 50 });
+    const { runtime, consumer, sender, outcome } = await watchedPair({
+      heartbeatInterval: 50,
+      creditSweepInterval: 50,
+    });
     await runtime.advance(5_000); // a hundred windows with nothing but heartbeats
     expect(consumer.metricsRegistry.watchdogFirings).toBe(0);
     expect(outcome()).toBe('pending');
@@ -65,7 +68,10 @@ describe('heartbeat timing', () => {
   });
 
   it('an interval advertised below the floor is kept at the floor by both sides', async () => {
-    const { runtime, consumer, sender, beats, outcome } = await watchedPair({ heartbeatInterval: 1, creditSweepInterval: 1 });
+    const { runtime, consumer, sender, beats, outcome } = await watchedPair({
+      heartbeatInterval: 1,
+      creditSweepInterval: 1,
+    });
     await runtime.advance(500);
     const gaps = beats.slice(1).map((t, i) => t - beats[i]!);
     expect(gaps.length).toBeGreaterThan(0);
@@ -75,7 +81,7 @@ describe('heartbeat timing', () => {
     expect(sender.closed).toBe(false);
   });
 
-  it('200 streams at 50 ms each beat every 50 ms from the node\'s one timer, not a timer per stream', async () => {
+  it("200 streams at 50 ms each beat every 50 ms from the node's one timer, not a timer per stream", async () => {
     const runtime = new ManualRuntime();
     const [mc, mp] = LoopMessenger.pair();
     const consumer = await createNode({ messenger: mc, runtime, mux: { heartbeatInterval: 50 } });
@@ -84,7 +90,8 @@ describe('heartbeat timing', () => {
     const beats = new Map<number, number>();
     const send = mp.sendBatch.bind(mp);
     mp.sendBatch = (peer: string, lane: number, payload: Uint8Array) => {
-      for (const r of decodeBatch(payload).records) if (r.type === RecordType.Data && isHeartbeatFrame(r.body!)) beats.set(r.slot, (beats.get(r.slot) ?? 0) + 1);
+      for (const r of decodeBatch(payload).records)
+        if (r.type === RecordType.Data && isHeartbeatFrame(r.body!)) beats.set(r.slot, (beats.get(r.slot) ?? 0) + 1);
       return send(peer, lane, payload);
     };
     const anchors = Array.from({ length: 200 }, () => consumer.createAnchor<string>());
@@ -107,4 +114,3 @@ describe('heartbeat timing', () => {
     expect(senders.every((s) => !s.closed)).toBe(true);
   });
 });
-

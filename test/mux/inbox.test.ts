@@ -100,7 +100,9 @@ describe('J. Control inbox', () => {
     expect(box.size).toBe(1);
     expect(notes()).toBe(1);
     const d = box.drain();
-    expect([...d.owned.entries()]).toEqual([[sid(0), { credit: 10_000, close: -1, resolution: 0, resolutionError: '', resolutionId: 0 }]]);
+    expect([...d.owned.entries()]).toEqual([
+      [sid(0), { credit: 10_000, close: -1, resolution: 0, resolutionError: '', resolutionId: 0 }],
+    ]);
   });
 
   it('INBOX-04 coalesced credit saturates at the wire limit: (2^32−2) + 2 → 2^32−1, for owned slots and for replies', async () => {
@@ -220,7 +222,7 @@ describe('J. Control inbox', () => {
     expect(opened.every(({ slot }) => slot.ledger.dataAvailable === 1)).toBe(true);
   });
 
-  it('INBOX-11 replies for slots this side\'s ingress holds are never refused: 10,000 replies, 0 refused', async () => {
+  it("INBOX-11 replies for slots this side's ingress holds are never refused: 10,000 replies, 0 refused", async () => {
     const { box } = inbox();
     for (let i = 0; i < 10_000; i++) expect(box.postReplyCredit(sid(i, i & 0xff), 1)).toBe(true);
     expect(box.refused).toBe(0);
@@ -241,7 +243,8 @@ describe('J. Control inbox', () => {
     }
     const d = box.drain();
     expect(d.replies.size).toBe(256);
-    for (let g = 0; g < 256; g++) expect(d.replies.get(sid(9, g))).toEqual({ credit: g + 1, close: CloseReason.UnknownSlot });
+    for (let g = 0; g < 256; g++)
+      expect(d.replies.get(sid(9, g))).toEqual({ credit: g + 1, close: CloseReason.UnknownSlot });
   });
 
   it('INBOX-13 a flood of bogus open rejections is capped: 8,192 pending and 10,000 refused; a repeat of a pending key is not counted; grants are unaffected', () => {

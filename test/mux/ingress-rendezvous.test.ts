@@ -37,7 +37,9 @@ describe('ingress and rendezvous singletons', () => {
     h.send(rec.item(sid(3, 0), 2, 'ahead'));
     h.open(sid(3, 1), h.bind());
     expect(h.metrics.recordsDropped[DropReason.slot_collision]).toBe(1);
-    expect(h.host.replies.some((r) => r.kind === 'reject' && r.slot === sid(3, 1) && r.value === CloseReason.ProtocolError)).toBe(true);
+    expect(
+      h.host.replies.some((r) => r.kind === 'reject' && r.slot === sid(3, 1) && r.value === CloseReason.ProtocolError),
+    ).toBe(true);
   });
 
   it('a generation that wraps onto a slot still aside is a collision: the new slot is refused and the old one fails', () => {

@@ -190,8 +190,18 @@ describe('C. Ingress (C = 4, slot budget 256 B, peer budget 4,096 B)', () => {
     const b = sid(2, 0);
     h.open(a, ba);
     h.open(b, bb);
-    h.send(rec.item(a, 2, 'a2'), rec.item(b, 1, 'b1'), rec.item(a, 3, 'a3'), rec.item(a, 4, 'a4'), rec.item(b, 2, 'b2'), rec.item(a, 5, 'a5'), rec.item(a, 6, 'a6'));
-    expect(h.host.replies.filter((r) => r.kind !== 'credit')).toEqual([{ kind: 'close', slot: a, value: CloseReason.ProtocolError }]);
+    h.send(
+      rec.item(a, 2, 'a2'),
+      rec.item(b, 1, 'b1'),
+      rec.item(a, 3, 'a3'),
+      rec.item(a, 4, 'a4'),
+      rec.item(b, 2, 'b2'),
+      rec.item(a, 5, 'a5'),
+      rec.item(a, 6, 'a6'),
+    );
+    expect(h.host.replies.filter((r) => r.kind !== 'credit')).toEqual([
+      { kind: 'close', slot: a, value: CloseReason.ProtocolError },
+    ]);
     expect(read(ba)).toEqual(['Dropped']);
     expect(ba.buffer.closed).toBe(true);
     expect(h.metrics.heldRecords).toBe(0);
@@ -207,7 +217,13 @@ describe('C. Ingress (C = 4, slot budget 256 B, peer budget 4,096 B)', () => {
     const ba = h.bind();
     const a = sid(1, 0);
     h.open(a, ba);
-    h.send(rec.item(a, 2, 'a2'), rec.item(a, 3, 'a3'), rec.item(a, 4, 'a4'), rec.item(a, 5, 'a5'), rec.item(a, 6, 'a6'));
+    h.send(
+      rec.item(a, 2, 'a2'),
+      rec.item(a, 3, 'a3'),
+      rec.item(a, 4, 'a4'),
+      rec.item(a, 5, 'a5'),
+      rec.item(a, 6, 'a6'),
+    );
     expect(h.host.replies).toEqual([{ kind: 'close', slot: a, value: CloseReason.ProtocolError }]);
     expect(h.metrics.holdOverflow).toBe(1);
   });
@@ -360,7 +376,11 @@ describe('C. Ingress (C = 4, slot budget 256 B, peer budget 4,096 B)', () => {
     expect(bindB.claimed).toBe(true);
     // B produces toward A on the same lane and the same dense index: A holds an ingress slot at index 0.
     const bindA = p.a.bind(0x42n, noop, peerB);
-    const ownedB = await p.b.openSlot(peerA, 0, 0x42n, bindA.sessionId, 4, { onSlotClosed: () => {}, onLifecycle: () => {}, onRetired: () => {} });
+    const ownedB = await p.b.openSlot(peerA, 0, 0x42n, bindA.sessionId, 4, {
+      onSlotClosed: () => {},
+      onLifecycle: () => {},
+      onRetired: () => {},
+    });
     await p.runtime.runMacrotasks();
     expect(ownedB.id).toBe(ownedA.id);
     expect(bindA.claimed).toBe(true);
@@ -426,7 +446,7 @@ describe('C. Ingress (C = 4, slot budget 256 B, peer budget 4,096 B)', () => {
     expect(new Set(spy.mock.calls.map((c) => c[0].id)).size).toBe(1000);
   });
 
-  it('INGRESS-23 a batch delivering into slot A also carries slot B\'s grant (2) when B drained, and the other way round', () => {
+  it("INGRESS-23 a batch delivering into slot A also carries slot B's grant (2) when B drained, and the other way round", () => {
     for (const [into, drained] of [
       [0, 1],
       [1, 0],
@@ -460,9 +480,27 @@ describe('C. Ingress (C = 4, slot budget 256 B, peer budget 4,096 B)', () => {
   it('INGRESS-24 (whole mux) a consumer drain rings the doorbell once and its grant rides the next reply batch', async () => {
     const p = muxPair({ initialCredit: 4, drainVisitFloor: 2 });
     const peerB = p.mb.self.id;
-    const binds = Array.from({ length: 50 }, (_, i) => p.a.bind(BigInt(0x100 + i), { onClaimed: () => {}, onEnded: () => {} }, peerB));
-    p.mb.sendBatch(p.ma.self.id, 0, encodeBatch(3n, 0, binds.map((b, i) => rec.open(sid(i, 0), b.anchorId, b.sessionId))));
-    p.mb.sendBatch(p.ma.self.id, 0, encodeBatch(3n, 1, binds.map((_, i) => rec.item(sid(i, 0), 1, `t${i}`))));
+    const binds = Array.from({ length: 50 }, (_, i) =>
+      p.a.bind(BigInt(0x100 + i), { onClaimed: () => {}, onEnded: () => {} }, peerB),
+    );
+    p.mb.sendBatch(
+      p.ma.self.id,
+      0,
+      encodeBatch(
+        3n,
+        0,
+        binds.map((b, i) => rec.open(sid(i, 0), b.anchorId, b.sessionId)),
+      ),
+    );
+    p.mb.sendBatch(
+      p.ma.self.id,
+      0,
+      encodeBatch(
+        3n,
+        1,
+        binds.map((_, i) => rec.item(sid(i, 0), 1, `t${i}`)),
+      ),
+    );
     await p.runtime.runMacrotasks();
     const sentBefore = p.ma.sent.length;
     expect(read(binds[7]!)).toEqual(['t7']);
@@ -598,7 +636,9 @@ describe('C. Ingress (C = 4, slot budget 256 B, peer budget 4,096 B)', () => {
     h.send(rec.hb(id, 3), rec.hb(id, 4), rec.hb(id, 5), rec.hb(id, 6));
     expect(h.host.replies.filter((r) => r.kind === 'close')).toEqual([]);
     h.send(rec.hb(id, 7));
-    expect(h.host.replies.filter((r) => r.kind === 'close')).toEqual([{ kind: 'close', slot: id, value: CloseReason.ProtocolError }]);
+    expect(h.host.replies.filter((r) => r.kind === 'close')).toEqual([
+      { kind: 'close', slot: id, value: CloseReason.ProtocolError },
+    ]);
   });
 });
 

@@ -5,7 +5,6 @@ import { describe, expect, it } from 'vitest';
 import { CloseReason } from '../../src/wire/constants.ts';
 import { egress, offerItems, openSlot, sid, wakeDelta, wakes, wire } from './harness.ts';
 
-
 const C = 64;
 
 describe('G. Reply linger (C = 64, reply_linger 1 s)', () => {

@@ -12,7 +12,21 @@ import { PeerEgress } from '../../src/mux/peer-egress.ts';
 import { PeerWindowIn, decodeWindowUpdate, encodeWindowUpdate } from '../../src/mux/peer-window.ts';
 import { CloseReason } from '../../src/wire/constants.ts';
 import { FRAME_HEARTBEAT } from '../../src/wire/frame.ts';
-import { EgressKind, FRAME_FINALIZED, IngressHarness, Offer, PEER, dataOf, egress, encodeBatch, itemBody, openSlot, read, rec, sid } from './harness.ts';
+import {
+  EgressKind,
+  FRAME_FINALIZED,
+  IngressHarness,
+  Offer,
+  PEER,
+  dataOf,
+  egress,
+  encodeBatch,
+  itemBody,
+  openSlot,
+  read,
+  rec,
+  sid,
+} from './harness.ts';
 import type { EgressHarness } from './harness.ts';
 
 const lengths = (h: EgressHarness, slot: number): number[] => dataOf(h, slot).map((r) => r.body.byteLength);
@@ -71,7 +85,12 @@ describe('peer window, sender side (batcher)', () => {
 
   it('a release wakes blocked slots oldest first, only as many as would fit; the rest keep their turn', async () => {
     const { h, pe } = windowed(100);
-    const [filler, a, b, c] = [await openSlot(h, 10), await openSlot(h, 10), await openSlot(h, 10), await openSlot(h, 10)];
+    const [filler, a, b, c] = [
+      await openSlot(h, 10),
+      await openSlot(h, 10),
+      await openSlot(h, 10),
+      await openSlot(h, 10),
+    ];
     h.batcher.offer(filler!.slot, EgressKind.Body, itemBody(100));
     for (const o of [a!, b!, c!]) h.batcher.offer(o.slot, EgressKind.Body, itemBody(50));
     await h.runtime.runMacrotasks();
@@ -160,9 +179,19 @@ describe('peer window, sender side (batcher)', () => {
 });
 
 /** A receive window on an ingress harness, recording when a report becomes due. */
-function receiving(h: IngressHarness, size: number, maxBatch: number, active = true): { w: PeerWindowIn; reports: PeerWindowIn[] } {
+function receiving(
+  h: IngressHarness,
+  size: number,
+  maxBatch: number,
+  active = true,
+): { w: PeerWindowIn; reports: PeerWindowIn[] } {
   const reports: PeerWindowIn[] = [];
-  const w = new PeerWindowIn({ metrics: h.metrics, reportDue: (x) => reports.push(x) }, PEER, 1, new ReceiveWindow(size, maxBatch, active));
+  const w = new PeerWindowIn(
+    { metrics: h.metrics, reportDue: (x) => reports.push(x) },
+    PEER,
+    1,
+    new ReceiveWindow(size, maxBatch, active),
+  );
   h.table.window = w;
   return { w, reports };
 }
@@ -192,7 +221,14 @@ describe('peer window, receiver side (ingress)', () => {
     const { w } = receiving(h, 10_000, 100);
     const b = h.bind();
     h.open(sid(1), b);
-    h.send(rec.data(sid(1), 1, itemBody(40)), rec.data(sid(1), 1, itemBody(41)), rec.data(sid(9), 1, itemBody(42)), rec.hb(sid(1), 2), rec.data(sid(1), 3, FRAME_HEARTBEAT), rec.data(sid(9), 1, FRAME_HEARTBEAT));
+    h.send(
+      rec.data(sid(1), 1, itemBody(40)),
+      rec.data(sid(1), 1, itemBody(41)),
+      rec.data(sid(9), 1, itemBody(42)),
+      rec.hb(sid(1), 2),
+      rec.data(sid(1), 3, FRAME_HEARTBEAT),
+      rec.data(sid(9), 1, FRAME_HEARTBEAT),
+    );
     expect([w.account.held, w.account.unreported]).toEqual([40, 41 + 42]);
     h.deliver(encodeBatch(0n, 0, [rec.data(sid(1), 4, itemBody(43))])); // older epoch: dropped whole
     expect([w.account.held, w.account.unreported]).toEqual([40, 41 + 42 + 43]);
@@ -208,7 +244,12 @@ describe('peer window, receiver side (ingress)', () => {
     h.open(sid(1), a);
     h.open(sid(2), b);
     // a: two records and its terminal, then the close: the slot retires with all three unread.
-    h.send(rec.data(sid(1), 1, itemBody(50)), rec.data(sid(1), 2, itemBody(51)), rec.fin(sid(1), 3), rec.close(sid(1), 4, CloseReason.TerminalSent));
+    h.send(
+      rec.data(sid(1), 1, itemBody(50)),
+      rec.data(sid(1), 2, itemBody(51)),
+      rec.fin(sid(1), 3),
+      rec.close(sid(1), 4, CloseReason.TerminalSent),
+    );
     // b: one record in order and one in the hold, then the consumer cancels it.
     h.send(rec.data(sid(2), 1, itemBody(60)), rec.data(sid(2), 3, itemBody(61)));
     expect(w.account.held).toBe(50 + 51 + FRAME_FINALIZED.byteLength + 60 + 61);
@@ -254,7 +295,10 @@ describe('peer window, receiver side (ingress)', () => {
     const { w } = receiving(h, 100_000, 100);
     const a = h.bind();
     h.open(sid(1), a);
-    const payload = encodeBatch(h.epoch, 9, [rec.data(sid(1), 1, itemBody(250)), rec.close(sid(1), 2, CloseReason.TerminalSent)]);
+    const payload = encodeBatch(h.epoch, 9, [
+      rec.data(sid(1), 1, itemBody(250)),
+      rec.close(sid(1), 2, CloseReason.TerminalSent),
+    ]);
     h.reader.reset(payload);
     h.table.handleBatch(h.reader, payload.byteLength);
     expect([w.account.held, w.account.unreported]).toEqual([250, payload.byteLength - 250]);
@@ -270,7 +314,9 @@ describe('the window update on the wire (_stream_window)', () => {
     const out = new Uint8Array(8);
     expect([...encodeWindowUpdate(0x1_0203_0405, out)]).toEqual([0, 0, 0, 1, 2, 3, 4, 5]);
     expect(decodeWindowUpdate(out)).toBe(0x1_0203_0405);
-    expect(decodeWindowUpdate(encodeWindowUpdate(Number.MAX_SAFE_INTEGER, new Uint8Array(8)))).toBe(Number.MAX_SAFE_INTEGER);
+    expect(decodeWindowUpdate(encodeWindowUpdate(Number.MAX_SAFE_INTEGER, new Uint8Array(8)))).toBe(
+      Number.MAX_SAFE_INTEGER,
+    );
   });
 
   it('a body of the wrong length, zero, or above 2^53 − 1 is malformed', () => {

@@ -45,7 +45,7 @@ describe('SlotTable', () => {
     expect(slotIndex(e.id)).toBe(0);
   });
 
-  it('receiving side: put at the peer\'s ids, remove only the entry held, values by index', () => {
+  it("receiving side: put at the peer's ids, remove only the entry held, values by index", () => {
     const t = new SlotTable<{ id: number }>();
     const x = entry(slotId(5, 7));
     const y = entry(slotId(2, 9));

@@ -30,11 +30,17 @@ export function brotliSize(bytes: Uint8Array): number {
 
 /** The npm package a module id belongs to (`lanemux` for the sources). */
 function packageOf(id: string): string {
-  return /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(id)?.[1] ?? (id.includes('/src/') ? `lanemux/${/\/src\/([^/]+)/.exec(id)?.[1] ?? ''}` : 'entry');
+  return (
+    /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(id)?.[1] ??
+    (id.includes('/src/') ? `lanemux/${/\/src\/([^/]+)/.exec(id)?.[1] ?? ''}` : 'entry')
+  );
 }
 
 /** Bundle `entrySource` (an ES module importing the sources) and measure it. */
-export async function bundleForBrowser(entrySource: string, options: { external?: readonly string[] } = {}): Promise<BundleReport> {
+export async function bundleForBrowser(
+  entrySource: string,
+  options: { external?: readonly string[] } = {},
+): Promise<BundleReport> {
   const dir = scratchDir('lanemux-size-');
   try {
     const entry = join(dir, 'entry.ts');
@@ -64,7 +70,8 @@ export async function bundleForBrowser(entrySource: string, options: { external?
     const bytes = new TextEncoder().encode(code);
     const per = new Map<string, number>();
     for (const c of chunks) {
-      for (const [id, m] of Object.entries(c.modules ?? {})) per.set(packageOf(id), (per.get(packageOf(id)) ?? 0) + m.renderedLength);
+      for (const [id, m] of Object.entries(c.modules ?? {}))
+        per.set(packageOf(id), (per.get(packageOf(id)) ?? 0) + m.renderedLength);
     }
     const byPackage = [...per].sort((a, b) => b[1] - a[1]);
     return { minified: bytes.byteLength, brotli: brotliSize(bytes), byPackage, code };

@@ -23,12 +23,18 @@ let files: Set<string>;
 beforeAll(() => {
   dir = scratchDir('lanemux-pack-');
   // What a clone holds that the pack needs: the manifest, the docs npm always ships, the build config and the sources.
-  for (const f of ['package.json', 'README.md', 'LICENSE', 'tsconfig.json', 'tsconfig.build.json']) copyFileSync(join(CHECKOUT, f), join(dir, f));
+  for (const f of ['package.json', 'README.md', 'LICENSE', 'tsconfig.json', 'tsconfig.build.json'])
+    copyFileSync(join(CHECKOUT, f), join(dir, f));
   cpSync(join(CHECKOUT, 'src'), join(dir, 'src'), { recursive: true });
   symlinkSync(join(CHECKOUT, 'node_modules'), join(dir, 'node_modules'), 'dir');
-  const r = spawnSync(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['pack', '--dry-run', '--json'], { cwd: dir, encoding: 'utf8', timeout: 180_000 });
+  const r = spawnSync(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['pack', '--dry-run', '--json'], {
+    cwd: dir,
+    encoding: 'utf8',
+    timeout: 180_000,
+  });
   const json = r.stdout.slice(Math.max(0, r.stdout.indexOf('[')));
-  if (r.status !== 0 || !json.startsWith('[')) throw new Error(`npm pack failed (status ${r.status}):\n${r.stdout}\n${r.stderr}`);
+  if (r.status !== 0 || !json.startsWith('['))
+    throw new Error(`npm pack failed (status ${r.status}):\n${r.stdout}\n${r.stderr}`);
   files = new Set((JSON.parse(json) as PackResult[])[0]!.files.map((f) => f.path));
 }, 200_000);
 
@@ -38,11 +44,22 @@ afterAll(() => {
 
 describe('npm pack from a fresh clone', () => {
   it('ships dist/ built by prepack: the entry point, its types, their source and declaration maps', () => {
-    for (const f of ['dist/index.js', 'dist/index.d.ts', 'dist/index.js.map', 'dist/index.d.ts.map', 'dist/adapters/websocket.d.ts.map']) expect(files, f).toContain(f);
+    for (const f of [
+      'dist/index.js',
+      'dist/index.d.ts',
+      'dist/index.js.map',
+      'dist/index.d.ts.map',
+      'dist/adapters/websocket.d.ts.map',
+    ])
+      expect(files, f).toContain(f);
   });
 
   it('ships every file the exports map points at', () => {
-    const exportsMap = (JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { exports: Record<string, string | Record<string, string>> }).exports;
+    const exportsMap = (
+      JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+        exports: Record<string, string | Record<string, string>>;
+      }
+    ).exports;
     const targets = Object.values(exportsMap).flatMap((e) => (typeof e === 'string' ? [e] : Object.values(e)));
     for (const t of targets) expect(files, t).toContain(posix.normalize(t));
   });
@@ -60,7 +77,9 @@ describe('npm pack from a fresh clone', () => {
     expect(files).toContain('README.md');
     const license = readFileSync(join(CHECKOUT, 'LICENSE'), 'utf8');
     expect(license).toMatch(/^MIT License\n\nCopyright \(c\) 2026 lanemux contributors\n/);
-    expect((JSON.parse(readFileSync(join(CHECKOUT, 'package.json'), 'utf8')) as { license: string }).license).toBe('MIT');
+    expect((JSON.parse(readFileSync(join(CHECKOUT, 'package.json'), 'utf8')) as { license: string }).license).toBe(
+      'MIT',
+    );
   });
 
   it('package.json names the repository', () => {

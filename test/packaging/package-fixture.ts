@@ -21,7 +21,9 @@ export interface PackageFixture {
 export function buildPackage(extra: readonly string[] = []): PackageFixture {
   const dir = scratchDir('lanemux-pkg-');
   const tsc = join(ROOT, 'node_modules', '.bin', 'tsc');
-  const r = spawnSync(tsc, ['-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(dir, 'dist')], { encoding: 'utf8' });
+  const r = spawnSync(tsc, ['-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(dir, 'dist')], {
+    encoding: 'utf8',
+  });
   // Type errors are the typecheck step's to report; here only a missing entry point is fatal.
   if (!existsSync(join(dir, 'dist', 'index.js'))) {
     rmSync(dir, { recursive: true, force: true });

@@ -11,11 +11,40 @@ import { buildPackage, ROOT, type PackageFixture } from './package-fixture.ts';
 
 /** Every name of `lanemux` (values and types), sorted. */
 const ROOT_NAMES = [
-  'AnchorConsumer', 'AnchorConsumption', 'AnchorHandle', 'AttachOptions', 'ConfigError', 'DialEndedEvent', 'FlushPolicy',
-  'LanemuxError', 'LanemuxNode', 'MUX_DEFAULTS', 'Messenger', 'MpscAnchor', 'MpscAnchorOptions', 'MpscEvent',
-  'MpscSender', 'MuxConfig', 'MuxError', 'MuxMetrics', 'NodeOptions', 'PeerId', 'PeerInfo', 'Retirement', 'Runtime',
-  'StreamAnchor', 'StreamError', 'StreamErrorCode', 'StreamOpenTicket', 'StreamSender', 'createNode', 'formatHandle',
-  'isLanemuxError', 'parseHandle', 'parseTicket', 'systemRuntime',
+  'AnchorConsumer',
+  'AnchorConsumption',
+  'AnchorHandle',
+  'AttachOptions',
+  'ConfigError',
+  'DialEndedEvent',
+  'FlushPolicy',
+  'LanemuxError',
+  'LanemuxNode',
+  'MUX_DEFAULTS',
+  'Messenger',
+  'MpscAnchor',
+  'MpscAnchorOptions',
+  'MpscEvent',
+  'MpscSender',
+  'MuxConfig',
+  'MuxError',
+  'MuxMetrics',
+  'NodeOptions',
+  'PeerId',
+  'PeerInfo',
+  'Retirement',
+  'Runtime',
+  'StreamAnchor',
+  'StreamError',
+  'StreamErrorCode',
+  'StreamOpenTicket',
+  'StreamSender',
+  'createNode',
+  'formatHandle',
+  'isLanemuxError',
+  'parseHandle',
+  'parseTicket',
+  'systemRuntime',
 ].sort();
 
 /** The names an `export { … }` / `export type { … }` list of `file` gives. */
@@ -24,7 +53,12 @@ function exportedNames(file: string): string[] {
   const names: string[] = [];
   for (const m of text.matchAll(/export\s+(?:type\s+)?\{([^}]*)\}/g)) {
     for (const part of m[1]!.split(',')) {
-      const name = part.trim().replace(/^type\s+/, '').split(/\s+as\s+/).pop()!.trim();
+      const name = part
+        .trim()
+        .replace(/^type\s+/, '')
+        .split(/\s+as\s+/)
+        .pop()!
+        .trim();
       if (name !== '') names.push(name);
     }
   }
@@ -39,7 +73,25 @@ describe('public surface', () => {
   it('the root entry values load and are what they say', async () => {
     const root = (await import('../../src/index.ts')) as Record<string, unknown>;
     expect(Object.keys(root).sort()).toEqual(
-      ['ConfigError', 'LanemuxError', 'LanemuxNode', 'MUX_DEFAULTS', 'MpscAnchor', 'MpscSender', 'MuxError', 'MuxMetrics', 'StreamAnchor', 'StreamError', 'StreamSender', 'createNode', 'formatHandle', 'isLanemuxError', 'parseHandle', 'parseTicket', 'systemRuntime'].sort(),
+      [
+        'ConfigError',
+        'LanemuxError',
+        'LanemuxNode',
+        'MUX_DEFAULTS',
+        'MpscAnchor',
+        'MpscSender',
+        'MuxError',
+        'MuxMetrics',
+        'StreamAnchor',
+        'StreamError',
+        'StreamSender',
+        'createNode',
+        'formatHandle',
+        'isLanemuxError',
+        'parseHandle',
+        'parseTicket',
+        'systemRuntime',
+      ].sort(),
     );
   });
 
@@ -52,9 +104,17 @@ describe('public surface', () => {
 
     it('public classes show no internal member (_feed, _start, _fail, …)', () => {
       const leaked: string[] = [];
-      for (const rel of ['stream/anchor.d.ts', 'stream/mpsc-anchor.d.ts', 'stream/sender.d.ts', 'stream/mpsc-sender.d.ts', 'stream/node.d.ts', 'stream/anchor-reader.d.ts']) {
+      for (const rel of [
+        'stream/anchor.d.ts',
+        'stream/mpsc-anchor.d.ts',
+        'stream/sender.d.ts',
+        'stream/mpsc-sender.d.ts',
+        'stream/node.d.ts',
+        'stream/anchor-reader.d.ts',
+      ]) {
         const text = readFileSync(join(pkg.dir, 'dist', rel), 'utf8');
-        for (const m of text.matchAll(/^\s+(?:readonly\s+|static\s+|get\s+|set\s+)*(_[A-Za-z]\w*)\s*[(:<?]/gm)) leaked.push(`${rel}: ${m[1]}`);
+        for (const m of text.matchAll(/^\s+(?:readonly\s+|static\s+|get\s+|set\s+)*(_[A-Za-z]\w*)\s*[(:<?]/gm))
+          leaked.push(`${rel}: ${m[1]}`);
       }
       expect(leaked).toEqual([]);
     });

@@ -19,10 +19,17 @@ beforeAll(() => {
 afterAll(() => pkg?.remove());
 
 /** Import `specifier` from inside the package under `conditions`; report what happened as JSON. */
-function importUnder(specifier: string, conditions: readonly string[]): { ok: boolean; exports?: string[]; code?: string; message?: string } {
+function importUnder(
+  specifier: string,
+  conditions: readonly string[],
+): { ok: boolean; exports?: string[]; code?: string; message?: string } {
   const script = `try { const m = await import(${JSON.stringify(specifier)}); console.log(JSON.stringify({ ok: true, exports: Object.keys(m).sort() })); }
 catch (e) { console.log(JSON.stringify({ ok: false, code: e.code, message: e.message })); }`;
-  const r = spawnSync(process.execPath, [...conditions.map((c) => `--conditions=${c}`), '--input-type=module', '-e', script], { cwd: pkg.dir, encoding: 'utf8' });
+  const r = spawnSync(
+    process.execPath,
+    [...conditions.map((c) => `--conditions=${c}`), '--input-type=module', '-e', script],
+    { cwd: pkg.dir, encoding: 'utf8' },
+  );
   const line = r.stdout.trim().split('\n').pop() ?? '';
   if (!line.startsWith('{')) throw new Error(`node failed (${r.status}): ${r.stderr}`);
   return JSON.parse(line) as { ok: boolean; exports?: string[]; code?: string; message?: string };
@@ -36,7 +43,10 @@ describe('packaging', () => {
   }, 60_000);
 
   it('every Node-only adapter has a browser stub that throws ERR_UNSUPPORTED_RUNTIME naming the WebSocket client', () => {
-    const exportsMap = JSON.parse(readFileSync(join(pkg.dir, 'package.json'), 'utf8')).exports as Record<string, unknown>;
+    const exportsMap = JSON.parse(readFileSync(join(pkg.dir, 'package.json'), 'utf8')).exports as Record<
+      string,
+      unknown
+    >;
     for (const subpath of ['./transport/node-tcp', './transport/tcp-stream', './transport/ws-server']) {
       const entry = exportsMap[subpath] as Record<string, string>;
       // Conditions match in key order: types first, browser before node, default last.
@@ -90,14 +100,27 @@ try { webTransportServerTransport({ cert: '', key: '' }); console.log('no throw'
       logLevel: 'silent',
       resolve: { conditions: ['browser', 'module', 'import', 'default'], preserveSymlinks: true },
       build: { write: false, minify: true, lib: { entry: join(app, 'main.js'), formats: ['es'], fileName: 'app' } },
-    })) as Array<{ output: Array<{ type: string; code?: string }> }> | { output: Array<{ type: string; code?: string }> };
-    const code = (Array.isArray(out) ? out : [out]).flatMap((o) => o.output).map((c) => c.code ?? '').join('\n');
+    })) as
+      | Array<{ output: Array<{ type: string; code?: string }> }>
+      | { output: Array<{ type: string; code?: string }> };
+    const code = (Array.isArray(out) ? out : [out])
+      .flatMap((o) => o.output)
+      .map((c) => c.code ?? '')
+      .join('\n');
     expect(code).toContain('ERR_UNSUPPORTED_RUNTIME');
     // The stub, not the adapter: no Node import, no socket code.
     expect(code).not.toMatch(/from\s*["'`]node:/);
     expect(code).not.toContain('createConnection');
     writeFileSync(join(app, 'bundle.mjs'), code);
-    const r = spawnSync(process.execPath, ['--input-type=module', '-e', `import(${JSON.stringify(join(app, 'bundle.mjs'))}).then(() => console.log('loaded'), (e) => console.log(e.code, e.message))`], { encoding: 'utf8' });
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `import(${JSON.stringify(join(app, 'bundle.mjs'))}).then(() => console.log('loaded'), (e) => console.log(e.code, e.message))`,
+      ],
+      { encoding: 'utf8' },
+    );
     expect(r.stdout).toContain('ERR_UNSUPPORTED_RUNTIME lanemux/transport/node-tcp');
     expect(r.stdout).toContain('lanemux/transport/websocket');
   }, 60_000);

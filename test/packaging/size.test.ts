@@ -39,9 +39,17 @@ const schema = z.object({ a: z.string().check(z.maxLength(5)), b: z.optional(z.n
 export const parse = (x) => schema.safeParse(x, { error: en().localeError });
 export { encode, decode, WebSocket };
 `;
-const CONSUMER_PARTS = ['stream/anchor.ts:StreamAnchor', 'mux/ingress.ts:IngressTable', 'messenger/messenger.ts:createMessenger',
-  'adapters/websocket.ts:webSocketClientTransport', 'stream/ticket.ts:encodeTicket', 'stream/attach-messages.ts:attachRequestSchema',
-  'credit/receiver-account.ts:ReceiverAccount', 'wire/decoder.ts:BatchReader', 'wire/encoder.ts:BatchEncoder']
+const CONSUMER_PARTS = [
+  'stream/anchor.ts:StreamAnchor',
+  'mux/ingress.ts:IngressTable',
+  'messenger/messenger.ts:createMessenger',
+  'adapters/websocket.ts:webSocketClientTransport',
+  'stream/ticket.ts:encodeTicket',
+  'stream/attach-messages.ts:attachRequestSchema',
+  'credit/receiver-account.ts:ReceiverAccount',
+  'wire/decoder.ts:BatchReader',
+  'wire/encoder.ts:BatchEncoder',
+]
   .map((p) => `export { ${p.split(':')[1]} } from '${ROOT}/src/${p.split(':')[0]}';`)
   .join('\n');
 const kB = (n: number): string => `${(n / 1024).toFixed(1)} kB`;
@@ -59,15 +67,22 @@ describe('size budget', () => {
     // browser consumer could (msgpack encode + decode, partysocket's WebSocket, one zod/mini object
     // schema with zod's English messages).
     const floor = await bundleForBrowser(DEPS_FLOOR);
-    lines.push(`  ${'deps floor'.padEnd(18)} ${kB(floor.brotli).padStart(8)} brotli: the three packages at their least, no lanemux code`);
+    lines.push(
+      `  ${'deps floor'.padEnd(18)} ${kB(floor.brotli).padStart(8)} brotli: the three packages at their least, no lanemux code`,
+    );
     // A lower bound for a consumer-only browser build: just the modules a page that only reads
     // streams would need, with no node glue around them.
     const consumer = await bundleForBrowser(CONSUMER_PARTS);
     const consumerOwn = await bundleForBrowser(CONSUMER_PARTS, { external: DEPS });
-    lines.push(`  ${'consumer parts'.padEnd(18)} ${kB(consumer.brotli).padStart(8)} brotli (${kB(consumerOwn.brotli)} of it lanemux): a lower bound for a consumer-only entry`);
+    lines.push(
+      `  ${'consumer parts'.padEnd(18)} ${kB(consumer.brotli).padStart(8)} brotli (${kB(consumerOwn.brotli)} of it lanemux): a lower bound for a consumer-only entry`,
+    );
     const own = await bundleForBrowser(ENTRY, { external: DEPS });
-    lines.push(`  ${'lanemux itself'.padEnd(18)} ${kB(own.brotli).padStart(8)} brotli (${kB(own.minified)} minified), by folder before minification:`);
-    for (const [name, bytes] of own.byPackage) if (bytes > 0) lines.push(`    ${name.padEnd(20)} ${kB(bytes).padStart(8)}`);
+    lines.push(
+      `  ${'lanemux itself'.padEnd(18)} ${kB(own.brotli).padStart(8)} brotli (${kB(own.minified)} minified), by folder before minification:`,
+    );
+    for (const [name, bytes] of own.byPackage)
+      if (bytes > 0) lines.push(`    ${name.padEnd(20)} ${kB(bytes).padStart(8)}`);
     console.log(lines.join('\n'));
 
     // The bundle is real: the adapter and the node factory are in it, and no Node module leaked in.

@@ -15,7 +15,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPackage, ROOT, type PackageFixture } from '../packaging/package-fixture.ts';
 import { scratchDir } from '../support/scratch.ts';
 
-const CHROME_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const CHROME_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 let pkg: PackageFixture;
 let pageDir: string;
@@ -26,11 +34,21 @@ let url: string;
 let deno: ChildProcess | undefined;
 
 /** Spawn a server script and wait for its `{"ready":true,...}` line. */
-async function startServer(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; ready: { url?: string; info?: string } }> {
-  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'], cwd: pkg.dir, env: { ...process.env, ...env } });
+async function startServer(
+  cmd: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ child: ChildProcess; ready: { url?: string; info?: string } }> {
+  const child = spawn(cmd, args, {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    cwd: pkg.dir,
+    env: { ...process.env, ...env },
+  });
   const ready = await new Promise<{ url?: string; info?: string }>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited (${code})`)));
-    createInterface({ input: child.stdout! }).once('line', (line) => resolve(JSON.parse(line) as { url?: string; info?: string }));
+    createInterface({ input: child.stdout! }).once('line', (line) =>
+      resolve(JSON.parse(line) as { url?: string; info?: string }),
+    );
   });
   return { child, ready };
 }
@@ -40,8 +58,19 @@ beforeAll(async () => {
   // The Deno server imports the WebTransport adapter and certificate helper from the sources.
   symlinkSync(join(ROOT, 'src'), join(pkg.dir, 'src'), 'dir');
   pageDir = scratchDir('lanemux-page-');
-  await build({ configFile: join(ROOT, 'playground', 'vite.config.ts'), logLevel: 'silent', build: { outDir: pageDir, emptyOutDir: true } });
-  const node = await startServer(process.execPath, [join(pkg.dir, 'playground', 'server-node.mjs'), '--port', '0', '--static', pageDir, '--quiet']);
+  await build({
+    configFile: join(ROOT, 'playground', 'vite.config.ts'),
+    logLevel: 'silent',
+    build: { outDir: pageDir, emptyOutDir: true },
+  });
+  const node = await startServer(process.execPath, [
+    join(pkg.dir, 'playground', 'server-node.mjs'),
+    '--port',
+    '0',
+    '--static',
+    pageDir,
+    '--quiet',
+  ]);
   server = node.child;
   url = node.ready.url!;
   profile = scratchDir('lanemux-chromium-');
@@ -61,7 +90,8 @@ afterAll(async () => {
   for (const d of [pageDir, profile]) if (d) rmSync(d, { recursive: true, force: true });
 });
 
-const num = async (page: Page, id: string): Promise<number> => Number((await page.textContent(`#${id}`))?.replace(/[^\d.]/g, '') || 0);
+const num = async (page: Page, id: string): Promise<number> =>
+  Number((await page.textContent(`#${id}`))?.replace(/[^\d.]/g, '') || 0);
 
 describe('playground', () => {
   it('streams tokens from the Node engine into the page, shows live metrics, follows a policy change, and writes docs/playground.png', async () => {
@@ -70,7 +100,9 @@ describe('playground', () => {
     page.on('pageerror', (e) => errors.push(e.message));
     await page.goto(url);
     // The page found the engine (GET /engine.json, then the WebSocket dial): Start is enabled.
-    await page.waitForFunction(() => !(document.getElementById('start') as HTMLButtonElement).disabled, null, { timeout: 15_000 });
+    await page.waitForFunction(() => !(document.getElementById('start') as HTMLButtonElement).disabled, null, {
+      timeout: 15_000,
+    });
     expect(await page.textContent('#status')).toContain('connected to node engine over websocket');
 
     await page.click('#start');
@@ -90,7 +122,11 @@ describe('playground', () => {
 
     // Manual: the engine rebuilds its node with the new policy, the page reconnects, streaming resumes.
     await page.check('input[name="flush"][value="manual"]');
-    await page.waitForFunction(() => document.getElementById('engine-config')?.textContent?.includes('flush manual'), null, { timeout: 20_000, polling: 100 });
+    await page.waitForFunction(
+      () => document.getElementById('engine-config')?.textContent?.includes('flush manual'),
+      null,
+      { timeout: 20_000, polling: 100 },
+    );
     const before = await num(page, 'tokens-read');
     await page.waitForFunction(
       (base) => {
@@ -111,27 +147,44 @@ describe('playground', () => {
       set('reader', '20');
       set('rate', '40');
       set('streams', '128');
-      for (const name of ['rate', 'streams']) (form.elements.namedItem(name) as HTMLInputElement).dispatchEvent(new Event('input'));
+      for (const name of ['rate', 'streams'])
+        (form.elements.namedItem(name) as HTMLInputElement).dispatchEvent(new Event('input'));
       form.dispatchEvent(new Event('change'));
     });
     await page.waitForFunction(
       () => {
         const n = (id: string) => Number(document.getElementById(id)?.textContent?.replace(/[^\d.]/g, '') || 0);
-        return n('withheld') > 1000 && n('active-streams') >= 100 && document.getElementById('credit-window')?.textContent === '8';
+        return (
+          n('withheld') > 1000 &&
+          n('active-streams') >= 100 &&
+          document.getElementById('credit-window')?.textContent === '8'
+        );
       },
       null,
       { timeout: 30_000, polling: 100 },
     );
     expect(errors).toEqual([]);
     // The README's screenshot is refreshed on request only, so a test run leaves the tree clean.
-    const shot = process.env['LANEMUX_UPDATE_SCREENSHOT'] === '1' ? join(ROOT, 'docs', 'playground.png') : join(scratchDir('lanemux-shot-'), 'playground.png');
+    const shot =
+      process.env['LANEMUX_UPDATE_SCREENSHOT'] === '1'
+        ? join(ROOT, 'docs', 'playground.png')
+        : join(scratchDir('lanemux-shot-'), 'playground.png');
     await page.screenshot({ path: shot, fullPage: true });
   }, 120_000);
 
   it('streams from the Deno engine over WebTransport when the page is pointed at it (?engine=…)', async () => {
     const started = await startServer(
       join(ROOT, 'node_modules', '.bin', 'deno'),
-      ['run', '--unstable-net', '--node-modules-dir=manual', '-A', join(pkg.dir, 'playground', 'server-deno.ts'), '--port', '0', '--quiet'],
+      [
+        'run',
+        '--unstable-net',
+        '--node-modules-dir=manual',
+        '-A',
+        join(pkg.dir, 'playground', 'server-deno.ts'),
+        '--port',
+        '0',
+        '--quiet',
+      ],
       { DENO_NO_UPDATE_CHECK: '1' },
     );
     deno = started.child;
@@ -139,7 +192,9 @@ describe('playground', () => {
     const errors: string[] = [];
     page.on('pageerror', (e) => errors.push(e.message));
     await page.goto(`${url}?engine=${encodeURIComponent(started.ready.info!)}`);
-    await page.waitForFunction(() => !(document.getElementById('start') as HTMLButtonElement).disabled, null, { timeout: 20_000 });
+    await page.waitForFunction(() => !(document.getElementById('start') as HTMLButtonElement).disabled, null, {
+      timeout: 20_000,
+    });
     expect(await page.textContent('#status')).toContain('connected to deno engine over webtransport');
     await page.click('#start');
     await page.waitForFunction(

@@ -44,14 +44,30 @@ export interface TestResult {
 const DEFAULT_TIMEOUT_MS = 30_000;
 
 function newSuite(name: string, parent: Suite | undefined): Suite {
-  return { name, parent, beforeAll: [], afterAll: [], beforeEach: [], afterEach: [], children: [], started: false, finished: false };
+  return {
+    name,
+    parent,
+    beforeAll: [],
+    afterAll: [],
+    beforeEach: [],
+    afterEach: [],
+    children: [],
+    started: false,
+    finished: false,
+  };
 }
 
 const root = newSuite('', undefined);
 let current = root;
 
 interface DenoTestHost {
-  test(options: { name: string; fn: () => Promise<void>; sanitizeOps: boolean; sanitizeResources: boolean; sanitizeExit: boolean }): void;
+  test(options: {
+    name: string;
+    fn: () => Promise<void>;
+    sanitizeOps: boolean;
+    sanitizeResources: boolean;
+    sanitizeExit: boolean;
+  }): void;
 }
 const denoHost = (globalThis as { Deno?: DenoTestHost }).Deno;
 
@@ -111,11 +127,13 @@ async function runTest(t: TestCase): Promise<void> {
     for (const h of s.beforeAll) await attempt(h, DEFAULT_TIMEOUT_MS, 'beforeAll hook');
   }
   if (!failed) {
-    for (const s of suites) for (const h of s.beforeEach) if (!failed) await attempt(h, DEFAULT_TIMEOUT_MS, 'beforeEach hook');
+    for (const s of suites)
+      for (const h of s.beforeEach) if (!failed) await attempt(h, DEFAULT_TIMEOUT_MS, 'beforeEach hook');
   }
   if (!failed) await attempt(t.fn, t.timeoutMs, `test "${t.name}"`);
   // afterEach always runs (it releases sockets), innermost first.
-  for (const s of [...suites].reverse()) for (const h of [...s.afterEach].reverse()) await attempt(h, DEFAULT_TIMEOUT_MS, 'afterEach hook');
+  for (const s of [...suites].reverse())
+    for (const h of [...s.afterEach].reverse()) await attempt(h, DEFAULT_TIMEOUT_MS, 'afterEach hook');
   for (const s of [...suites].reverse()) {
     if (s.finished || lastTest(s) !== t) continue;
     s.finished = true;
@@ -128,7 +146,13 @@ function addTest(name: string, fn: TestFn, timeoutMs: number | undefined): void 
   const t: TestCase = { name, fn, timeoutMs: timeoutMs ?? DEFAULT_TIMEOUT_MS, suite: current };
   current.children.push(t);
   if (denoHost !== undefined) {
-    denoHost.test({ name: fullName(t), fn: () => runTest(t), sanitizeOps: false, sanitizeResources: false, sanitizeExit: false });
+    denoHost.test({
+      name: fullName(t),
+      fn: () => runTest(t),
+      sanitizeOps: false,
+      sanitizeResources: false,
+      sanitizeExit: false,
+    });
   }
 }
 
@@ -170,7 +194,9 @@ export function afterEach(fn: HookFn): void {
  * Run every collected test in declaration order (hosts without `Deno.test`, e.g. a browser page).
  * `filter` keeps tests whose full name contains it. Never throws; failures are in the results.
  */
-export async function runCollected(options: { filter?: string; onResult?: (r: TestResult) => void } = {}): Promise<{ passed: number; failed: number; results: TestResult[] }> {
+export async function runCollected(
+  options: { filter?: string; onResult?: (r: TestResult) => void } = {},
+): Promise<{ passed: number; failed: number; results: TestResult[] }> {
   const all: TestCase[] = [];
   const walk = (s: Suite): void => {
     for (const c of s.children) {
@@ -189,7 +215,12 @@ export async function runCollected(options: { filter?: string; onResult?: (r: Te
       await runTest(t);
       r = { name, passed: true, durationMs: performance.now() - t0 };
     } catch (e) {
-      r = { name, passed: false, error: e instanceof Error ? `${e.message}\n${e.stack ?? ''}` : String(e), durationMs: performance.now() - t0 };
+      r = {
+        name,
+        passed: false,
+        error: e instanceof Error ? `${e.message}\n${e.stack ?? ''}` : String(e),
+        durationMs: performance.now() - t0,
+      };
     }
     results.push(r);
     options.onResult?.(r);

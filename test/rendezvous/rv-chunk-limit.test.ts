@@ -8,7 +8,11 @@ describe('rendezvous pull chunk limit', () => {
   const payloadToward4k = 4096 - 1;
 
   it('a 3,072-byte pull toward a peer whose max message size is 4,096 bytes is served; 3,073 is refused', () => {
-    const out = new StageOut({ now: () => 0, send: () => true, maxMessageSize: () => payloadToward4k }, 1 << 24, 60_000);
+    const out = new StageOut(
+      { now: () => 0, send: () => true, maxMessageSize: () => payloadToward4k },
+      1 << 24,
+      60_000,
+    );
     const { id } = out.stage('peer', 0, new Uint8Array(10_000), '1:256:1');
     expect(() => out.onPull('peer', { id, offset: 0, length: 3072 })).not.toThrow();
     expect(() => out.onPull('peer', { id, offset: 3072, length: 3073 })).toThrow(/chunk limit 3072/);

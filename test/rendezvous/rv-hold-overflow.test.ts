@@ -15,7 +15,10 @@ describe('hold after a singleton', () => {
     await producer.connect(consumer.address);
     const a = consumer.createAnchor<Uint8Array>();
     const s = await producer.attachAnchor<Uint8Array>(a.handle);
-    const read = readAll(a).then((v) => ({ n: v.length, e: null as unknown }), (e: unknown) => ({ n: -1, e }));
+    const read = readAll(a).then(
+      (v) => ({ n: v.length, e: null as unknown }),
+      (e: unknown) => ({ n: -1, e }),
+    );
     await s.send(new Uint8Array(16 * 1024 * 1024)); // singleton: pulled in 32 chunks
     let sendError: unknown = null;
     try {

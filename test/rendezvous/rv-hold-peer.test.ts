@@ -13,7 +13,12 @@ describe('hold after singletons, peer-wide', () => {
     await producer.connect(consumer.address);
     const anchors = Array.from({ length: 6 }, () => consumer.createAnchor<Uint8Array>());
     const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<Uint8Array>(a.handle)));
-    const reads = anchors.map((a) => readAll(a).then((v) => v.length, () => -1));
+    const reads = anchors.map((a) =>
+      readAll(a).then(
+        (v) => v.length,
+        () => -1,
+      ),
+    );
     await Promise.all(
       senders.map(async (s) => {
         await s.send(new Uint8Array(8 * 1024 * 1024));

@@ -21,6 +21,10 @@ describe('refused transfer', () => {
     await expect(s.send(new Uint8Array(1))).rejects.toThrow();
     await s.finalize().catch(() => {});
     expect(consumer.metricsRegistry.liveSlots).toBe(0);
-    await waitFor(() => producer.metricsRegistry.liveSlots === 0, 2_000, `producer live slots 0 (now ${producer.metricsRegistry.liveSlots})`);
+    await waitFor(
+      () => producer.metricsRegistry.liveSlots === 0,
+      2_000,
+      `producer live slots 0 (now ${producer.metricsRegistry.liveSlots})`,
+    );
   });
 });

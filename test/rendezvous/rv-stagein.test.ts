@@ -9,7 +9,11 @@ const flush = async (): Promise<void> => {
   for (let i = 0; i < 20; i++) await Promise.resolve();
 };
 
-interface Req { id: number; offset?: number; release?: boolean }
+interface Req {
+  id: number;
+  offset?: number;
+  release?: boolean;
+}
 
 function host(answer: (body: Req) => Promise<unknown>): { h: StageInHost; reqs: Req[]; refused: string[] } {
   const reqs: Req[] = [];
@@ -33,7 +37,9 @@ describe('StageIn against a hostile sender', () => {
     const { h, reqs } = host((b) => (b.offset === 0 ? Promise.reject(new Error('nope')) : never));
     let live = 0;
     let peak = 0;
-    h.bytesChanged = (d) => { live += d; };
+    h.bytesChanged = (d) => {
+      live += d;
+    };
     const sin = new StageIn(h, 64 * MiB);
     const size = 4 * PULL_CHUNK_MAX; // 2 MiB: four chunks, one per pull worker
     for (let id = 1; id <= 8; id++) {

@@ -6,7 +6,11 @@ import { PULL_CHUNK_MAX, StageOut } from '../../src/mux/rendezvous.ts';
 describe('StageOut expiry', () => {
   it('a transfer whose pulls keep coming is not expired in the middle', () => {
     let now = 0;
-    const out = new StageOut({ now: () => now, send: () => true, maxMessageSize: () => 16 * 1024 * 1024 }, 64 * 1024 * 1024, 60_000);
+    const out = new StageOut(
+      { now: () => now, send: () => true, maxMessageSize: () => 16 * 1024 * 1024 },
+      64 * 1024 * 1024,
+      60_000,
+    );
     const size = 128 * PULL_CHUNK_MAX; // 64 MiB
     const { id } = out.stage('peer', 0, new Uint8Array(size), '1:256:1');
     const pulled: number[] = [];
@@ -26,7 +30,11 @@ describe('StageOut expiry', () => {
 
   it('a transfer queued behind another one being pulled is still there when its turn comes', () => {
     let now = 0;
-    const out = new StageOut({ now: () => now, send: () => true, maxMessageSize: () => 16 * 1024 * 1024 }, 64 * 1024 * 1024, 60_000);
+    const out = new StageOut(
+      { now: () => now, send: () => true, maxMessageSize: () => 16 * 1024 * 1024 },
+      64 * 1024 * 1024,
+      60_000,
+    );
     const first = out.stage('peer', 0, new Uint8Array(64 * PULL_CHUNK_MAX), '1:256:1').id; // 32 MiB
     const second = out.stage('peer', 1, new Uint8Array(4 * PULL_CHUNK_MAX), '1:512:2').id;
     for (let i = 0; i < 64; i++) {

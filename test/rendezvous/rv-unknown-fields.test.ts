@@ -5,7 +5,11 @@ import { parseDescriptor, parsePull } from '../../src/mux/rendezvous.ts';
 
 describe('rendezvous messages and unknown fields', () => {
   it('a stage descriptor with a field this version does not know is read as without it', () => {
-    expect(parseDescriptor({ id: 7, size: 100, mux_slot: '1:2:3', later: { any: 'thing' } })).toEqual({ id: 7, size: 100, mux_slot: '1:2:3' });
+    expect(parseDescriptor({ id: 7, size: 100, mux_slot: '1:2:3', later: { any: 'thing' } })).toEqual({
+      id: 7,
+      size: 100,
+      mux_slot: '1:2:3',
+    });
   });
   it('a pull or a release with an unknown field is read as without it; a release wins over a range', () => {
     expect(parsePull({ id: 7, offset: 0, length: 10, hint: 1 })).toEqual({ id: 7, offset: 0, length: 10 });

@@ -7,7 +7,11 @@ import type { LanemuxError } from '../../src/errors.ts';
 import { TransportError } from '../../src/transport/errors.ts';
 import type { ListenHost, TransportAdapter } from '../../src/transport/port.ts';
 
-const host: ListenHost = { frameLimit: 4096, maxMessageSize: 1 << 20, accept: (c) => c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort') };
+const host: ListenHost = {
+  frameLimit: 4096,
+  maxMessageSize: 1 << 20,
+  accept: (c) => c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort'),
+};
 
 function dialOnce(adapter: TransportAdapter, address: string): Promise<LanemuxError> {
   return new Promise<LanemuxError>((resolve, reject) => {
@@ -34,7 +38,10 @@ export function adapterEdges(h: EdgeHarness): void {
     const port = Number(new URL(address).port);
     try {
       for (const second of [h.tcp({ port }), h.wsServer({ port })]) {
-        const e = await second.listen(host).then(() => undefined, (x: unknown) => x);
+        const e = await second.listen(host).then(
+          () => undefined,
+          (x: unknown) => x,
+        );
         expect(isLanemuxError(e, 'ERR_ADDRESS_IN_USE')).toBe(true);
         expect((e as LanemuxError).retryable).toBe(true);
         expect((e as Error).message).toContain(`127.0.0.1:${port}`);

@@ -19,7 +19,11 @@ const TOKENS = 40;
 
 /** The first of `candidates` that answers `--version` (`.bin/bun` is a placeholder after `npm ci --ignore-scripts`). */
 function binary(...candidates: string[]): string {
-  const found = candidates.find((c) => existsSync(c) && spawnSync(c, ['--version'], { stdio: 'ignore', env: { ...process.env, DENO_NO_UPDATE_CHECK: '1' } }).status === 0);
+  const found = candidates.find(
+    (c) =>
+      existsSync(c) &&
+      spawnSync(c, ['--version'], { stdio: 'ignore', env: { ...process.env, DENO_NO_UPDATE_CHECK: '1' } }).status === 0,
+  );
   if (found === undefined) throw new Error(`no working binary among ${candidates.join(', ')}`);
   return found;
 }
@@ -33,7 +37,11 @@ interface Remote {
 
 /** Spawn a peer and wait for its ready line (or fail with its stderr). */
 function spawnPeer(cmd: string, args: string[]): Promise<Remote> {
-  const child = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(cmd, args, {
+    cwd: ROOT,
+    env: { ...process.env, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   return new Promise<Remote>((resolve, reject) => {
     let out = '';
     let err = '';
@@ -82,18 +90,43 @@ describe('cross-runtime pairs: Node ↔ Deno ↔ Bun over TCP and WebSocket', ()
   let bun: Remote | undefined;
   let local: Peer | undefined;
   const fresh: Peer[] = [];
-  const nodeDialers = () => [tcpTransport({ listen: false }), webSocketClientTransport({ WebSocket: WebSocket as never })];
+  const nodeDialers = () => [
+    tcpTransport({ listen: false }),
+    webSocketClientTransport({ WebSocket: WebSocket as never }),
+  ];
 
   beforeAll(async () => {
     // Keep each one as it starts and wait for all, so afterAll stops whatever did start if another fails.
     const started = await Promise.allSettled([
       Promise.resolve()
-        .then(() => spawnPeer(binary(join(ROOT, 'node_modules/.bin/deno'), join(ROOT, 'node_modules/deno/deno')), ['run', '--cached-only', '--no-check', '--allow-net', '--allow-read', '--allow-env', 'test/runtimes/deno/peer.ts']))
+        .then(() =>
+          spawnPeer(binary(join(ROOT, 'node_modules/.bin/deno'), join(ROOT, 'node_modules/deno/deno')), [
+            'run',
+            '--cached-only',
+            '--no-check',
+            '--allow-net',
+            '--allow-read',
+            '--allow-env',
+            'test/runtimes/deno/peer.ts',
+          ]),
+        )
         .then((r) => (deno = r)),
       Promise.resolve()
-        .then(() => spawnPeer(binary(join(ROOT, 'node_modules/.bin/bun'), join(ROOT, 'node_modules/@oven/bun-linux-x64/bin/bun')), ['run', 'test/runtimes/bun/peer.ts']))
+        .then(() =>
+          spawnPeer(
+            binary(join(ROOT, 'node_modules/.bin/bun'), join(ROOT, 'node_modules/@oven/bun-linux-x64/bin/bun')),
+            ['run', 'test/runtimes/bun/peer.ts'],
+          ),
+        )
         .then((r) => (bun = r)),
-      startPeer([tcpTransport({ port: 0 }), webSocketServerTransport({ port: 0 }), webSocketClientTransport({ WebSocket: WebSocket as never })], nodeDialers).then((p) => (local = p)),
+      startPeer(
+        [
+          tcpTransport({ port: 0 }),
+          webSocketServerTransport({ port: 0 }),
+          webSocketClientTransport({ WebSocket: WebSocket as never }),
+        ],
+        nodeDialers,
+      ).then((p) => (local = p)),
     ]);
     for (const s of started) if (s.status === 'rejected') throw s.reason;
   }, 30_000);
@@ -115,7 +148,12 @@ describe('cross-runtime pairs: Node ↔ Deno ↔ Bun over TCP and WebSocket', ()
   /** Ask `remote` (over a control link from this process) to dial `address` and exchange. */
   async function fromRemote(remote: Remote, address: string): Promise<Exchange> {
     const control = await local!.node.connect(remote.tcp);
-    return (await local!.messenger.request(control, 'pair', { address, count: COUNT, tokens: TOKENS }, { timeoutMs: 20_000 })) as Exchange;
+    return (await local!.messenger.request(
+      control,
+      'pair',
+      { address, count: COUNT, tokens: TOKENS },
+      { timeoutMs: 20_000 },
+    )) as Exchange;
   }
 
   it('the peers started in their own runtimes', () => {

@@ -57,7 +57,12 @@ export function expectedStreams(count: number, tokens: number): string[][] {
  * from a fresh node over `dialers()` (dial-only adapters of this runtime).
  */
 export async function startPeer(transports: TransportAdapter[], dialers?: () => TransportAdapter[]): Promise<Peer> {
-  const messenger = await createMessenger({ transports, transportKeys: [MESSENGER_MUX_KEY], healthCheck: false, lanes: 4 });
+  const messenger = await createMessenger({
+    transports,
+    transportKeys: [MESSENGER_MUX_KEY],
+    healthCheck: false,
+    lanes: 4,
+  });
   const node = await createNode({ messenger });
   const peer: Peer = {
     node,
@@ -86,7 +91,11 @@ export function consume(node: LanemuxNode, count: number): { handles: string[]; 
 
 /** Stream both ways between `self` (the dialler) and `peerId` (serving the protocol). */
 export async function exchange(self: Peer, peerId: string, count: number, tokens: number): Promise<Exchange> {
-  const theirs = (await self.messenger.request(peerId, 'make-anchors', { count })) as { id: number; handles: string[]; runtime: string };
+  const theirs = (await self.messenger.request(peerId, 'make-anchors', { count })) as {
+    id: number;
+    handles: string[];
+    runtime: string;
+  };
   await produce(self.node, theirs.handles, tokens);
   const toListener = (await self.messenger.request(peerId, 'read-anchors', { id: theirs.id })) as string[][];
   const ours = consume(self.node, count);

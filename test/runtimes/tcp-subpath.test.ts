@@ -7,7 +7,9 @@ import { bunTcpTransport } from '../../src/adapters/bun-tcp.ts';
 import { denoTcpTransport } from '../../src/adapters/deno-tcp.ts';
 import { tcpTransport as nodeTcpTransport } from '../../src/adapters/node-tcp.ts';
 
-const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { exports: Record<string, Record<string, string>> };
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+  exports: Record<string, Record<string, string>>;
+};
 
 /** The source module a `./dist/…js` target is built from. */
 function sourceOf(target: string): URL {
@@ -44,6 +46,7 @@ describe('lanemux/transport/tcp', () => {
   });
 
   it('keeps the per-runtime subpaths as aliases', () => {
-    for (const subpath of ['./transport/node-tcp', './transport/deno-tcp', './transport/bun-tcp']) expect(pkg.exports[subpath], subpath).toBeDefined();
+    for (const subpath of ['./transport/node-tcp', './transport/deno-tcp', './transport/bun-tcp'])
+      expect(pkg.exports[subpath], subpath).toBeDefined();
   });
 });

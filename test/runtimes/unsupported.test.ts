@@ -19,7 +19,10 @@ function refusal(make: () => unknown): { code: string; message: string } {
 
 describe('runtime adapters outside their runtime', () => {
   it('deno-tcp and bun-tcp name the TCP adapter of each runtime', () => {
-    for (const [make, name] of [[() => denoTcpTransport(), 'denoTcpTransport'], [() => bunTcpTransport({ port: 0 }), 'bunTcpTransport']] as const) {
+    for (const [make, name] of [
+      [() => denoTcpTransport(), 'denoTcpTransport'],
+      [() => bunTcpTransport({ port: 0 }), 'bunTcpTransport'],
+    ] as const) {
       const e = refusal(make);
       expect(e.code).toBe('ERR_UNSUPPORTED_RUNTIME');
       expect(e.message).toContain(name);
@@ -28,7 +31,10 @@ describe('runtime adapters outside their runtime', () => {
   });
 
   it('deno-ws and bun-ws name the WebSocket server adapter of each runtime', () => {
-    for (const [make, name] of [[() => denoWebSocketServerTransport(), 'denoWebSocketServerTransport'], [() => bunWebSocketServerTransport(), 'bunWebSocketServerTransport']] as const) {
+    for (const [make, name] of [
+      [() => denoWebSocketServerTransport(), 'denoWebSocketServerTransport'],
+      [() => bunWebSocketServerTransport(), 'bunWebSocketServerTransport'],
+    ] as const) {
       const e = refusal(make);
       expect(e.code).toBe('ERR_UNSUPPORTED_RUNTIME');
       expect(e.message).toContain(name);

@@ -10,7 +10,9 @@ const HIGH_WATER_MARK = 64 * 1024;
 const MAX_PENDING = 256 * 1024;
 const CHUNK = 32 * 1024;
 
-export function wsServerAdmission(make: (limits: { highWaterMark: number; maxPendingBytes: number }) => TransportAdapter): void {
+export function wsServerAdmission(
+  make: (limits: { highWaterMark: number; maxPendingBytes: number }) => TransportAdapter,
+): void {
   it('admission waits while the client does not read, stays bounded, and drains when it reads', async () => {
     const server = make({ highWaterMark: HIGH_WATER_MARK, maxPendingBytes: MAX_PENDING });
     let accepted!: (c: Connection) => void;
@@ -47,7 +49,10 @@ export function wsServerAdmission(make: (limits: { highWaterMark: number; maxPen
         sent++;
         if (a !== true) {
           // The first wait may still clear while kernel buffers autotune; keep going until one sticks.
-          const stuck = await Promise.race([a.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), 150))]);
+          const stuck = await Promise.race([
+            a.then(() => false),
+            new Promise<boolean>((r) => setTimeout(() => r(true), 150)),
+          ]);
           if (stuck) waiting = a;
         }
       }

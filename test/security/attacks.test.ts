@@ -9,7 +9,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
-import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { PROTOCOL_VERSION } from '../../src/transport/port.ts';
 import { encodeHello } from '../../src/transport/hello.ts';
@@ -38,11 +37,18 @@ function memory(): { heap: number; arrayBuffers: number; rss: number } {
 
 function report(label: string, before: ReturnType<typeof memory>, after: ReturnType<typeof memory>): void {
   const f = (x: number): string => x.toFixed(1);
-  console.log(`[attack] ${label}: heap ${f(before.heap)} → ${f(after.heap)} MB, arrayBuffers ${f(before.arrayBuffers)} → ${f(after.arrayBuffers)} MB, rss ${f(before.rss)} → ${f(after.rss)} MB`);
+  console.log(
+    `[attack] ${label}: heap ${f(before.heap)} → ${f(after.heap)} MB, arrayBuffers ${f(before.arrayBuffers)} → ${f(after.arrayBuffers)} MB, rss ${f(before.rss)} → ${f(after.rss)} MB`,
+  );
 }
 
 /** Honest traffic: `streams` streams of `tokens` tokens from `producer` to `consumer`; resolves with every stream's tokens. */
-async function honestStreams(consumer: LanemuxNode, producer: LanemuxNode, streams: number, tokens: number): Promise<string[][]> {
+async function honestStreams(
+  consumer: LanemuxNode,
+  producer: LanemuxNode,
+  streams: number,
+  tokens: number,
+): Promise<string[][]> {
   const anchors = Array.from({ length: streams }, () => consumer.createAnchor<string>());
   const reads = anchors.map((a) => readAll(a));
   await Promise.all(
@@ -68,13 +74,22 @@ describe('attack: one small Data record that made the decoder reserve gigabytes'
     const honest = await node({ transports: [tcpTransport({ listen: false })] });
     // The attacker is a producer the victim's application handed a handle to; its messenger rewrites
     // one bytes item in flight into the hostile body (same length: 2,001 array16 headers, 6 KB).
-    const attackerMessenger = await createMessenger({ transports: [tcpTransport({ listen: false })], transportKeys: ['messenger-mux-v2'] });
+    const attackerMessenger = await createMessenger({
+      transports: [tcpTransport({ listen: false })],
+      transportKeys: ['messenger-mux-v2'],
+    });
     messengers.push(attackerMessenger);
     const send = attackerMessenger.sendBatch.bind(attackerMessenger);
     const N = 6_000;
     attackerMessenger.sendBatch = (peer, lane, payload, options) => {
       for (let i = 0; i + 3 + N <= payload.byteLength; i++) {
-        if (payload[i] === 0xc5 && payload[i + 1] === N >>> 8 && payload[i + 2] === (N & 0xff) && payload[i + 3] === 0xab && payload[i + 3 + N - 1] === 0xab) {
+        if (
+          payload[i] === 0xc5 &&
+          payload[i + 1] === N >>> 8 &&
+          payload[i + 2] === (N & 0xff) &&
+          payload[i + 3] === 0xab &&
+          payload[i + 3 + N - 1] === 0xab
+        ) {
           for (let k = i; k < i + 3 + N; k += 3) payload.set([0xdc, 0xff, 0xff], k);
           break;
         }
@@ -125,7 +140,17 @@ describe('attack: a HELLO that claims another live node’s worker id', () => {
       socket.on('error', () => {});
       socket.resume();
       await new Promise<void>((r) => socket.once('connect', r));
-      const hello = encodeHello({ protocolVersion: PROTOCOL_VERSION, worker: impostorWorker, instance: `impostor-${attempt}`, session: 1 + attempt, lane: 0, lanes: 1, maxMessageSize: 1 << 20, keys: ['messenger-mux-v2'], claim: '' });
+      const hello = encodeHello({
+        protocolVersion: PROTOCOL_VERSION,
+        worker: impostorWorker,
+        instance: `impostor-${attempt}`,
+        session: 1 + attempt,
+        lane: 0,
+        lanes: 1,
+        maxMessageSize: 1 << 20,
+        keys: ['messenger-mux-v2'],
+        claim: '',
+      });
       const f = Buffer.alloc(4 + hello.byteLength);
       f.writeUInt32BE(hello.byteLength, 0);
       f.set(hello, 4);
@@ -148,7 +173,12 @@ describe('attack: a HELLO that claims another live node’s worker id', () => {
 
 describe('attack: sockets that never finish a hello, and links that only said HELLO', () => {
   it('300 silent sockets and a full house of HELLO-only links do not lock an honest peer out; its streams are exact', async () => {
-    const victim = await createMessenger({ transports: [tcpTransport({ port: 0, closeGraceMs: 100 })], maxPeers: 32, maxHandshakes: 256, healthCheck: { intervalMs: 100, timeoutMs: 5_000 } });
+    const victim = await createMessenger({
+      transports: [tcpTransport({ port: 0, closeGraceMs: 100 })],
+      maxPeers: 32,
+      maxHandshakes: 256,
+      healthCheck: { intervalMs: 100, timeoutMs: 5_000 },
+    });
     messengers.push(victim);
     const url = new URL(victim.addresses[0]!);
     const open = (): Promise<net.Socket> =>
@@ -163,7 +193,16 @@ describe('attack: sockets that never finish a hello, and links that only said HE
     let pong = 0;
     for (let i = 0; i < 32; i++) {
       const s = await open();
-      const hello = encodeHello({ protocolVersion: PROTOCOL_VERSION, worker: (0x5000 + i).toString(16).padStart(16, '0'), instance: 'idle', session: 1, lane: 0, lanes: 1, maxMessageSize: 1 << 20, keys: [] });
+      const hello = encodeHello({
+        protocolVersion: PROTOCOL_VERSION,
+        worker: (0x5000 + i).toString(16).padStart(16, '0'),
+        instance: 'idle',
+        session: 1,
+        lane: 0,
+        lanes: 1,
+        maxMessageSize: 1 << 20,
+        keys: [],
+      });
       const f = Buffer.alloc(4 + hello.byteLength);
       f.writeUInt32BE(hello.byteLength, 0);
       f.set(hello, 4);
@@ -202,7 +241,7 @@ describe('attack: sockets that never finish a hello, and links that only said HE
     const client = await createMessenger({ transports: [tcpTransport({ listen: false })], healthCheck: false });
     messengers.push(client);
     victim.handle('echo', (_f, b) => b);
-    let peer;
+    let peer: Awaited<ReturnType<typeof client.connect>> | undefined;
     for (let attempt = 0; peer === undefined; attempt++) {
       peer = await client.connect(victim.addresses[0]!).catch((e: { code?: string }) => {
         if (e.code !== 'ERR_TOO_MANY_PEERS' || attempt > 100) throw e;

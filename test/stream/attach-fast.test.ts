@@ -5,7 +5,14 @@
  * `undefined` fields, other prototypes). Anything the fast path gives up on is zod's to parse.
  */
 import { describe, expect, it } from 'vitest';
-import { attachRequestSchema, attachRequestZod, attachResponseSchema, attachResponseZod, readAttachOkFast, readAttachRequestFast } from '../../src/stream/attach-messages.ts';
+import {
+  attachRequestSchema,
+  attachRequestZod,
+  attachResponseSchema,
+  attachResponseZod,
+  readAttachOkFast,
+  readAttachRequestFast,
+} from '../../src/stream/attach-messages.ts';
 import { parse } from '../../src/validate.ts';
 import { mulberry32Unit } from '../wire/helpers.ts';
 
@@ -15,16 +22,65 @@ const pick = <T>(r: () => number, xs: readonly T[]): T => xs[Math.floor(r() * xs
 
 /** Values of every kind, at and around the bounds the schemas check. */
 const ODD: readonly unknown[] = [
-  undefined, null, true, 0, -0, 1, -1, 1.5, 15, 16, 5000, 86_400_000, 86_400_001, 2 ** 32 - 1, 2 ** 32, 2 ** 40, 2 ** 40 + 1, 2 ** 53, NaN, Infinity,
-  '', 'x', '0x', '0x0', '0x1f', '0x1F', '0X1f', '0x0123456789abcdef', '0x0123456789abcdef0', ' 0x1', 'messenger-mux-v2', 'k'.repeat(64), 'k'.repeat(65), 'e'.repeat(256), 'e'.repeat(257),
-  5n, [], ['messenger-mux-v2'], ['a', 1], Array.from({ length: 16 }, () => 'k'), Array.from({ length: 17 }, () => 'k'), [null],
-  {}, { hi: '0x1', lo: '0x2' }, { hi: '0x1' }, { hi: '0x1', lo: '0x2', extra: 1 }, { hi: 1, lo: 2 }, new Map(), new Date(0), new Uint8Array(2),
+  undefined,
+  null,
+  true,
+  0,
+  -0,
+  1,
+  -1,
+  1.5,
+  15,
+  16,
+  5000,
+  86_400_000,
+  86_400_001,
+  2 ** 32 - 1,
+  2 ** 32,
+  2 ** 40,
+  2 ** 40 + 1,
+  2 ** 53,
+  NaN,
+  Infinity,
+  '',
+  'x',
+  '0x',
+  '0x0',
+  '0x1f',
+  '0x1F',
+  '0X1f',
+  '0x0123456789abcdef',
+  '0x0123456789abcdef0',
+  ' 0x1',
+  'messenger-mux-v2',
+  'k'.repeat(64),
+  'k'.repeat(65),
+  'e'.repeat(256),
+  'e'.repeat(257),
+  5n,
+  [],
+  ['messenger-mux-v2'],
+  ['a', 1],
+  Array.from({ length: 16 }, () => 'k'),
+  Array.from({ length: 17 }, () => 'k'),
+  [null],
+  {},
+  { hi: '0x1', lo: '0x2' },
+  { hi: '0x1' },
+  { hi: '0x1', lo: '0x2', extra: 1 },
+  { hi: 1, lo: 2 },
+  new Map(),
+  new Date(0),
+  new Uint8Array(2),
 ];
 
 const hexOf = (r: () => number): string => `0x${Math.floor(r() * 2 ** 32).toString(16)}${r() < 0.3 ? 'abcdef01' : ''}`;
 
 function request(r: () => number): Record<string, unknown> {
-  const o: Record<string, unknown> = { handle: { hi: hexOf(r), lo: hexOf(r) }, supported_transport_keys: r() < 0.5 ? ['messenger-mux-v2'] : ['messenger-mux-v2', 'tcp-stream'] };
+  const o: Record<string, unknown> = {
+    handle: { hi: hexOf(r), lo: hexOf(r) },
+    supported_transport_keys: r() < 0.5 ? ['messenger-mux-v2'] : ['messenger-mux-v2', 'tcp-stream'],
+  };
   if (r() < 0.3) o['session_id'] = hexOf(r);
   if (r() < 0.3) o['stream_cancel_handle'] = { hi: hexOf(r), lo: hexOf(r) };
   if (r() < 0.3) o['lane_key'] = hexOf(r);
@@ -42,14 +98,20 @@ function answer(r: () => number): Record<string, unknown> {
   };
   if (r() < 0.5) ok['lane'] = Math.floor(r() * 16);
   if (r() < 0.2) ok['endpoint'] = '127.0.0.1:4000';
-  for (const k of ['heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget']) if (r() < 0.1) delete ok[k];
+  for (const k of ['heartbeat_interval_ms', 'routing_session_id', 'initial_credit', 'slot_byte_budget'])
+    if (r() < 0.1) delete ok[k];
   return { Ok: ok };
 }
 
 /** One random change, possibly nested one level down. */
 function damage(r: () => number, msg: Record<string, unknown>): unknown {
   const copy = structuredClone(msg);
-  const inner = copy['Ok'] !== undefined && r() < 0.8 ? (copy['Ok'] as Record<string, unknown>) : copy['handle'] !== undefined && r() < 0.2 ? (copy['handle'] as Record<string, unknown>) : copy;
+  const inner =
+    copy['Ok'] !== undefined && r() < 0.8
+      ? (copy['Ok'] as Record<string, unknown>)
+      : copy['handle'] !== undefined && r() < 0.2
+        ? (copy['handle'] as Record<string, unknown>)
+        : copy;
   const keys = [...Object.keys(inner), 'extra', 'lane', 'endpoint', 'session_id', 'Err', 'hi', 'lo'];
   const k = pick(r, keys);
   switch (Math.floor(r() * 4)) {
@@ -66,7 +128,10 @@ function damage(r: () => number, msg: Record<string, unknown>): unknown {
 
 function agree(fast: unknown, zod: { success: boolean; data?: unknown }, input: unknown): void {
   if (fast === undefined) return;
-  expect(zod.success, `fast path accepted what zod refuses: ${String(JSON.stringify(input, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v)))}`).toBe(true);
+  expect(
+    zod.success,
+    `fast path accepted what zod refuses: ${String(JSON.stringify(input, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v)))}`,
+  ).toBe(true);
   expect(fast).toStrictEqual(zod.data);
 }
 
@@ -98,7 +163,7 @@ describe('attach message fast paths', () => {
     }
   });
 
-  it('a refused message still gets zod\'s message', () => {
+  it("a refused message still gets zod's message", () => {
     const bad = { Ok: { streaming_transport_key: 'messenger-mux-v2', lane: 16 } };
     const r = attachResponseSchema.safeParse(bad);
     expect(r.success).toBe(false);

@@ -41,7 +41,9 @@ describe('streams over the mux (loop messenger)', () => {
     const dispose = (Symbol as { asyncDispose?: symbol }).asyncDispose!;
     await (anchor as unknown as Record<symbol, () => Promise<void>>)[dispose]!();
     expect(anchor.finished).toBe(true);
-    await new Promise<void>((r) => (sender.cancelSignal.aborted ? r() : sender.cancelSignal.addEventListener('abort', () => r())));
+    await new Promise<void>((r) =>
+      sender.cancelSignal.aborted ? r() : sender.cancelSignal.addEventListener('abort', () => r()),
+    );
     await expect(sender.send('x')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
     await (producer as unknown as Record<symbol, () => Promise<void>>)[dispose]!();
     expect(() => producer.createAnchor()).toThrow(/closed/);
@@ -74,7 +76,8 @@ describe('streams over the mux (loop messenger)', () => {
   });
 });
 
-const aborted = (s: AbortSignal) => new Promise<void>((r) => (s.aborted ? r() : s.addEventListener('abort', () => r())));
+const aborted = (s: AbortSignal) =>
+  new Promise<void>((r) => (s.aborted ? r() : s.addEventListener('abort', () => r())));
 
 describe('streams over the mux: a cancel relay, concurrent next(), unattached anchors, unawaited sends', () => {
   it('cancelling an upstream anchor from a downstream cancel listener does not starve the other streams from that peer', async () => {
@@ -115,7 +118,9 @@ describe('streams over the mux: a cancel relay, concurrent next(), unattached an
     const anchors = Array.from({ length: 100 }, () => x.createAnchor());
     expect(x.metrics()['velo_streaming_active_anchors']).toBe(100);
     const ends = await Promise.allSettled(anchors.map((a) => a.next()));
-    expect(ends.every((e) => e.status === 'rejected' && (e.reason as { code: string }).code === 'ERR_SENDER_DROPPED')).toBe(true);
+    expect(
+      ends.every((e) => e.status === 'rejected' && (e.reason as { code: string }).code === 'ERR_SENDER_DROPPED'),
+    ).toBe(true);
     expect(x.metrics()['velo_streaming_active_anchors']).toBe(0);
   });
 

@@ -58,9 +58,22 @@ describe('createNode configuration errors', () => {
   });
 
   it('every bad field is named in one error, node and mux fields alike', async () => {
-    const e = await refusal({ transports: transports(), lanes: 0, maxMessageSize: 10, unattachedTimeout: -1, workerId: -1n, mux: { maxBatchBytes: 1 } });
+    const e = await refusal({
+      transports: transports(),
+      lanes: 0,
+      maxMessageSize: 10,
+      unattachedTimeout: -1,
+      workerId: -1n,
+      mux: { maxBatchBytes: 1 },
+    });
     expect(e).toBeInstanceOf(ConfigError);
-    expect([...e.fields].sort()).toEqual(['lanes', 'maxMessageSize', 'mux.maxBatchBytes', 'unattachedTimeout', 'workerId']);
+    expect([...e.fields].sort()).toEqual([
+      'lanes',
+      'maxMessageSize',
+      'mux.maxBatchBytes',
+      'unattachedTimeout',
+      'workerId',
+    ]);
     for (const f of e.fields) expect(e.message).toContain(f.replace(/^mux\./, ''));
   });
 
@@ -78,7 +91,10 @@ describe('createNode configuration errors', () => {
       const e = await refusal(options);
       expect(e, field).toBeInstanceOf(ConfigError);
       // The field, or an element of it (`transports.0`).
-      expect(e.fields.some((f) => f === field || f.startsWith(`${field}.`)), `${field}: ${e.fields.join(', ')}`).toBe(true);
+      expect(
+        e.fields.some((f) => f === field || f.startsWith(`${field}.`)),
+        `${field}: ${e.fields.join(', ')}`,
+      ).toBe(true);
     }
   });
 

@@ -347,7 +347,10 @@ describe('push-mode reading: senderError callbacks that throw or pause, a next()
     // Parked on the empty feed before push mode starts.
     const pending = anchor.next();
     // Settled later; observe it now so a rejection is never unhandled.
-    const outcome = pending.then((r) => ({ resolved: r }), (e: unknown) => ({ rejected: e }));
+    const outcome = pending.then(
+      (r) => ({ resolved: r }),
+      (e: unknown) => ({ rejected: e }),
+    );
     const got: number[] = [];
     const ended = new Promise<LanemuxError | null>((resolve) => {
       anchor.consume({ item: (v) => void got.push(v), end: resolve });

@@ -37,7 +37,13 @@ describe('parseHandle fast path', () => {
       // One character replaced, dropped or added, anywhere (the cached prefix included).
       const p = Math.floor(rnd() * good.length);
       const c = chars[Math.floor(rnd() * chars.length)]!;
-      for (const bad of [good.slice(0, p) + c + good.slice(p + 1), good.slice(0, p) + good.slice(p + 1), good.slice(0, p) + c + good.slice(p), good.toUpperCase(), `${good} `]) {
+      for (const bad of [
+        good.slice(0, p) + c + good.slice(p + 1),
+        good.slice(0, p) + good.slice(p + 1),
+        good.slice(0, p) + c + good.slice(p),
+        good.toUpperCase(),
+        `${good} `,
+      ]) {
         expect(actual(bad)).toStrictEqual(reference(bad));
       }
     }

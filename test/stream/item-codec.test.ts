@@ -23,7 +23,10 @@ function itemOf(body: Uint8Array): unknown {
   return f.value;
 }
 const roundTrip = (value: unknown): unknown => itemOf(encodeFrame({ kind: 'Item', value }));
-const u64 = (v: bigint): number[] => [0xcf, ...Array.from({ length: 8 }, (_, i) => Number((v >> BigInt(56 - 8 * i)) & 0xffn))];
+const u64 = (v: bigint): number[] => [
+  0xcf,
+  ...Array.from({ length: 8 }, (_, i) => Number((v >> BigInt(56 - 8 * i)) & 0xffn)),
+];
 
 describe('item codec: 64-bit integers', () => {
   it('a bigint travels as uint64/int64 and arrives as a bigint outside the safe range, as a number inside it', () => {
@@ -58,7 +61,13 @@ describe('item codec: 64-bit integers', () => {
 
   it('other values arrive as docs/items.md says: -0 as 0, undefined properties omitted, array holes as null, Dates as Dates', () => {
     const date = new Date(1_700_000_000_123);
-    expect(roundTrip({ a: undefined, b: [undefined, 1], d: date, f: NaN, g: -Infinity, z: -0 })).toEqual({ b: [null, 1], d: date, f: NaN, g: -Infinity, z: 0 });
+    expect(roundTrip({ a: undefined, b: [undefined, 1], d: date, f: NaN, g: -Infinity, z: -0 })).toEqual({
+      b: [null, 1],
+      d: date,
+      f: NaN,
+      g: -Infinity,
+      z: 0,
+    });
     expect(Object.is(roundTrip(-0), 0)).toBe(true);
     expect(roundTrip(undefined)).toBeNull();
     expect(roundTrip(Object.assign(Object.create(null) as object, { a: 1 }))).toEqual({ a: 1 });
@@ -69,16 +78,34 @@ describe('item codec: 64-bit integers', () => {
 const REFUSED: ReadonlyArray<readonly [string, unknown, string]> = [
   ['a Map', new Map([['k', 1]]), 'item is a Map'],
   ['a Set', new Set([1]), 'item is a Set'],
-  ['a class instance', new (class Token { text = 'x'; })(), 'an instance of Token'],
+  [
+    'a class instance',
+    new (class Token {
+      text = 'x';
+    })(),
+    'an instance of Token',
+  ],
   ['a function', () => 1, 'item is a function'],
   ['a symbol', Symbol('s'), 'item is a symbol'],
   ['a bigint beyond 64 bits', 2n ** 64n, 'outside -2^63..2^64-1'],
   ['a typed array other than Uint8Array', new Float32Array(2), 'a Float32Array'],
   ['an ArrayBuffer', new ArrayBuffer(4), 'an ArrayBuffer'],
   ['an invalid Date', new Date(Number.NaN), 'an invalid Date'],
-  ['an own __proto__ key', JSON.parse('{"ok": 1, "__proto__": 2}') as unknown, 'item.__proto__ is an own "__proto__" key'],
+  [
+    'an own __proto__ key',
+    JSON.parse('{"ok": 1, "__proto__": 2}') as unknown,
+    'item.__proto__ is an own "__proto__" key',
+  ],
   ['symbol keys', { [Symbol('k')]: 1 }, 'symbol keys'],
-  ['a cycle', (() => { const a: unknown[] = []; a.push(a); return a; })(), 'nested deeper than 64 containers (or cyclic)'],
+  [
+    'a cycle',
+    (() => {
+      const a: unknown[] = [];
+      a.push(a);
+      return a;
+    })(),
+    'nested deeper than 64 containers (or cyclic)',
+  ],
   ['a Map deep inside', { tokens: [{ meta: new Map() }] }, 'item.tokens[0].meta is a Map'],
 ];
 
@@ -90,7 +117,10 @@ describe('send refuses what would not arrive as sent', () => {
     await sender.send('first');
     for (const [what, value, says] of REFUSED) {
       const sent = sender.send(value);
-      await expect(sent, what).rejects.toMatchObject({ code: 'ERR_INVALID_ITEM', message: expect.stringContaining(says) });
+      await expect(sent, what).rejects.toMatchObject({
+        code: 'ERR_INVALID_ITEM',
+        message: expect.stringContaining(says),
+      });
     }
     await sender.send({ fine: [1, 2n ** 60n] });
     await sender.finalize();
@@ -101,7 +131,8 @@ describe('send refuses what would not arrive as sent', () => {
     const { consumer, producer } = await nodePair(nodes);
     const anchor = consumer.createAnchor<unknown>();
     const sender = await producer.attachAnchor<unknown>(anchor.handle);
-    for (const [what, value] of REFUSED) expect(() => sender.trySend(value), what).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ITEM' }));
+    for (const [what, value] of REFUSED)
+      expect(() => sender.trySend(value), what).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ITEM' }));
     expect(sender.trySend('only')).toBe(true);
     await sender.finalize();
     expect(await readAll(anchor)).toEqual(['only']);
@@ -119,6 +150,8 @@ describe('send refuses what would not arrive as sent', () => {
 
   it('itemRefusal (lanemux/wire) answers the same question without sending', () => {
     for (const [what, value, says] of REFUSED) expect(itemRefusal(value)?.message, what).toContain(says);
-    expect(itemRefusal({ a: [1, 'x', null, true, new Uint8Array(1), new Date(0), 2n ** 63n, Number.NaN] })).toBeUndefined();
+    expect(
+      itemRefusal({ a: [1, 'x', null, true, new Uint8Array(1), new Date(0), 2n ** 63n, Number.NaN] }),
+    ).toBeUndefined();
   });
 });

@@ -62,7 +62,8 @@ const settle = async (rounds = 5): Promise<void> => {
 };
 
 /** The producer's OpenSlot for a session: its slot id and lane. */
-const openOf = (mp: LoopMessenger, session: bigint) => records(mp).find((r) => r.type === RecordType.OpenSlot && r.sessionId === session)!;
+const openOf = (mp: LoopMessenger, session: bigint) =>
+  records(mp).find((r) => r.type === RecordType.OpenSlot && r.sessionId === session)!;
 
 describe('stop', () => {
   it('requestStop travels as one LifecycleSlot{stop} naming the session; the producer may send its tail and finalize', async () => {
@@ -184,7 +185,8 @@ describe('old sessions and early signals', () => {
     const { consumer, producer, mc, mp } = await pair();
     // Stream 0 takes index 0 at generation g; each later stream reuses index 0 at the next generation.
     const first = { slot: -1, session: 0n };
-    let live: { anchor: StreamAnchor<string>; sender: StreamSender<string>; slot: number; session: bigint } | null = null;
+    let live: { anchor: StreamAnchor<string>; sender: StreamSender<string>; slot: number; session: bigint } | null =
+      null;
     for (let i = 0; i < 300 && live === null; i++) {
       const anchor = consumer.createAnchor<string>();
       const sender = await producer.attachAnchor<string>(anchor.handle);

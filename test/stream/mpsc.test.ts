@@ -101,7 +101,10 @@ describe('MPSC anchors (loop messenger)', () => {
   it('the consumer round-robins over ready senders: one busy sender does not starve another', async () => {
     const { consumer, producer } = await pair({ initialCredit: 32 });
     const anchor = consumer.createMpscAnchor<string>();
-    const [a, b] = await Promise.all([producer.attachMpscAnchor<string>(anchor.handle), producer.attachMpscAnchor<string>(anchor.handle)]);
+    const [a, b] = await Promise.all([
+      producer.attachMpscAnchor<string>(anchor.handle),
+      producer.attachMpscAnchor<string>(anchor.handle),
+    ]);
     for (let k = 0; k < 20; k++) a!.trySend(`a${k}`);
     for (let k = 0; k < 20; k++) b!.trySend(`b${k}`);
     await waitFor(() => anchor.buffered === 40, 2_000, '40 records delivered', 1);
@@ -128,14 +131,18 @@ describe('MPSC anchors (loop messenger)', () => {
     const reading = readEvents(anchor);
     for (const s of senders) await s.finalize();
     const items = bySender(await reading);
-    for (const s of senders) expect(items.get(s.senderId)).toEqual(Array.from({ length: N }, (_, k) => `${s.senderId}:${k}`));
+    for (const s of senders)
+      expect(items.get(s.senderId)).toEqual(Array.from({ length: N }, (_, k) => `${s.senderId}:${k}`));
     expect(producer.metricsRegistry.withheldRecords).toBe(0);
   });
 
   it('cancel closes every sender (CloseSlot{UnknownSlot} with LifecycleSlot{cancel} to each remote one): each next send fails ERR_STREAM_CANCELLED', async () => {
     const { consumer, producer } = await pair();
     const anchor = consumer.createMpscAnchor<string>();
-    const remote = await Promise.all([producer.attachMpscAnchor<string>(anchor.handle), producer.attachMpscAnchor<string>(anchor.handle)]);
+    const remote = await Promise.all([
+      producer.attachMpscAnchor<string>(anchor.handle),
+      producer.attachMpscAnchor<string>(anchor.handle),
+    ]);
     const local = await consumer.attachMpscAnchor<string>(anchor.handle);
     for (const s of [...remote, local]) await s.send('x');
     await waitFor(() => anchor.buffered === 3, 2_000, 'first records', 1);
@@ -145,8 +152,17 @@ describe('MPSC anchors (loop messenger)', () => {
     await Promise.all(remote.map(cancelled));
     for (const s of remote) await expect(s.send('y')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
     await expect(local.send('y')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
-    expect(consumer.metrics()['velo_streaming_anchor_operations_total{operation="cancel",outcome="success",transport_scheme="mpsc"}']).toBe(1);
-    await waitFor(() => consumer.metricsRegistry.liveSlots + producer.metricsRegistry.liveSlots === 0, 2_000, 'slots closed', 1);
+    expect(
+      consumer.metrics()[
+        'velo_streaming_anchor_operations_total{operation="cancel",outcome="success",transport_scheme="mpsc"}'
+      ],
+    ).toBe(1);
+    await waitFor(
+      () => consumer.metricsRegistry.liveSlots + producer.metricsRegistry.liveSlots === 0,
+      2_000,
+      'slots closed',
+      1,
+    );
     await expect(producer.attachMpscAnchor(anchor.handle)).rejects.toMatchObject({ code: 'ERR_ATTACH_REFUSED' });
   });
 
@@ -169,7 +185,18 @@ describe('MPSC anchors (loop messenger)', () => {
       const r = await anchor.next();
       seen.push(r.value as MpscEvent<string>);
     }
-    const of = (s: MpscSender<string>) => seen.filter((e) => e.sender === s.senderId).map((e) => (e.kind === 'dropped' ? `dropped:${e.error.code}` : e.kind === 'item' ? e.value : e.kind === 'error' ? `error:${e.message}` : e.kind));
+    const of = (s: MpscSender<string>) =>
+      seen
+        .filter((e) => e.sender === s.senderId)
+        .map((e) =>
+          e.kind === 'dropped'
+            ? `dropped:${e.error.code}`
+            : e.kind === 'item'
+              ? e.value
+              : e.kind === 'error'
+                ? `error:${e.message}`
+                : e.kind,
+        );
     expect(of(gone)).toEqual(['g1', 'dropped:ERR_SENDER_DROPPED']);
     expect(of(local)).toEqual(['l1', 'dropped:ERR_SENDER_DROPPED']);
     expect(of(leaves)).toEqual(['detached']);
@@ -178,10 +205,15 @@ describe('MPSC anchors (loop messenger)', () => {
     await stays.finalize();
     anchor.seal();
     const rest = await readEvents(anchor);
-    expect([...of(stays), ...rest.map((e) => (e.kind === 'item' ? e.value : e.kind))]).toEqual(['error:hiccup', 's1', 's2', 'finalized']);
+    expect([...of(stays), ...rest.map((e) => (e.kind === 'item' ? e.value : e.kind))]).toEqual([
+      'error:hiccup',
+      's1',
+      's2',
+      'finalized',
+    ]);
   });
 
-  it('requestStop reaches every remote sender\'s stopSignal without cancelling it', async () => {
+  it("requestStop reaches every remote sender's stopSignal without cancelling it", async () => {
     const { consumer, producer } = await pair();
     const anchor = consumer.createMpscAnchor<string>();
     const senders = await Promise.all([0, 1].map(() => producer.attachMpscAnchor<string>(anchor.handle)));
@@ -193,12 +225,16 @@ describe('MPSC anchors (loop messenger)', () => {
     anchor.cancel();
   });
 
-  it('handles and operations: prebind refuses an MPSC anchor; the two attach kinds refuse each other\'s handles', async () => {
+  it("handles and operations: prebind refuses an MPSC anchor; the two attach kinds refuse each other's handles", async () => {
     const { consumer, producer } = await pair();
     const mpsc = consumer.createMpscAnchor();
     const spsc = consumer.createAnchor();
     expect(consumer.prebindAnchor(mpsc)).toBeUndefined();
-    expect(consumer.metrics()['velo_streaming_anchor_operations_total{operation="prebind",outcome="error",transport_scheme="mux"}']).toBe(1);
+    expect(
+      consumer.metrics()[
+        'velo_streaming_anchor_operations_total{operation="prebind",outcome="error",transport_scheme="mux"}'
+      ],
+    ).toBe(1);
     await expect(producer.attachAnchor(mpsc.handle)).rejects.toThrow(/attachMpscAnchor/);
     await expect(consumer.attachAnchor(mpsc.handle)).rejects.toMatchObject({ code: 'ERR_ATTACH_REFUSED' });
     await expect(producer.attachMpscAnchor(spsc.handle)).rejects.toThrow(/attachAnchor/);
@@ -209,9 +245,15 @@ describe('MPSC anchors (loop messenger)', () => {
     const peer = consumer.workerId.toString(16).padStart(16, '0');
     const body = (hi: bigint, lo: bigint) => ({ handle: u128(hi, lo), supported_transport_keys: ['messenger-mux-v2'] });
     const viaMessenger = nodesMessenger(producer);
-    expect(await viaMessenger.request(peer, '_anchor_attach', body(h.workerId, h.localId))).toEqual({ Err: { reason: expect.stringMatching(/MPSC/) } });
-    expect(await viaMessenger.request(peer, '_mpsc_anchor_attach', body(s.workerId, s.localId))).toEqual({ Err: { reason: expect.stringMatching(/not MPSC/) } });
-    expect(await viaMessenger.request(peer, '_mpsc_anchor_attach', { handle: 'nope' })).toMatchObject({ Err: { reason: expect.stringMatching(/malformed/) } });
+    expect(await viaMessenger.request(peer, '_anchor_attach', body(h.workerId, h.localId))).toEqual({
+      Err: { reason: expect.stringMatching(/MPSC/) },
+    });
+    expect(await viaMessenger.request(peer, '_mpsc_anchor_attach', body(s.workerId, s.localId))).toEqual({
+      Err: { reason: expect.stringMatching(/not MPSC/) },
+    });
+    expect(await viaMessenger.request(peer, '_mpsc_anchor_attach', { handle: 'nope' })).toMatchObject({
+      Err: { reason: expect.stringMatching(/malformed/) },
+    });
     mpsc.cancel();
     spsc.cancel();
   });
@@ -260,8 +302,15 @@ describe('MPSC anchors (loop messenger)', () => {
     const h = parseHandle(anchor.handle);
     const m = nodesMessenger(producer);
     const peer = consumer.workerId.toString(16).padStart(16, '0');
-    expect(await m.request(peer, '_mpsc_anchor_detach', { handle: u128(h.workerId, h.localId), sender_id: `0x${a.senderId.toString(16)}` })).toEqual({ Ok: null });
-    expect(await m.request(peer, '_mpsc_anchor_detach', { handle: u128(h.workerId, h.localId), sender_id: '0x999' })).toMatchObject({ Err: {} });
+    expect(
+      await m.request(peer, '_mpsc_anchor_detach', {
+        handle: u128(h.workerId, h.localId),
+        sender_id: `0x${a.senderId.toString(16)}`,
+      }),
+    ).toEqual({ Ok: null });
+    expect(
+      await m.request(peer, '_mpsc_anchor_detach', { handle: u128(h.workerId, h.localId), sender_id: '0x999' }),
+    ).toMatchObject({ Err: {} });
     const seen: MpscEvent<string>[] = [];
     while (!seen.some((e) => e.kind === 'detached')) seen.push((await anchor.next()).value as MpscEvent<string>);
     expect(seen.filter((e) => e.sender === a.senderId).map((e) => e.kind)).toEqual(['item', 'detached']);
@@ -313,7 +362,11 @@ describe('keyed MPSC attach (the reference attach_mpsc_anchor_keyed)', () => {
     for (const k of keys) keyed.push(await producer.attachMpscAnchorKeyed<string>(anchor.handle, k));
     for (const s of keyed) await s.send('x');
     // The lane each sender's OpenSlot rode, in attach order.
-    const openLanes = b.sent.flatMap((s) => decodeBatch(s.payload).records.filter((r) => r.type === RecordType.OpenSlot).map(() => s.lane));
+    const openLanes = b.sent.flatMap((s) =>
+      decodeBatch(s.payload)
+        .records.filter((r) => r.type === RecordType.OpenSlot)
+        .map(() => s.lane),
+    );
     expect(openLanes).toEqual(keys.map((k) => laneForKey(k, 8)));
     anchor.seal();
     for (const s of keyed) await s.finalize();

@@ -13,7 +13,11 @@ afterEach(async () => {
 });
 
 /** Settle `p` into its value or its error, so a test can look at it after doing more. */
-const outcome = (p: Promise<unknown>): Promise<unknown> => p.then((v) => ({ value: v }), (e: unknown) => e);
+const outcome = (p: Promise<unknown>): Promise<unknown> =>
+  p.then(
+    (v) => ({ value: v }),
+    (e: unknown) => e,
+  );
 const READER_ACTIVE = expect.objectContaining({ code: 'ERR_READER_ACTIVE' });
 
 describe('one for-await reader per anchor', () => {
@@ -25,7 +29,10 @@ describe('one for-await reader per anchor', () => {
     const sender = await producer.attachAnchor<string>(anchor.handle);
     for (const t of ['a', 'b', 'c', 'd']) await sender.send(t);
     await sender.finalize();
-    expect(await second).toMatchObject({ code: 'ERR_READER_ACTIVE', message: expect.stringContaining('already read by a for-await loop') });
+    expect(await second).toMatchObject({
+      code: 'ERR_READER_ACTIVE',
+      message: expect.stringContaining('already read by a for-await loop'),
+    });
     expect(await first).toEqual(['a', 'b', 'c', 'd']);
     expect(await readAll(anchor)).toEqual([]);
   });
@@ -51,9 +58,11 @@ describe('one for-await reader per anchor', () => {
     const anchor = consumer.createAnchor<string>();
     const sender = await producer.attachAnchor<string>(anchor.handle);
     const got: string[] = [];
-    const firstLoop = outcome((async () => {
-      for await (const t of anchor) got.push(t);
-    })());
+    const firstLoop = outcome(
+      (async () => {
+        for await (const t of anchor) got.push(t);
+      })(),
+    );
     const intruder = outcome(readAll(anchor));
     await sender.send('a');
     await sender.error('tokenizer hiccup');
@@ -90,9 +99,11 @@ describe('one for-await reader per MPSC anchor', () => {
       for await (const e of anchor) events.push(e);
     })();
     const stolen: MpscEvent<string>[] = [];
-    const second = outcome((async () => {
-      for await (const e of anchor) stolen.push(e);
-    })());
+    const second = outcome(
+      (async () => {
+        for await (const e of anchor) stolen.push(e);
+      })(),
+    );
     expect(() => anchor.takeAvailable([])).toThrow(READER_ACTIVE);
     const s = await producer.attachMpscAnchor<string>(anchor.handle);
     await s.send('x');

@@ -4,7 +4,7 @@
  * producer that ignores what the consumer writes keeps working.
  */
 import { describe, it, expect, afterEach } from 'vitest';
-import net from 'node:net';
+import type net from 'node:net';
 import { ATTACH_HANDLER, u128 } from '../../src/stream/attach-messages.ts';
 import { TCP_STREAM_KEY } from '../../src/wire/constants.ts';
 import { parseHandle } from '../../src/stream/handle.ts';
@@ -33,7 +33,9 @@ async function pair() {
 
 /** Resolves when `signal` fires. */
 function fired(signal: AbortSignal): Promise<void> {
-  return signal.aborted ? Promise.resolve() : new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+  return signal.aborted
+    ? Promise.resolve()
+    : new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
 }
 
 describe('per-stream path: requestStop reaches the producer', () => {
@@ -64,7 +66,9 @@ describe('per-stream path: requestStop reaches the producer', () => {
     expect([s1.negotiatedTransport, s2.negotiatedTransport]).toEqual([TCP_STREAM_KEY, TCP_STREAM_KEY]);
     await s1.send('one');
     await s2.send('two');
-    const seen = [await within(anchor.next(), 2_000, 'an event'), await within(anchor.next(), 2_000, 'an event')].map((r) => (r.value as { value: string }).value);
+    const seen = [await within(anchor.next(), 2_000, 'an event'), await within(anchor.next(), 2_000, 'an event')].map(
+      (r) => (r.value as { value: string }).value,
+    );
     expect(seen.sort()).toEqual(['one', 'two']);
     anchor.requestStop();
     await within(Promise.all([fired(s1.stopSignal), fired(s2.stopSignal)]), 2_000, 'both stopSignals');
@@ -76,7 +80,10 @@ describe('per-stream path: requestStop reaches the producer', () => {
     const { consumer, producer } = await pair();
     const plain = consumer.createAnchor<string>();
     const mpsc = consumer.createMpscAnchor<string>();
-    const [s1, s2] = await Promise.all([producer.attachAnchor<string>(plain.handle), producer.attachMpscAnchor<string>(mpsc.handle)]);
+    const [s1, s2] = await Promise.all([
+      producer.attachAnchor<string>(plain.handle),
+      producer.attachMpscAnchor<string>(mpsc.handle),
+    ]);
     // The dial has just completed: the consumer has not read the preface yet.
     plain.requestStop();
     mpsc.requestStop();
@@ -91,7 +98,10 @@ describe('per-stream path: requestStop reaches the producer', () => {
     nodes.push(consumer);
     const anchor = consumer.createAnchor<string>();
     const h = parseHandle(anchor.handle);
-    const answer = (await b.request(a.self.id, ATTACH_HANDLER, { handle: u128(h.workerId, h.localId), supported_transport_keys: [TCP_STREAM_KEY] })) as {
+    const answer = (await b.request(a.self.id, ATTACH_HANDLER, {
+      handle: u128(h.workerId, h.localId),
+      supported_transport_keys: [TCP_STREAM_KEY],
+    })) as {
       Ok: { routing_session_id: string; endpoint: string };
     };
     const peer = await rawPeer(answer.Ok.endpoint, sockets, false);

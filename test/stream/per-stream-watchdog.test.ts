@@ -5,7 +5,7 @@
  * on the frames themselves (heartbeats counted as writes), never on a sleep.
  */
 import { describe, it, expect, afterEach } from 'vitest';
-import net from 'node:net';
+import type net from 'node:net';
 import { isLanemuxError } from '../../src/errors.ts';
 import { ATTACH_HANDLER, MPSC_ATTACH_HANDLER, u128 } from '../../src/stream/attach-messages.ts';
 import { TCP_STREAM_KEY } from '../../src/wire/constants.ts';
@@ -29,7 +29,11 @@ afterEach(async () => {
 /** Two nodes over tcp-stream only (mux off), the consumer advertising a 50 ms heartbeat interval. */
 async function pair() {
   const [a, b] = LoopMessenger.pair();
-  const consumer = await createNode({ messenger: a, perStream: tcpStreamTransport(), mux: { enabled: false, heartbeatInterval: HEARTBEAT_MS } });
+  const consumer = await createNode({
+    messenger: a,
+    perStream: tcpStreamTransport(),
+    mux: { enabled: false, heartbeatInterval: HEARTBEAT_MS },
+  });
   nodes.push(consumer);
   const producer = await createNode({ messenger: b, perStream: tcpStreamTransport(), mux: { enabled: false } });
   nodes.push(producer);
@@ -66,7 +70,14 @@ describe('per-stream path: the heartbeat watchdog', () => {
     const first = await within(anchor.next(), 2_000, 'the first item');
     expect(first).toEqual({ done: false, value: 'only' });
     // Nothing more, the socket stays open: three silent 50 ms windows end the stream.
-    const error = await within(anchor.next().then(() => null, (e: unknown) => e), 2_000, 'the silent stream to be dropped');
+    const error = await within(
+      anchor.next().then(
+        () => null,
+        (e: unknown) => e,
+      ),
+      2_000,
+      'the silent stream to be dropped',
+    );
     expect(isLanemuxError(error, 'ERR_SENDER_DROPPED')).toBe(true);
     expect((error as { retryable?: boolean }).retryable).toBe(true);
     await within(peer.closed, 2_000, 'the consumer to close the quiet connection');

@@ -78,7 +78,11 @@ async function setup(s: Setup) {
     return request(peer, name, body, options);
   };
   const observed = observedTransport();
-  const consumer = await createNode({ messenger: a, perStream: observed.transport, ...(s.consumerMux ? { mux: s.consumerMux } : {}) });
+  const consumer = await createNode({
+    messenger: a,
+    perStream: observed.transport,
+    ...(s.consumerMux ? { mux: s.consumerMux } : {}),
+  });
   nodes.push(consumer);
   const producer = await createNode({
     messenger: b,
@@ -109,7 +113,10 @@ const expected = Array.from({ length: 100 }, (_, i) => `tok${i}`);
 
 describe('streams over the per-stream path (tcp-stream)', () => {
   it('mux disabled on both nodes: attach negotiates tcp-stream, 100 items arrive in order, finalize ends the iterator', async () => {
-    const { consumer, producer, offers, observed } = await setup({ consumerMux: { enabled: false }, producerMux: { enabled: false } });
+    const { consumer, producer, offers, observed } = await setup({
+      consumerMux: { enabled: false },
+      producerMux: { enabled: false },
+    });
     expect(consumer.muxEnabled).toBe(false);
     expect(producer.muxEnabled).toBe(false);
     const { got, sender, anchor } = await stream100(consumer, producer, observed.accepted);
@@ -159,7 +166,10 @@ describe('streams over the per-stream path (tcp-stream)', () => {
   });
 
   it("a producer aborted by its signal ends the consumer's stream with ERR_SENDER_DROPPED", async () => {
-    const { consumer, producer, observed } = await setup({ consumerMux: { enabled: false }, producerMux: { enabled: false } });
+    const { consumer, producer, observed } = await setup({
+      consumerMux: { enabled: false },
+      producerMux: { enabled: false },
+    });
     const anchor = consumer.createAnchor<string>();
     const ac = new AbortController();
     const sender = await producer.attachAnchor<string>(anchor.handle, { signal: ac.signal });
@@ -172,7 +182,14 @@ describe('streams over the per-stream path (tcp-stream)', () => {
         ac.abort(); // leave without a terminal after the first item
       }
     })();
-    const error = await within(reading.then(() => null, (e: unknown) => e), 5_000, 'the stream to fail');
+    const error = await within(
+      reading.then(
+        () => null,
+        (e: unknown) => e,
+      ),
+      5_000,
+      'the stream to fail',
+    );
     expect(got).toEqual(['a']);
     expect(isLanemuxError(error, 'ERR_SENDER_DROPPED')).toBe(true);
     await expect(sender.send('b')).rejects.toMatchObject({ code: 'ERR_ABORTED' });
@@ -182,7 +199,10 @@ describe('streams over the per-stream path (tcp-stream)', () => {
   // lands, vitest reports these as failing ("expected to fail"): flip them to `it`.
 
   it('a reader that starts before the per-stream connection arrives gets every item', async () => {
-    const { consumer, producer, observed } = await setup({ consumerMux: { enabled: false }, producerMux: { enabled: false } });
+    const { consumer, producer, observed } = await setup({
+      consumerMux: { enabled: false },
+      producerMux: { enabled: false },
+    });
     const anchor = consumer.createAnchor<string>();
     const sender = await producer.attachAnchor<string>(anchor.handle);
     // Read at once: the producer's preface cannot have been processed yet (that needs another I/O turn).
@@ -201,7 +221,10 @@ describe('streams over the per-stream path (tcp-stream)', () => {
   });
 
   it('cancelling the anchor stops the producer', async () => {
-    const { consumer, producer, observed } = await setup({ consumerMux: { enabled: false }, producerMux: { enabled: false } });
+    const { consumer, producer, observed } = await setup({
+      consumerMux: { enabled: false },
+      producerMux: { enabled: false },
+    });
     const anchor = consumer.createAnchor<string>();
     const sender = await producer.attachAnchor<string>(anchor.handle);
     await within(observed.accepted, 5_000, 'the per-stream connection to be accepted');
@@ -211,7 +234,14 @@ describe('streams over the per-stream path (tcp-stream)', () => {
     const sending = (async () => {
       for (;;) await sender.send(item);
     })();
-    const error = await within(sending.then(() => null, (e: unknown) => e), 2_000, 'send to fail after cancel');
+    const error = await within(
+      sending.then(
+        () => null,
+        (e: unknown) => e,
+      ),
+      2_000,
+      'send to fail after cancel',
+    );
     expect(error).toBeInstanceOf(Error);
     expect(sender.cancelSignal.aborted).toBe(true);
   });

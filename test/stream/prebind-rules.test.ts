@@ -5,7 +5,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNode } from '../../src/stream/node.ts';
 import type { LanemuxNode, NodeOptions } from '../../src/stream/node.ts';
-import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import type { StreamSender } from '../../src/stream/sender.ts';
 import { decodeBatch } from '../../src/wire/decoder.ts';
 import { CloseReason, RecordType } from '../../src/wire/constants.ts';
@@ -46,10 +45,13 @@ function sentRecords(m: LoopMessenger) {
 
 const hex = (v: bigint) => `0x${v.toString(16)}`;
 const opsMetric = (n: LanemuxNode, op: string, outcome: string, scheme = 'mux') =>
-  n.metrics()[`velo_streaming_anchor_operations_total{operation="${op}",outcome="${outcome}",transport_scheme="${scheme}"}`] ?? 0;
+  n.metrics()[
+    `velo_streaming_anchor_operations_total{operation="${op}",outcome="${outcome}",transport_scheme="${scheme}"}`
+  ] ?? 0;
 
 async function closedWith(sender: StreamSender<unknown>, code: string): Promise<void> {
-  if (!sender.cancelSignal.aborted) await new Promise<void>((r) => sender.cancelSignal.addEventListener('abort', () => r(), { once: true }));
+  if (!sender.cancelSignal.aborted)
+    await new Promise<void>((r) => sender.cancelSignal.addEventListener('abort', () => r(), { once: true }));
   expect(sender.closed).toBe(true);
   await expect(sender.send('after')).rejects.toMatchObject({ code });
 }
@@ -85,11 +87,21 @@ describe('pre-bind rules', () => {
     const anchor = consumer.createAnchor<string>();
     const ticket = consumer.prebindAnchor(anchor)!;
     const bind = anchor.bind!;
-    await expect(producer.attachAnchor<string>(anchor.handle)).rejects.toMatchObject({ code: 'ERR_ATTACH_REFUSED', message: /pre-bound/ });
-    const noMux = { handle: { hi: hex(consumer.workerId), lo: hex(anchor.localId) }, supported_transport_keys: ['tcp-stream'] };
-    expect(((await mp.request(mc_id(consumer), '_anchor_attach', noMux)) as { Err?: { reason: string } }).Err?.reason).toMatch(/pre-bound/);
+    await expect(producer.attachAnchor<string>(anchor.handle)).rejects.toMatchObject({
+      code: 'ERR_ATTACH_REFUSED',
+      message: /pre-bound/,
+    });
+    const noMux = {
+      handle: { hi: hex(consumer.workerId), lo: hex(anchor.localId) },
+      supported_transport_keys: ['tcp-stream'],
+    };
+    expect(
+      ((await mp.request(mc_id(consumer), '_anchor_attach', noMux)) as { Err?: { reason: string } }).Err?.reason,
+    ).toMatch(/pre-bound/);
     const guessed = { ...noMux, session_id: hex(bind.sessionId ^ 1n), supported_transport_keys: ['messenger-mux-v2'] };
-    expect(((await mp.request(mc_id(consumer), '_anchor_attach', guessed)) as { Err?: { reason: string } }).Err?.reason).toMatch(/pre-bound/);
+    expect(
+      ((await mp.request(mc_id(consumer), '_anchor_attach', guessed)) as { Err?: { reason: string } }).Err?.reason,
+    ).toMatch(/pre-bound/);
     expect(anchor.bind).toBe(bind);
     expect(bind.ended).toBe(false);
     const read = readAll(anchor);
@@ -105,7 +117,10 @@ describe('pre-bind rules', () => {
     const s = await producer.openAnchorStream<string>(anchor.handle, consumer.prebindAnchor(anchor)!);
     await s.send('x');
     expect(anchor.bind!.claimed).toBe(true);
-    await expect(producer.attachAnchor(anchor.handle)).rejects.toMatchObject({ code: 'ERR_ATTACH_REFUSED', message: expect.stringMatching(/pre-bound/) });
+    await expect(producer.attachAnchor(anchor.handle)).rejects.toMatchObject({
+      code: 'ERR_ATTACH_REFUSED',
+      message: expect.stringMatching(/pre-bound/),
+    });
     expect(opsMetric(consumer, 'attach', 'error', 'none')).toBe(1);
     // The claimed stream is untouched.
     const read = readAll(anchor);
@@ -120,7 +135,11 @@ describe('pre-bind rules', () => {
     const ticket = consumer.prebindAnchor(anchor)!;
     const bind = anchor.bind!;
     // A producer without the mux advertises only its per-stream key (and names the ticket's session).
-    const body = { handle: { hi: hex(consumer.workerId), lo: hex(anchor.localId) }, session_id: hex(bind.sessionId), supported_transport_keys: ['tcp-stream'] };
+    const body = {
+      handle: { hi: hex(consumer.workerId), lo: hex(anchor.localId) },
+      session_id: hex(bind.sessionId),
+      supported_transport_keys: ['tcp-stream'],
+    };
     const answer = (await mp.request(mc_id(consumer), '_anchor_attach', body)) as { Err?: { reason: string } };
     expect(answer.Err?.reason).toMatch(/messenger-mux-v2/);
     expect(bind.ended, 'the pre-bind is released').toBe(true);
@@ -144,7 +163,11 @@ describe('pre-bind rules', () => {
     // Past the unattached timeout while pre-bound: the pre-bind keeps the anchor (rightly).
     await new Promise((r) => setTimeout(r, 120));
     expect(anchor.finished).toBe(false);
-    const body = { handle: { hi: hex(consumer.workerId), lo: hex(anchor.localId) }, session_id: hex(anchor.bind!.sessionId), supported_transport_keys: ['tcp-stream'] };
+    const body = {
+      handle: { hi: hex(consumer.workerId), lo: hex(anchor.localId) },
+      session_id: hex(anchor.bind!.sessionId),
+      supported_transport_keys: ['tcp-stream'],
+    };
     const answer = (await mp.request(mc_id(consumer), '_anchor_attach', body)) as { Err?: { reason: string } };
     expect(answer.Err).toBeDefined();
     expect(anchor.feedKind).toBe('none');
@@ -219,7 +242,12 @@ describe('pre-bind rules', () => {
 
   it('detach gives the pre-bind back and re-arms the unattached timer; the anchor can be attached again', async () => {
     // The unattached timer is short, the accept window long: a pre-bound anchor must not be ended by the former.
-    const { consumer, producer } = await pair({ consumer: { unattachedTimeout: 80, mux: { acceptWindow: 60_000, prebindTimeout: 60_000, creditSweepInterval: 10 } } });
+    const { consumer, producer } = await pair({
+      consumer: {
+        unattachedTimeout: 80,
+        mux: { acceptWindow: 60_000, prebindTimeout: 60_000, creditSweepInterval: 10 },
+      },
+    });
     const anchor = consumer.createAnchor<string>();
     const ticket = consumer.prebindAnchor(anchor)!;
     await new Promise((r) => setTimeout(r, 200));
@@ -247,8 +275,11 @@ describe('pre-bind rules', () => {
     expect(performance.now() - t0).toBeGreaterThanOrEqual(40);
   });
 
-  it('credit is exact: the producer holds the ticket\'s C (not its own config) and gets no CreditUpdate on claim', async () => {
-    const { consumer, producer, mc } = await pair({ consumer: { mux: { initialCredit: 3 } }, producer: { mux: { initialCredit: 50 } } });
+  it("credit is exact: the producer holds the ticket's C (not its own config) and gets no CreditUpdate on claim", async () => {
+    const { consumer, producer, mc } = await pair({
+      consumer: { mux: { initialCredit: 3 } },
+      producer: { mux: { initialCredit: 50 } },
+    });
     const anchor = consumer.createAnchor<number>();
     const ticket = consumer.prebindAnchor(anchor)!;
     expect(anchor.bind!.limit).toBe(3);
@@ -284,7 +315,9 @@ describe('pre-bind rules', () => {
     const noMux = await createNode({ messenger: m, mux: { enabled: false } });
     nodes.push(noMux);
     expect(noMux.prebindAnchor(noMux.createAnchor())).toBeUndefined();
-    expect(Object.keys(noMux.metrics()).filter((k) => k.includes('operation="prebind"') && (noMux.metrics()[k] ?? 0) > 0)).toEqual([]);
+    expect(
+      Object.keys(noMux.metrics()).filter((k) => k.includes('operation="prebind"') && (noMux.metrics()[k] ?? 0) > 0),
+    ).toEqual([]);
   });
 });
 
@@ -314,7 +347,9 @@ describe('the accept window', () => {
   });
 
   it('an answered attach whose OpenSlot never arrives is reaped by its own accept window (mux.acceptWindow)', async () => {
-    const { consumer, producer, mp } = await pair({ consumer: { mux: { acceptWindow: 80, prebindTimeout: 60_000, creditSweepInterval: 10 } } });
+    const { consumer, producer, mp } = await pair({
+      consumer: { mux: { acceptWindow: 80, prebindTimeout: 60_000, creditSweepInterval: 10 } },
+    });
     const anchor = consumer.createAnchor<string>();
     mp.holdDelivery(); // the producer's OpenSlot batch waits; the attach answer does not
     const s = await producer.attachAnchor<string>(anchor.handle);

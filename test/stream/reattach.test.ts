@@ -5,7 +5,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNode } from '../../src/stream/node.ts';
 import type { LanemuxNode, NodeOptions } from '../../src/stream/node.ts';
-import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
 import { closeAll, tcpNode } from '../integration/helpers.ts';
 import { tcpStreamTransport } from '../../src/adapters/node-tcp-stream.ts';
@@ -40,7 +39,7 @@ const stall = (n: LanemuxNode): number => n.metrics()['velo_streaming_mux_reader
 const lost = (n: LanemuxNode): number => n.metrics()['velo_streaming_mux_credit_lost_total'] ?? 0;
 
 describe('re-attach after detach, the consumer not reading', () => {
-  it('same worker: a new sender attaches right after await detach(); the consumer reads each sender\'s items in attach order', async () => {
+  it("same worker: a new sender attaches right after await detach(); the consumer reads each sender's items in attach order", async () => {
     const { consumer } = await pair();
     const anchor = consumer.createAnchor<string>();
     const first = await consumer.attachAnchor<string>(anchor.handle);
@@ -166,7 +165,9 @@ describe('re-attach after detach, the consumer not reading', () => {
     const local = anchor.handle;
     await settle();
     anchor.cancel();
-    await new Promise<void>((r) => (second.cancelSignal.aborted ? r() : second.cancelSignal.addEventListener('abort', () => r(), { once: true })));
+    await new Promise<void>((r) =>
+      second.cancelSignal.aborted ? r() : second.cancelSignal.addEventListener('abort', () => r(), { once: true }),
+    );
     await expect(second.send('b2')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
     await expect(producer.attachAnchor(local)).rejects.toMatchObject({ code: 'ERR_ATTACH_REFUSED' });
     await settle();
@@ -174,7 +175,7 @@ describe('re-attach after detach, the consumer not reading', () => {
     expect(consumer.metricsRegistry.activeAnchors).toBe(0);
   });
 
-  it('a sender that goes away behind a detached one ends the stream ERR_SENDER_DROPPED after both senders\' items', async () => {
+  it("a sender that goes away behind a detached one ends the stream ERR_SENDER_DROPPED after both senders' items", async () => {
     const { consumer } = await pair();
     const anchor = consumer.createAnchor<string>();
     const first = await consumer.attachAnchor<string>(anchor.handle);
@@ -205,7 +206,9 @@ describe('re-attach after detach, the consumer not reading', () => {
     const second = await consumer.attachAnchor<string>(anchor.handle);
     await second.send('b1');
     mp.kill();
-    await new Promise<void>((r) => (second.cancelSignal.aborted ? r() : second.cancelSignal.addEventListener('abort', () => r(), { once: true })));
+    await new Promise<void>((r) =>
+      second.cancelSignal.aborted ? r() : second.cancelSignal.addEventListener('abort', () => r(), { once: true }),
+    );
     await expect(second.send('b2')).rejects.toMatchObject({ code: 'ERR_STREAM_CLOSED' });
     expect(await second.retired()).toBe('Discarded');
     expect(consumer.metricsRegistry.activeAnchors, 'the anchor is forgotten with its dropped sender').toBe(0);
@@ -226,8 +229,14 @@ describe('re-attach after detach, the consumer not reading', () => {
       await s.send(i);
       await s.detach();
     }
-    await expect(producer.attachAnchor(anchor.handle)).rejects.toMatchObject({ code: 'ERR_ATTACH_REFUSED', message: /not read/ });
-    await expect(consumer.attachAnchor(anchor.handle)).rejects.toMatchObject({ code: 'ERR_ATTACH_REFUSED', message: /not read/ });
+    await expect(producer.attachAnchor(anchor.handle)).rejects.toMatchObject({
+      code: 'ERR_ATTACH_REFUSED',
+      message: /not read/,
+    });
+    await expect(consumer.attachAnchor(anchor.handle)).rejects.toMatchObject({
+      code: 'ERR_ATTACH_REFUSED',
+      message: /not read/,
+    });
     const it = anchor[Symbol.asyncIterator]();
     expect(await it.next()).toEqual({ done: false, value: 0 });
     expect(await it.next()).toEqual({ done: false, value: 1 });

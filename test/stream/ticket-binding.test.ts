@@ -8,7 +8,6 @@ import { attachResponseSchema, mpscAttachResponseSchema, u128 } from '../../src/
 import { parseTicket } from '../../src/stream/ticket.ts';
 import { parseHandle } from '../../src/stream/handle.ts';
 import type { LanemuxNode } from '../../src/stream/node.ts';
-import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import { nodePair } from '../support/node-pair.ts';
 import { readAll } from '../support/read-all.ts';
 
@@ -18,7 +17,8 @@ afterEach(async () => {
 });
 
 const b64url = (bytes: Uint8Array): string => Buffer.from(bytes).toString('base64url');
-const body = (ticket: string): Record<string, unknown> => msgpackDecode(Buffer.from(ticket, 'base64url')) as Record<string, unknown>;
+const body = (ticket: string): Record<string, unknown> =>
+  msgpackDecode(Buffer.from(ticket, 'base64url')) as Record<string, unknown>;
 const encode = (o: Record<string, unknown>): string => b64url(msgpackEncode(o));
 
 async function settle(): Promise<void> {
@@ -33,7 +33,7 @@ describe('a ticket is bound to its anchor', () => {
     expect(t.anchor_id).toBe(parseHandle(anchor.handle).localId);
   });
 
-  it('openAnchorStream with another anchor\'s handle rejects ERR_INVALID_TICKET and sends nothing; both pre-binds stay usable', async () => {
+  it("openAnchorStream with another anchor's handle rejects ERR_INVALID_TICKET and sends nothing; both pre-binds stay usable", async () => {
     const { consumer, producer, remote } = await nodePair(nodes);
     const a = consumer.createAnchor<string>();
     const b = consumer.createAnchor<string>();
@@ -70,10 +70,12 @@ describe('a ticket is bound to its anchor', () => {
     const anchor = consumer.createAnchor();
     const good = body(consumer.prebindAnchor(anchor)!);
     for (const bad of [7, '0X1', 'lmx1.00', null]) {
-      await expect(producer.openAnchorStream(anchor.handle, encode({ ...good, anchor_id: bad }))).rejects.toMatchObject({
-        code: 'ERR_INVALID_TICKET',
-        message: expect.stringContaining('anchor_id'),
-      });
+      await expect(producer.openAnchorStream(anchor.handle, encode({ ...good, anchor_id: bad }))).rejects.toMatchObject(
+        {
+          code: 'ERR_INVALID_TICKET',
+          message: expect.stringContaining('anchor_id'),
+        },
+      );
     }
   });
 });
@@ -102,7 +104,9 @@ describe('unknown fields are ignored; known fields keep their checks', () => {
       ['lane', 16],
       ['heartbeat_interval_ms', -1],
     ] as const) {
-      await expect(producer.openAnchorStream(anchor.handle, encode({ ...good, future_field: 1, [field]: value }))).rejects.toMatchObject({
+      await expect(
+        producer.openAnchorStream(anchor.handle, encode({ ...good, future_field: 1, [field]: value })),
+      ).rejects.toMatchObject({
         code: 'ERR_INVALID_TICKET',
         message: expect.stringContaining(field),
       });
@@ -111,7 +115,14 @@ describe('unknown fields are ignored; known fields keep their checks', () => {
   });
 
   it('a ticket stays bounded in size: unknown fields past the limit are refused ERR_INVALID_TICKET', () => {
-    const t = encode({ streaming_transport_key: 'messenger-mux-v2', heartbeat_interval_ms: 5000, routing_session_id: '0x1', initial_credit: 4, slot_byte_budget: 0, pad: 'x'.repeat(2000) });
+    const t = encode({
+      streaming_transport_key: 'messenger-mux-v2',
+      heartbeat_interval_ms: 5000,
+      routing_session_id: '0x1',
+      initial_credit: 4,
+      slot_byte_budget: 0,
+      pad: 'x'.repeat(2000),
+    });
     expect(() => parseTicket(t)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_TICKET' }));
   });
 
@@ -137,7 +148,14 @@ describe('unknown fields are ignored; known fields keep their checks', () => {
   });
 
   it('attach answers with fields this version does not know parse; a known field of the wrong type does not', () => {
-    const ok = { streaming_transport_key: 'messenger-mux-v2', heartbeat_interval_ms: 5000, routing_session_id: '0x2a', initial_credit: 8, slot_byte_budget: 0, future_field: [1] };
+    const ok = {
+      streaming_transport_key: 'messenger-mux-v2',
+      heartbeat_interval_ms: 5000,
+      routing_session_id: '0x2a',
+      initial_credit: 8,
+      slot_byte_budget: 0,
+      future_field: [1],
+    };
     const r = attachResponseSchema.safeParse({ Ok: ok });
     expect(r.success && 'Ok' in r.data && r.data.Ok.routing_session_id).toBe(42n);
     expect(attachResponseSchema.safeParse({ Err: { reason: 'no', future_field: 1 } }).success).toBe(true);

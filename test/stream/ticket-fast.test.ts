@@ -30,7 +30,11 @@ function slow(bytes: Uint8Array): { ok: true; data: unknown } | { ok: false } {
 }
 
 const hex = (v: bigint): string => `0x${BigInt.asUintN(64, v).toString(16)}`;
-const b64url = (bytes: Uint8Array): string => btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+const b64url = (bytes: Uint8Array): string =>
+  btoa(String.fromCharCode(...bytes))
+    .replace(/\+/g, '-')
+    .replace(/\//g, '_')
+    .replace(/=+$/, '');
 
 /** The body lanemux writes for `t` (lane omitted when 0, anchor_id last when present), through the real encoder. */
 function referenceBytes(t: StreamOpenTicket): Uint8Array {
@@ -46,9 +50,48 @@ function referenceBytes(t: StreamOpenTicket): Uint8Array {
   return new Encoder().encode(body);
 }
 
-const KEYS = ['messenger-mux-v2', 'tcp-stream', '', 'x'.repeat(31), 'y'.repeat(32), 'z'.repeat(64), 'k'.repeat(65), 'клю', 'a\u0000b'];
-const INTS = [0, 1, 15, 16, 127, 128, 255, 256, 5000, 65_535, 65_536, 86_400_000, 86_400_001, 2 ** 32 - 1, 2 ** 32, 2 ** 40, 2 ** 40 + 1, 2 ** 53 - 1];
-const SESSIONS = [0n, 1n, 31n, 2n ** 32n - 1n, 2n ** 32n, 2n ** 52n, 2n ** 53n + 7n, 2n ** 64n - 1n, 0x0123456789abcdefn];
+const KEYS = [
+  'messenger-mux-v2',
+  'tcp-stream',
+  '',
+  'x'.repeat(31),
+  'y'.repeat(32),
+  'z'.repeat(64),
+  'k'.repeat(65),
+  'клю',
+  'a\u0000b',
+];
+const INTS = [
+  0,
+  1,
+  15,
+  16,
+  127,
+  128,
+  255,
+  256,
+  5000,
+  65_535,
+  65_536,
+  86_400_000,
+  86_400_001,
+  2 ** 32 - 1,
+  2 ** 32,
+  2 ** 40,
+  2 ** 40 + 1,
+  2 ** 53 - 1,
+];
+const SESSIONS = [
+  0n,
+  1n,
+  31n,
+  2n ** 32n - 1n,
+  2n ** 32n,
+  2n ** 52n,
+  2n ** 53n + 7n,
+  2n ** 64n - 1n,
+  0x0123456789abcdefn,
+];
 
 function pick<T>(r: () => number, xs: readonly T[]): T {
   return xs[Math.floor(r() * xs.length)]!;
@@ -123,7 +166,9 @@ function variants(r: () => number, t: StreamOpenTicket): Uint8Array[] {
     asMap(replace(new Uint8Array([1, 2]))),
     asMap(replace(BigInt(t.heartbeat_interval_ms))),
     new Encoder({ forceIntegerToFloat: true }).encode(Object.fromEntries(base)),
-    new Encoder({ useBigInt64: true }).encode(Object.fromEntries(base.map(([k, v]) => [k, typeof v === 'number' && v > 2 ** 31 ? BigInt(v) : v]))),
+    new Encoder({ useBigInt64: true }).encode(
+      Object.fromEntries(base.map(([k, v]) => [k, typeof v === 'number' && v > 2 ** 31 ? BigInt(v) : v])),
+    ),
     enc.encode([t.streaming_transport_key]),
     enc.encode(Object.fromEntries(base.map(([k, v]) => [k.toUpperCase(), v]))),
   ];
@@ -212,7 +257,13 @@ describe('zero-RTT ticket fast paths', () => {
       const good = b64url(referenceBytes(t));
       const p = Math.floor(r() * good.length);
       const c = alphabet[Math.floor(r() * alphabet.length)]!;
-      for (const text of [good, good.slice(0, p) + c + good.slice(p + 1), good.slice(0, p), good + c, good.slice(0, p) + good.slice(p + 1)]) {
+      for (const text of [
+        good,
+        good.slice(0, p) + c + good.slice(p + 1),
+        good.slice(0, p),
+        good + c,
+        good.slice(0, p) + good.slice(p + 1),
+      ]) {
         const want = reference(text);
         let got: unknown;
         try {
@@ -228,8 +279,15 @@ describe('zero-RTT ticket fast paths', () => {
     }
   });
 
-  it('parseTicket round-trips and keeps zod\'s message for a bad field', () => {
-    const t: StreamOpenTicket = { streaming_transport_key: 'messenger-mux-v2', heartbeat_interval_ms: 5000, routing_session_id: 2n ** 63n + 5n, initial_credit: 32, slot_byte_budget: 2 ** 20, lane: 3 };
+  it("parseTicket round-trips and keeps zod's message for a bad field", () => {
+    const t: StreamOpenTicket = {
+      streaming_transport_key: 'messenger-mux-v2',
+      heartbeat_interval_ms: 5000,
+      routing_session_id: 2n ** 63n + 5n,
+      initial_credit: 32,
+      slot_byte_budget: 2 ** 20,
+      lane: 3,
+    };
     expect(parseTicket(encodeTicket(t))).toStrictEqual(t);
     const bound: StreamOpenTicket = { ...t, anchor_id: 2n ** 63n - 1n };
     expect(parseTicket(encodeTicket(bound))).toStrictEqual(bound);

@@ -3,7 +3,17 @@
  * order on a microtask, every batch written is recorded, and admission can be stalled (the gate
  * then holds exactly one frame) or refused.
  */
-import type { Admission, DialEndedEvent, Messenger, MessageHandler, MessengerErrorEvent, MessengerStats, PeerGoneEvent, PeerInfo, RequestHandler } from '../../src/messenger/types.ts';
+import type {
+  Admission,
+  DialEndedEvent,
+  Messenger,
+  MessageHandler,
+  MessengerErrorEvent,
+  MessengerStats,
+  PeerGoneEvent,
+  PeerInfo,
+  RequestHandler,
+} from '../../src/messenger/types.ts';
 
 let nextWorker = 0x1000n;
 
@@ -128,7 +138,12 @@ export class LoopMessenger implements Messenger {
     return this.#stalled.length;
   }
 
-  async request(_peer: string, name: string, body: unknown, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<unknown> {
+  async request(
+    _peer: string,
+    name: string,
+    body: unknown,
+    options: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<unknown> {
     const r = this.remote!;
     options.signal?.throwIfAborted();
     const h = r.#requests.get(name);
@@ -165,15 +180,32 @@ export class LoopMessenger implements Messenger {
   reportGone(epoch: number): void {
     const r = this.remote;
     if (!r) return;
-    for (const l of this.#gone) l({ peer: r.self.id, code: 'ERR_PEER_GONE', reason: 'superseded link', epoch, error: new Error('superseded link') });
+    for (const l of this.#gone)
+      l({
+        peer: r.self.id,
+        code: 'ERR_PEER_GONE',
+        reason: 'superseded link',
+        epoch,
+        error: new Error('superseded link'),
+      });
   }
 
   /** Simulate the connection dying: both sides report the other gone. */
   kill(): void {
     const r = this.remote;
-    for (const [m, other] of [[this, r], [r, this]] as const) {
+    for (const [m, other] of [
+      [this, r],
+      [r, this],
+    ] as const) {
       if (!m || !other) continue;
-      for (const l of m.#gone) l({ peer: other.self.id, code: 'ERR_PEER_GONE', reason: 'connection killed', epoch: 1, error: new Error('connection killed') });
+      for (const l of m.#gone)
+        l({
+          peer: other.self.id,
+          code: 'ERR_PEER_GONE',
+          reason: 'connection killed',
+          epoch: 1,
+          error: new Error('connection killed'),
+        });
     }
     this.closed = true;
     if (r) r.closed = true;

@@ -4,7 +4,12 @@
  * Resolve when `predicate` holds, checking every `everyMs`; reject after `timeoutMs` naming `what`.
  * Defaults: 5 s, checked every 5 ms.
  */
-export async function waitFor(predicate: () => boolean, timeoutMs = 5_000, what = 'condition', everyMs = 5): Promise<void> {
+export async function waitFor(
+  predicate: () => boolean,
+  timeoutMs = 5_000,
+  what = 'condition',
+  everyMs = 5,
+): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   while (!predicate()) {
     if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);

@@ -66,7 +66,10 @@ export function authSuite(h: AuthHarness): void {
       const good = await node(h.client('good'));
       const goodPeer = await good.connect(server.addresses[0]!);
       const bad = await node(h.client('bad'));
-      const e = await bad.connect(server.addresses[0]!, { timeoutMs: 5_000 }).then(() => undefined, (x: unknown) => x);
+      const e = await bad.connect(server.addresses[0]!, { timeoutMs: 5_000 }).then(
+        () => undefined,
+        (x: unknown) => x,
+      );
       expect(e).toMatchObject({ code: 'ERR_UNAUTHENTICATED', retryable: false });
       const callsAfterRefusal = calls;
       expect(await good.request(goodPeer.id, 'echo', 'still here')).toBe('still here');
@@ -82,14 +85,25 @@ export function authSuite(h: AuthHarness): void {
 
   it(`${h.name}: a throwing hook refuses; a credential function is called on every connect${h.reconnects ? ' and reconnect, so a refreshed token is what the server sees' : ''}`, async () => {
     try {
-      const thrower = await node(h.server(() => {
-        throw new Error('database down');
-      }));
+      const thrower = await node(
+        h.server(() => {
+          throw new Error('database down');
+        }),
+      );
       const c0 = await node(h.client('x'));
-      await expect(c0.connect(thrower.addresses[0]!, { timeoutMs: 5_000 })).rejects.toMatchObject({ code: 'ERR_UNAUTHENTICATED' });
+      await expect(c0.connect(thrower.addresses[0]!, { timeoutMs: 5_000 })).rejects.toMatchObject({
+        code: 'ERR_UNAUTHENTICATED',
+      });
 
       const tokens: string[] = [];
-      const server = await node(h.server((req) => (tokens.push(req.credential ?? ''), req.credential?.startsWith('t') === true ? `user-${req.credential}` : null)));
+      const server = await node(
+        h.server(
+          (req) => (
+            tokens.push(req.credential ?? ''),
+            req.credential?.startsWith('t') === true ? `user-${req.credential}` : null
+          ),
+        ),
+      );
       let n = 0;
       const client = await node(h.client(async () => `t${++n}`));
       const peer = await client.connect(server.addresses[0]!);

@@ -3,7 +3,7 @@
  * the transport rules around it: the worker id of an authenticated link is bound to its identity,
  * the lanes of a link join only with the claim token of its lane-0 answer.
  */
-import net from 'node:net';
+import type net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { createMessenger } from '../../src/messenger/messenger.ts';
@@ -19,18 +19,41 @@ import { waitFor } from '../support/wait-for.ts';
 import { rawPeer } from './raw-peer.ts';
 
 const network = createMemoryNetwork();
-const fastWs = { WebSocket: WebSocket as unknown as WebSocketConstructor, minReconnectionDelay: 20, reconnectionJitter: 20, maxReconnectionDelay: 100 };
+const fastWs = {
+  WebSocket: WebSocket as unknown as WebSocketConstructor,
+  minReconnectionDelay: 20,
+  reconnectionJitter: 20,
+  maxReconnectionDelay: 100,
+};
 
 describe('authenticate on Node TCP', () => {
-  authSuite({ name: 'tcp', upgrade: false, reconnects: false, server: (authenticate) => tcpTransport({ authenticate, closeGraceMs: 100 }), client: (credential) => tcpTransport({ listen: false, credential, closeGraceMs: 100 }) });
+  authSuite({
+    name: 'tcp',
+    upgrade: false,
+    reconnects: false,
+    server: (authenticate) => tcpTransport({ authenticate, closeGraceMs: 100 }),
+    client: (credential) => tcpTransport({ listen: false, credential, closeGraceMs: 100 }),
+  });
 });
 
 describe('authenticate on the ws server (ws), partysocket client', () => {
-  authSuite({ name: 'ws-server', upgrade: true, reconnects: true, server: (authenticate) => webSocketServerTransport({ authenticate, closeGraceMs: 100 }), client: (credential) => webSocketClientTransport({ ...fastWs, credential }) });
+  authSuite({
+    name: 'ws-server',
+    upgrade: true,
+    reconnects: true,
+    server: (authenticate) => webSocketServerTransport({ authenticate, closeGraceMs: 100 }),
+    client: (credential) => webSocketClientTransport({ ...fastWs, credential }),
+  });
 });
 
 describe('authenticate on the memory transport', () => {
-  authSuite({ name: 'memory', upgrade: false, reconnects: false, server: (authenticate) => memoryTransport({ network, authenticate }), client: (credential) => memoryTransport({ network, listen: false, credential }) });
+  authSuite({
+    name: 'memory',
+    upgrade: false,
+    reconnects: false,
+    server: (authenticate) => memoryTransport({ network, authenticate }),
+    client: (credential) => memoryTransport({ network, listen: false, credential }),
+  });
 });
 
 const open: Messenger[] = [];
@@ -40,8 +63,15 @@ afterEach(async () => {
   for (const m of open.splice(0)) await m.close();
 });
 
-async function tcpNode(extra: Parameters<typeof createMessenger>[0] extends infer O ? Partial<O> : never, listen = true): Promise<Messenger> {
-  const m = await createMessenger({ transports: [tcpTransport({ listen, closeGraceMs: 100 })], healthCheck: false, ...extra });
+async function tcpNode(
+  extra: Parameters<typeof createMessenger>[0] extends infer O ? Partial<O> : never,
+  listen = true,
+): Promise<Messenger> {
+  const m = await createMessenger({
+    transports: [tcpTransport({ listen, closeGraceMs: 100 })],
+    healthCheck: false,
+    ...extra,
+  });
   open.push(m);
   return m;
 }
@@ -73,10 +103,18 @@ describe('worker ids and identities', () => {
   it('without authenticate, a dead link whose peer restarted is found by the check the new HELLO triggers, and the retry gets in', async () => {
     const server = await tcpNode({});
     // The "old process": a raw socket that completed a HELLO and then went silent (half-open).
-    const ghost = await rawPeer(server.addresses[0]!, sockets, { worker: '0000000000000044', instance: 'old', session: 9, claim: '' });
+    const ghost = await rawPeer(server.addresses[0]!, sockets, {
+      worker: '0000000000000044',
+      instance: 'old',
+      session: 9,
+      claim: '',
+    });
     await waitFor(() => server.peers().length === 1, 5_000, 'ghost linked');
     const restarted = await tcpNode({ workerId: 0x44n, instanceId: 'new' }, false);
-    await expect(restarted.connect(server.addresses[0]!)).rejects.toMatchObject({ code: 'ERR_WORKER_ID_IN_USE', retryable: true });
+    await expect(restarted.connect(server.addresses[0]!)).rejects.toMatchObject({
+      code: 'ERR_WORKER_ID_IN_USE',
+      retryable: true,
+    });
     // The ghost does not answer the check: its link is closed, and the retry links.
     await ghost.closed;
     await restarted.connect(server.addresses[0]!);
@@ -91,14 +129,30 @@ describe('worker ids and identities', () => {
     client.disconnect(peer.id, 'blink');
     const again = await client.connect(server.addresses[0]!);
     expect(again.id).toBe(peer.id);
-    await waitFor(() => server.peers().length === 1 && server.stats().refused.worker_id_in_use === 0, 5_000, 'one link');
+    await waitFor(
+      () => server.peers().length === 1 && server.stats().refused.worker_id_in_use === 0,
+      5_000,
+      'one link',
+    );
   });
 
   it('a lane that does not present the claim token of its lane-0 answer cannot join the link being formed', async () => {
-    const server = await createMessenger({ transports: [tcpTransport({ closeGraceMs: 100 })], healthCheck: false, lanes: 2 });
+    const server = await createMessenger({
+      transports: [tcpTransport({ closeGraceMs: 100 })],
+      healthCheck: false,
+      lanes: 2,
+    });
     open.push(server);
     const worker = '0000000000000046';
-    const hello = { protocolVersion: PROTOCOL_VERSION, worker, instance: 'i', session: 77, lanes: 2, maxMessageSize: 1 << 20, keys: [] as string[] };
+    const hello = {
+      protocolVersion: PROTOCOL_VERSION,
+      worker,
+      instance: 'i',
+      session: 77,
+      lanes: 2,
+      maxMessageSize: 1 << 20,
+      keys: [] as string[],
+    };
     const lane0 = await rawPeer(server.addresses[0]!, sockets, { ...hello, lane: 0, claim: '' });
     await waitFor(() => lane0.frames.length === 1, 5_000, 'lane-0 answer');
     const answer = decodeHello(lane0.frames[0]!, PROTOCOL_VERSION);

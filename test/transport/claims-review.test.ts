@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
-import net from 'node:net';
+import type net from 'node:net';
 import { decodeGoaway } from '../../src/transport/hello.ts';
 import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { rawPeer } from './raw-peer.ts';
@@ -20,7 +20,11 @@ afterEach(async () => {
 });
 
 async function node(extra: Partial<MessengerOptions> = {}, listen = true): Promise<Messenger> {
-  const m = await createMessenger({ transports: [tcpTransport({ listen, closeGraceMs: 100 })], healthCheck: false, ...extra });
+  const m = await createMessenger({
+    transports: [tcpTransport({ listen, closeGraceMs: 100 })],
+    healthCheck: false,
+    ...extra,
+  });
   open.push(m);
   return m;
 }
@@ -40,7 +44,11 @@ describe('claims from the dialling side and eviction order', () => {
   });
 
   it('a HELLO that authenticate refuses evicts no idle link at maxPeers', async () => {
-    const server = await node({ maxPeers: 1, authenticate: (r) => (r.credential === 'ok' ? 'ok' : null), healthCheck: { intervalMs: 30, timeoutMs: 5_000 } });
+    const server = await node({
+      maxPeers: 1,
+      authenticate: (r) => (r.credential === 'ok' ? 'ok' : null),
+      healthCheck: { intervalMs: 30, timeoutMs: 5_000 },
+    });
     const idle = await node({ credential: 'ok' }, false);
     await idle.connect(server.addresses[0]!);
     const gone: string[] = [];
@@ -76,7 +84,10 @@ describe('claims from the dialling side and eviction order', () => {
     // A third HELLO evicts the oldest waiting connection, but its call is still running: refused.
     const third = await rawPeer(server.addresses[0]!, sockets, { worker: '0000000000000083' });
     await third.closed;
-    expect(decodeGoaway(third.frames.find((f) => f[0] === 0xf1)!)).toMatchObject({ code: 'ERR_TOO_MANY_PEERS', message: /authentications are in flight/ });
+    expect(decodeGoaway(third.frames.find((f) => f[0] === 0xf1)!)).toMatchObject({
+      code: 'ERR_TOO_MANY_PEERS',
+      message: /authentications are in flight/,
+    });
     expect(calls).toBe(2);
   });
 

@@ -86,7 +86,11 @@ describe('crossed dials and worker-id claims', () => {
         const gone: string[] = [];
         a.onPeerGone((e) => gone.push(e.code));
         b.onPeerGone((e) => gone.push(e.code));
-        const [pa, pb] = await within(Promise.all([a.connect(b.addresses[0]!), b.connect(a.addresses[0]!)]), 5_000, 'both connects');
+        const [pa, pb] = await within(
+          Promise.all([a.connect(b.addresses[0]!), b.connect(a.addresses[0]!)]),
+          5_000,
+          'both connects',
+        );
         expect(pa.id).toBe(b.self.id);
         expect(pb.id).toBe(a.self.id);
         await waitFor(() => a.peers().length === 1 && b.peers().length === 1, 5_000, 'one link on each side');

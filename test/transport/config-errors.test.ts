@@ -15,7 +15,11 @@ import { TransportError } from '../../src/transport/errors.ts';
 import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
 import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 
-const host: ListenHost = { frameLimit: 4096, maxMessageSize: 1 << 20, accept: (c) => c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort') };
+const host: ListenHost = {
+  frameLimit: 4096,
+  maxMessageSize: 1 << 20,
+  accept: (c) => c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort'),
+};
 
 const adapters: TransportAdapter[] = [];
 const messengers: Messenger[] = [];
@@ -52,7 +56,10 @@ describe('configuration errors of adapters and the messenger', () => {
     const tls = thrown(() => tcpTransport({ tls: { cert: 'c' } })) as ConfigError;
     expect(tls).toBeInstanceOf(ConfigError);
     expect([...tls.fields].sort()).toEqual(['tls.cert', 'tls.key']);
-    expect(thrown(() => webSocketServerTransport({ path: 'no-slash' }))).toMatchObject({ code: 'ERR_INVALID_CONFIG', field: 'path' });
+    expect(thrown(() => webSocketServerTransport({ path: 'no-slash' }))).toMatchObject({
+      code: 'ERR_INVALID_CONFIG',
+      field: 'path',
+    });
     expect(thrown(() => memoryTransport({ name: 'a b' }))).toMatchObject({ code: 'ERR_INVALID_CONFIG', field: 'name' });
   });
 
@@ -70,16 +77,30 @@ describe('configuration errors of adapters and the messenger', () => {
   });
 
   it('createMessenger: bad options are a ConfigError naming them', async () => {
-    const e = (await rejection(createMessenger({ transports: [memoryTransport({ network: createMemoryNetwork() })], lanes: 17, maxPeers: 0 }))) as ConfigError;
+    const e = (await rejection(
+      createMessenger({ transports: [memoryTransport({ network: createMemoryNetwork() })], lanes: 17, maxPeers: 0 }),
+    )) as ConfigError;
     expect(e).toBeInstanceOf(ConfigError);
     expect([...e.fields].sort()).toEqual(['lanes', 'maxPeers']);
-    expect(await rejection(createMessenger({ transports: [] }))).toMatchObject({ code: 'ERR_INVALID_CONFIG', field: 'transports' });
+    expect(await rejection(createMessenger({ transports: [] }))).toMatchObject({
+      code: 'ERR_INVALID_CONFIG',
+      field: 'transports',
+    });
   });
 
   it('dev certificates: out-of-range validity, bad names and a bad overlap are ConfigErrors naming the option', async () => {
-    expect(await rejection(createDevCertificate({ validityMs: 0 }))).toMatchObject({ code: 'ERR_INVALID_CONFIG', field: 'validityMs' });
-    expect(await rejection(createDevCertificate({ ipAddresses: ['300.1.1.1'] }))).toMatchObject({ code: 'ERR_INVALID_CONFIG', field: 'ipAddresses' });
-    expect(await rejection(createDevCertificate({ dnsNames: ['bad name'] }))).toMatchObject({ code: 'ERR_INVALID_CONFIG', field: 'dnsNames' });
+    expect(await rejection(createDevCertificate({ validityMs: 0 }))).toMatchObject({
+      code: 'ERR_INVALID_CONFIG',
+      field: 'validityMs',
+    });
+    expect(await rejection(createDevCertificate({ ipAddresses: ['300.1.1.1'] }))).toMatchObject({
+      code: 'ERR_INVALID_CONFIG',
+      field: 'ipAddresses',
+    });
+    expect(await rejection(createDevCertificate({ dnsNames: ['bad name'] }))).toMatchObject({
+      code: 'ERR_INVALID_CONFIG',
+      field: 'dnsNames',
+    });
     const overlap = await rejection(createCertificateRotation({ validityMs: 1000, overlapMs: 1000 }));
     expect(overlap).toBeInstanceOf(ConfigError);
     expect(overlap).toMatchObject({ field: 'overlapMs' });
@@ -87,9 +108,15 @@ describe('configuration errors of adapters and the messenger', () => {
 
   it('a credential function that returns something other than a short string fails the connect with a ConfigError', async () => {
     const network = createMemoryNetwork();
-    const server = await createMessenger({ transports: [memoryTransport({ network, name: 'cred-server' })], healthCheck: false });
+    const server = await createMessenger({
+      transports: [memoryTransport({ network, name: 'cred-server' })],
+      healthCheck: false,
+    });
     messengers.push(server);
-    const client = await createMessenger({ transports: [memoryTransport({ network, listen: false, credential: () => 42 as never })], healthCheck: false });
+    const client = await createMessenger({
+      transports: [memoryTransport({ network, listen: false, credential: () => 42 as never })],
+      healthCheck: false,
+    });
     messengers.push(client);
     const e = await rejection(client.connect('memory://cred-server'));
     expect(e).toBeInstanceOf(ConfigError);

@@ -6,7 +6,12 @@ import { isLanemuxError } from '../../src/errors.ts';
 import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
 import type { Messenger, PeerInfo } from '../../src/messenger/types.ts';
 import { encodeHello } from '../../src/transport/hello.ts';
-import { HELLO_FRAME_LIMIT, PROTOCOL_VERSION, type Connection, type TransportAdapter } from '../../src/transport/port.ts';
+import {
+  HELLO_FRAME_LIMIT,
+  PROTOCOL_VERSION,
+  type Connection,
+  type TransportAdapter,
+} from '../../src/transport/port.ts';
 import { LanemuxError } from '../../src/errors.ts';
 import { intact, isSettled, nextGone, nextPeer, readTag, tagged, within } from './helpers.ts';
 import { waitFor } from '../support/wait-for.ts';
@@ -47,7 +52,11 @@ export function transportConformance(h: Harness): void {
     await Promise.all(adapters.splice(0).map((a) => a.close()));
   });
 
-  async function node(role: 'server' | 'client', extra: Partial<MessengerOptions> = {}, at?: string): Promise<Messenger> {
+  async function node(
+    role: 'server' | 'client',
+    extra: Partial<MessengerOptions> = {},
+    at?: string,
+  ): Promise<Messenger> {
     const m = await createMessenger({
       transports: role === 'server' ? h.server(at) : h.client(),
       lanes: h.lanes,
@@ -60,7 +69,10 @@ export function transportConformance(h: Harness): void {
     return m;
   }
 
-  async function pair(serverExtra: Partial<MessengerOptions> = {}, clientExtra: Partial<MessengerOptions> = {}): Promise<{ server: Messenger; client: Messenger; atServer: PeerInfo; atClient: PeerInfo }> {
+  async function pair(
+    serverExtra: Partial<MessengerOptions> = {},
+    clientExtra: Partial<MessengerOptions> = {},
+  ): Promise<{ server: Messenger; client: Messenger; atServer: PeerInfo; atClient: PeerInfo }> {
     const server = await node('server', serverExtra);
     const client = await node('client', clientExtra);
     const seen = nextPeer(server);
@@ -152,7 +164,11 @@ export function transportConformance(h: Harness): void {
       ...peersAtServer.map((id) => pump(server, id)),
     ]);
     const expected = Array.from({ length: perSender }, (_, i) => i);
-    await waitFor(() => [...got.values()].reduce((n, l) => n + l.length, 0) === perSender * h.lanes * clients.length * 2, 5_000, 'all messages');
+    await waitFor(
+      () => [...got.values()].reduce((n, l) => n + l.length, 0) === perSender * h.lanes * clients.length * 2,
+      5_000,
+      'all messages',
+    );
     expect(got.size).toBe(h.lanes * clients.length * 2);
     for (const list of got.values()) expect(list).toEqual(expected);
   });
@@ -178,11 +194,19 @@ export function transportConformance(h: Harness): void {
     const over = client.sendBatch(atClient.id, lane, new Uint8Array(max + 1));
     expect(over).not.toBe(true);
     await expect(over).rejects.toMatchObject({ code: 'ERR_FRAME_TOO_LARGE' });
-    await expect(client.send(atClient.id, lane, 'big', new Uint8Array(max))).rejects.toMatchObject({ code: 'ERR_FRAME_TOO_LARGE' });
-    await expect(client.request(atClient.id, 'x', new Uint8Array(MAX))).rejects.toMatchObject({ code: 'ERR_FRAME_TOO_LARGE' });
+    await expect(client.send(atClient.id, lane, 'big', new Uint8Array(max))).rejects.toMatchObject({
+      code: 'ERR_FRAME_TOO_LARGE',
+    });
+    await expect(client.request(atClient.id, 'x', new Uint8Array(MAX))).rejects.toMatchObject({
+      code: 'ERR_FRAME_TOO_LARGE',
+    });
     // Bad lane and unknown peer are refusals too, never throws.
-    await expect(client.sendBatch(atClient.id, h.lanes, new Uint8Array(1))).rejects.toMatchObject({ code: 'ERR_BAD_LANE' });
-    await expect(client.sendBatch('00000000000000aa', 0, new Uint8Array(1))).rejects.toMatchObject({ code: 'ERR_UNKNOWN_PEER' });
+    await expect(client.sendBatch(atClient.id, h.lanes, new Uint8Array(1))).rejects.toMatchObject({
+      code: 'ERR_BAD_LANE',
+    });
+    await expect(client.sendBatch('00000000000000aa', 0, new Uint8Array(1))).rejects.toMatchObject({
+      code: 'ERR_UNKNOWN_PEER',
+    });
     // The link survived the refusals.
     await expect(client.ping(atClient.id)).resolves.toBeTypeOf('number');
   });
@@ -191,11 +215,18 @@ export function transportConformance(h: Harness): void {
    * Send 64 KiB batches, awaiting admission, until one admission stays pending for 150 ms: the
    * reader is really stalled (TCP kernel buffers autotune, so the first wait may still drain).
    */
-  async function fillUntilStalled(m: Messenger, peer: string, lane: number): Promise<{ pending: Promise<void>; sent: number }> {
+  async function fillUntilStalled(
+    m: Messenger,
+    peer: string,
+    lane: number,
+  ): Promise<{ pending: Promise<void>; sent: number }> {
     for (let seq = 0; seq < 4096; seq++) {
       const a = m.sendBatch(peer, lane, tagged(64 * 1024, lane, seq));
       if (a === true) continue;
-      const soon = await Promise.race([a.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 150))]);
+      const soon = await Promise.race([
+        a.then(() => true),
+        new Promise<boolean>((r) => setTimeout(() => r(false), 150)),
+      ]);
       if (!soon) return { pending: a, sent: seq + 1 };
     }
     throw new Error('admission never waited: the transport queues without bound');
@@ -213,45 +244,50 @@ export function transportConformance(h: Harness): void {
     });
   }
 
-  if (pauses) it('makes admission wait while the reader is stalled, stays bounded, then drains', async () => {
-    const { server, client, atServer, atClient } = await pair();
-    const lane = h.lanes - 1;
-    const seqs: number[] = [];
-    server.registerBatchHandler(lane, (_f, _l, p) => {
-      seqs.push(readTag(p).seq);
-    });
-    expect(server.pause(atServer.id)).toBe(true);
-    const { pending, sent } = await fillUntilStalled(client, atClient.id, lane);
-    // A sender that does not wait for admission is refused, never queued without bound.
-    const extra: Promise<void>[] = [];
-    let refused: unknown;
-    let seq = sent;
-    for (let i = 0; i < 1024 && refused === undefined; i++, seq++) {
-      const a = client.sendBatch(atClient.id, lane, tagged(64 * 1024, lane, seq));
-      if (a === true) throw new Error('admitted while others wait');
-      extra.push(a.catch((e: unknown) => { refused ??= e; }));
-      await isSettled(a);
-    }
-    expect(isLanemuxError(refused, 'ERR_SEND_REFUSED')).toBe(true);
-    const accepted = sent + extra.length - 1;
-    // Memory stays flat: nothing grows while the reader is stalled.
-    const samples: number[] = [];
-    for (let i = 0; i < 10; i++) {
-      samples.push(client.bufferedAmount(atClient.id, lane));
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    expect(Math.max(...samples)).toBeLessThanOrEqual(samples[0] as number);
-    // At most the high-water mark, one message over it, and the bounded pending queue (1 MiB here).
-    expect(samples[0]).toBeLessThanOrEqual(256 * 1024 + 64 * 1024 + 1024 * 1024 + 1024);
-    expect(await isSettled(pending)).toBe(false);
+  if (pauses)
+    it('makes admission wait while the reader is stalled, stays bounded, then drains', async () => {
+      const { server, client, atServer, atClient } = await pair();
+      const lane = h.lanes - 1;
+      const seqs: number[] = [];
+      server.registerBatchHandler(lane, (_f, _l, p) => {
+        seqs.push(readTag(p).seq);
+      });
+      expect(server.pause(atServer.id)).toBe(true);
+      const { pending, sent } = await fillUntilStalled(client, atClient.id, lane);
+      // A sender that does not wait for admission is refused, never queued without bound.
+      const extra: Promise<void>[] = [];
+      let refused: unknown;
+      let seq = sent;
+      for (let i = 0; i < 1024 && refused === undefined; i++, seq++) {
+        const a = client.sendBatch(atClient.id, lane, tagged(64 * 1024, lane, seq));
+        if (a === true) throw new Error('admitted while others wait');
+        extra.push(
+          a.catch((e: unknown) => {
+            refused ??= e;
+          }),
+        );
+        await isSettled(a);
+      }
+      expect(isLanemuxError(refused, 'ERR_SEND_REFUSED')).toBe(true);
+      const accepted = sent + extra.length - 1;
+      // Memory stays flat: nothing grows while the reader is stalled.
+      const samples: number[] = [];
+      for (let i = 0; i < 10; i++) {
+        samples.push(client.bufferedAmount(atClient.id, lane));
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(Math.max(...samples)).toBeLessThanOrEqual(samples[0] as number);
+      // At most the high-water mark, one message over it, and the bounded pending queue (1 MiB here).
+      expect(samples[0]).toBeLessThanOrEqual(256 * 1024 + 64 * 1024 + 1024 * 1024 + 1024);
+      expect(await isSettled(pending)).toBe(false);
 
-    server.resume(atServer.id);
-    await within(pending, 5_000, 'admission after resume');
-    await within(Promise.all(extra), 5_000, 'queued admissions');
-    await waitFor(() => seqs.length === accepted, 5_000, `${accepted} messages after resume`);
-    // In order, and only the refused one is missing.
-    expect(seqs).toEqual([...Array.from({ length: accepted }, (_, i) => i)]);
-  });
+      server.resume(atServer.id);
+      await within(pending, 5_000, 'admission after resume');
+      await within(Promise.all(extra), 5_000, 'queued admissions');
+      await waitFor(() => seqs.length === accepted, 5_000, `${accepted} messages after resume`);
+      // In order, and only the refused one is missing.
+      expect(seqs).toEqual([...Array.from({ length: accepted }, (_, i) => i)]);
+    });
 
   it('does unary round trips, remote errors, timeouts and aborts', async () => {
     const { server, client, atClient } = await pair();
@@ -275,15 +311,24 @@ export function transportConformance(h: Harness): void {
       });
     });
     const id = atClient.id;
-    await expect(client.request(id, 'echo', { a: [1, 2, 3], n: 2n ** 60n })).resolves.toEqual({ from: client.self.id, body: { a: [1, 2, 3], n: 2n ** 60n } });
+    await expect(client.request(id, 'echo', { a: [1, 2, 3], n: 2n ** 60n })).resolves.toEqual({
+      from: client.self.id,
+      body: { a: [1, 2, 3], n: 2n ** 60n },
+    });
     await expect(client.request(id, 'async', 21)).resolves.toBe(42);
     const many = await Promise.all(Array.from({ length: 200 }, (_, i) => client.request(id, 'async', i)));
     expect(many).toEqual(Array.from({ length: 200 }, (_, i) => i * 2));
-    await expect(client.request(id, 'fails', null)).rejects.toMatchObject({ code: 'ERR_APP_SPECIFIC', retryable: true });
+    await expect(client.request(id, 'fails', null)).rejects.toMatchObject({
+      code: 'ERR_APP_SPECIFIC',
+      retryable: true,
+    });
     await expect(client.request(id, 'nobody', null)).rejects.toMatchObject({ code: 'ERR_UNKNOWN_HANDLER' });
 
     const t0 = performance.now();
-    await expect(client.request(id, 'hang', 'timeout', { timeoutMs: 50 })).rejects.toMatchObject({ code: 'ERR_TIMEOUT', retryable: true });
+    await expect(client.request(id, 'hang', 'timeout', { timeoutMs: 50 })).rejects.toMatchObject({
+      code: 'ERR_TIMEOUT',
+      retryable: true,
+    });
     expect(performance.now() - t0).toBeGreaterThanOrEqual(45);
     await waitFor(() => aborted !== undefined, 2_000, 'remote handler sees the cancel');
 
@@ -294,30 +339,33 @@ export function transportConformance(h: Harness): void {
     ac.abort(new Error('user gave up'));
     await expect(p).rejects.toMatchObject({ code: 'ERR_ABORTED' });
     await waitFor(() => aborted !== undefined, 2_000, 'remote handler sees the abort');
-    await expect(client.request(id, 'echo', 1, { signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+    await expect(client.request(id, 'echo', 1, { signal: AbortSignal.abort() })).rejects.toMatchObject({
+      code: 'ERR_ABORTED',
+    });
     // Round-trip time of a ping is reported.
     expect(await client.ping(id)).toBeGreaterThanOrEqual(0);
   });
 
-  if (pauses) it('reports a peer that stops answering gone within the health-check bound', async () => {
-    const intervalMs = 100;
-    const timeoutMs = 150;
-    const { server, client, atServer, atClient } = await pair({}, { healthCheck: { intervalMs, timeoutMs } });
-    // Healthy for a few rounds.
-    await new Promise((r) => setTimeout(r, intervalMs * 3));
-    expect(client.peer(atClient.id)).toBeDefined();
-    const gone = nextGone(client, (e) => e.peer === atClient.id);
-    // "Kill" the server silently: it stops reading, so pings go unanswered (no FIN, no RST).
-    server.pause(atServer.id);
-    const t0 = performance.now();
-    const e = await within(gone, 2_000, 'peer gone');
-    const took = performance.now() - t0;
-    expect(e.code).toBe('ERR_HEALTH_CHECK_FAILED');
-    expect(e.epoch).toBe(atClient.epoch);
-    // The bound is interval + timeout; the slack absorbs timer lateness on a loaded 2-core CI box.
-    expect(took).toBeLessThanOrEqual(intervalMs + timeoutMs + 400);
-    expect(client.peer(atClient.id)?.epoch ?? 0).not.toBe(atClient.epoch);
-  });
+  if (pauses)
+    it('reports a peer that stops answering gone within the health-check bound', async () => {
+      const intervalMs = 100;
+      const timeoutMs = 150;
+      const { server, client, atServer, atClient } = await pair({}, { healthCheck: { intervalMs, timeoutMs } });
+      // Healthy for a few rounds.
+      await new Promise((r) => setTimeout(r, intervalMs * 3));
+      expect(client.peer(atClient.id)).toBeDefined();
+      const gone = nextGone(client, (e) => e.peer === atClient.id);
+      // "Kill" the server silently: it stops reading, so pings go unanswered (no FIN, no RST).
+      server.pause(atServer.id);
+      const t0 = performance.now();
+      const e = await within(gone, 2_000, 'peer gone');
+      const took = performance.now() - t0;
+      expect(e.code).toBe('ERR_HEALTH_CHECK_FAILED');
+      expect(e.epoch).toBe(atClient.epoch);
+      // The bound is interval + timeout; the slack absorbs timer lateness on a loaded 2-core CI box.
+      expect(took).toBeLessThanOrEqual(intervalMs + timeoutMs + 400);
+      expect(client.peer(atClient.id)?.epoch ?? 0).not.toBe(atClient.epoch);
+    });
 
   it('reports a peer that closes gone at once, and fails its pending requests retryably', async () => {
     const { server, client, atClient } = await pair();
@@ -330,7 +378,9 @@ export function transportConformance(h: Harness): void {
     const e = await within(gone, 2_000, 'peer gone after close');
     expect(e.code).toBe('ERR_PEER_GONE');
     expect(await outcome).toMatchObject({ code: 'ERR_PEER_GONE', retryable: true });
-    await expect(client.sendBatch(atClient.id, 0, new Uint8Array(4))).rejects.toMatchObject({ code: 'ERR_UNKNOWN_PEER' });
+    await expect(client.sendBatch(atClient.id, 0, new Uint8Array(4))).rejects.toMatchObject({
+      code: 'ERR_UNKNOWN_PEER',
+    });
   });
 
   it('closes a connection that sends garbage, with a clear error, and leaves other peers untouched', async () => {
@@ -351,7 +401,18 @@ export function transportConformance(h: Harness): void {
     // 2. A valid HELLO, then a message of an unknown kind: the established link is closed.
     const r2 = await raw(address);
     const fake = 0x1234567890abcdefn;
-    void r2.conn.send(encodeHello({ protocolVersion: PROTOCOL_VERSION, worker: fake.toString(16), instance: 'raw', session: 1, lane: 0, lanes: 1, maxMessageSize: MAX, keys: [] }));
+    void r2.conn.send(
+      encodeHello({
+        protocolVersion: PROTOCOL_VERSION,
+        worker: fake.toString(16),
+        instance: 'raw',
+        session: 1,
+        lane: 0,
+        lanes: 1,
+        maxMessageSize: MAX,
+        keys: [],
+      }),
+    );
     await waitFor(() => r2.messages.length > 0, 2_000, 'HELLO answer');
     expect(r2.messages[0]?.[0]).toBe(0xf0);
     void r2.conn.send(Uint8Array.from([0x7e, 1, 2, 3]));
@@ -383,7 +444,10 @@ export function transportConformance(h: Harness): void {
     if (pauses) {
       server1.pause(atServer1.id);
       const { pending } = await fillUntilStalled(client, first.id, 0);
-      outcome = pending.then(() => 'admitted', (e: unknown) => e);
+      outcome = pending.then(
+        () => 'admitted',
+        (e: unknown) => e,
+      );
     }
     const gone = nextGone(client, (e) => e.epoch === first.epoch);
     await server1.close();
@@ -396,14 +460,18 @@ export function transportConformance(h: Harness): void {
     expect(server2.addresses[0]).toBe(address);
     const received: number[] = [];
     server2.registerBatchHandler(0, (_f, _l, p) => received.push(readTag(p).seq));
-    const back = h.reconnects ? nextPeer(client, (p) => p.instanceId === server2.self.instanceId) : client.connect(address);
+    const back = h.reconnects
+      ? nextPeer(client, (p) => p.instanceId === server2.self.instanceId)
+      : client.connect(address);
     const second = await within(back, 5_000, 'link re-established');
     expect(second.id).toBe(first.id);
     expect(second.instanceId).toBe(server2.self.instanceId);
     expect(second.instanceId).not.toBe(first.instanceId);
     expect(second.epoch).toBeGreaterThan(first.epoch);
     // A batch encoded for the old epoch is refused, never sent on the new link.
-    await expect(client.sendBatch(second.id, 0, tagged(8, 0, 999), { epoch: first.epoch })).rejects.toMatchObject({ code: 'ERR_PEER_GONE' });
+    await expect(client.sendBatch(second.id, 0, tagged(8, 0, 999), { epoch: first.epoch })).rejects.toMatchObject({
+      code: 'ERR_PEER_GONE',
+    });
     const a = client.sendBatch(second.id, 0, tagged(8, 0, 7), { epoch: second.epoch });
     if (a !== true) await a;
     await waitFor(() => received.length === 1, 2_000, 'fresh batch');

@@ -60,9 +60,16 @@ async function outcome(p: Promise<unknown>): Promise<{ error: unknown; ms: numbe
 }
 
 /** Run `script` (ES module text importing the repo's .ts sources) in a fresh Node process. */
-function runNode(script: string, timeoutMs = 20_000): Promise<{ status: number | null; stdout: string; stderr: string }> {
+function runNode(
+  script: string,
+  timeoutMs = 20_000,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', join(CHECKOUT, 'test/support/ts-register.mjs'), '--input-type=module', '-e', script], { cwd: CHECKOUT });
+    const child = spawn(
+      process.execPath,
+      ['--import', join(CHECKOUT, 'test/support/ts-register.mjs'), '--input-type=module', '-e', script],
+      { cwd: CHECKOUT },
+    );
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -109,7 +116,9 @@ describe('a WebSocket connect that reaches no lanemux server fails fast, saying 
     const { port } = await httpServer((_req, res) => res.end('hello'));
     const { error, ms } = await outcome((await client()).connect(`ws://127.0.0.1:${port}/lanemux`));
     expect(isLanemuxError(error, 'ERR_CONNECT'), String(error)).toBe(true);
-    expect((error as Error).message).toMatch(/answered HTTP 200 instead of upgrading to WebSocket: this is not a lanemux WebSocket endpoint/);
+    expect((error as Error).message).toMatch(
+      /answered HTTP 200 instead of upgrading to WebSocket: this is not a lanemux WebSocket endpoint/,
+    );
     expect(ms).toBeLessThan(3_000);
   });
 
@@ -120,7 +129,9 @@ describe('a WebSocket connect that reaches no lanemux server fails fast, saying 
     const { error, ms } = await outcome((await client()).connect(`ws://127.0.0.1:${port}/`));
     wss.close();
     expect(isLanemuxError(error, 'ERR_CONNECT'), String(error)).toBe(true);
-    expect((error as Error).message).toContain('closed it (1000: bye) before answering the HELLO: this is not a lanemux server');
+    expect((error as Error).message).toContain(
+      'closed it (1000: bye) before answering the HELLO: this is not a lanemux server',
+    );
     expect(ms).toBeLessThan(3_000);
   });
 });

@@ -56,9 +56,20 @@ describe('dialEnded: the application learns when lanemux stops dialling an addre
   });
 
   it('a WebSocket reconnect loop that gives up after maxRetries refused attempts reports dialEnded once, after the peer went', async () => {
-    const server = await createMessenger({ transports: [webSocketServerTransport({ port: 0, closeGraceMs: 100 })], healthCheck: false });
+    const server = await createMessenger({
+      transports: [webSocketServerTransport({ port: 0, closeGraceMs: 100 })],
+      healthCheck: false,
+    });
     const client = await createMessenger({
-      transports: [webSocketClientTransport({ WebSocket: WebSocket as never, minReconnectionDelay: 5, reconnectionJitter: 5, maxReconnectionDelay: 20, maxRetries: 2 })],
+      transports: [
+        webSocketClientTransport({
+          WebSocket: WebSocket as never,
+          minReconnectionDelay: 5,
+          reconnectionJitter: 5,
+          maxReconnectionDelay: 20,
+          maxRetries: 2,
+        }),
+      ],
       healthCheck: false,
     });
     messengers.push(client);
@@ -80,8 +91,14 @@ describe('dialEnded: the application learns when lanemux stops dialling an addre
   });
 
   it('a TCP dial whose link is lost ends (TCP does not reconnect): dialEnded carries the loss', async () => {
-    const server = await createMessenger({ transports: [tcpTransport({ port: 0, closeGraceMs: 100 })], healthCheck: false });
-    const client = await createMessenger({ transports: [tcpTransport({ listen: false, closeGraceMs: 100 })], healthCheck: false });
+    const server = await createMessenger({
+      transports: [tcpTransport({ port: 0, closeGraceMs: 100 })],
+      healthCheck: false,
+    });
+    const client = await createMessenger({
+      transports: [tcpTransport({ listen: false, closeGraceMs: 100 })],
+      healthCheck: false,
+    });
     messengers.push(client);
     const address = server.addresses[0]!;
     await client.connect(address);

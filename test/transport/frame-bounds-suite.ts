@@ -113,8 +113,16 @@ function goawayOf(link: Stalling): { code: string; message: string } | undefined
 }
 
 /** A victim node over `adapter` + policy, and an honest node streaming tokens to one of its anchors. */
-async function setup(h: FrameBoundsHarness, policy: FramePolicy, open: { messengers: Messenger[]; nodes: LanemuxNode[] }) {
-  const messenger = await createMessenger({ transports: [withPolicy(h.server(), policy)], healthCheck: false, transportKeys: [MESSENGER_MUX_KEY] });
+async function setup(
+  h: FrameBoundsHarness,
+  policy: FramePolicy,
+  open: { messengers: Messenger[]; nodes: LanemuxNode[] },
+) {
+  const messenger = await createMessenger({
+    transports: [withPolicy(h.server(), policy)],
+    healthCheck: false,
+    transportKeys: [MESSENGER_MUX_KEY],
+  });
   open.messengers.push(messenger);
   const victim = await createNode({ messenger });
   open.nodes.push(victim);
@@ -220,7 +228,9 @@ export function frameBoundsSuite(h: FrameBoundsHarness): void {
         expect(lived).toBeGreaterThanOrEqual(deadlineMs - 5);
         expect(lived).toBeLessThan(deadlineMs + 5_000);
       }
-      expect(goawayOf(links[0]!)?.message).toMatch(/frame of 1048576 bytes from tcp:\/\/.* did not complete within 4000 ms of its first byte/);
+      expect(goawayOf(links[0]!)?.message).toMatch(
+        /frame of 1048576 bytes from tcp:\/\/.* did not complete within 4000 ms of its first byte/,
+      );
       expect(pool.held).toBeLessThan(HONEST_SLACK);
       expect(v.messenger.stats().refused.frame_deadline).toBe(h.attackers);
       // The honest stream kept going through every phase, and is exact.
@@ -249,7 +259,11 @@ export function frameBoundsSuite(h: FrameBoundsHarness): void {
   }, 60_000);
 
   it(`${h.name}: once large frames fill their share of the pool, the link that needs more is closed at once, saying the node's memory for incomplete frames is full; the honest peer is undisturbed and closing the node gives every byte back`, async () => {
-    const policy: FramePolicy = { pool: new IncompleteFramePool(8 * MIB), largeFrameBytes: 64 * 1024, deadlineMs: 600_000 };
+    const policy: FramePolicy = {
+      pool: new IncompleteFramePool(8 * MIB),
+      largeFrameBytes: 64 * 1024,
+      deadlineMs: 600_000,
+    };
     const pool = policy.pool;
     let sampling: ReturnType<typeof setInterval> | undefined;
     try {
@@ -273,10 +287,15 @@ export function frameBoundsSuite(h: FrameBoundsHarness): void {
       for (const l of refused) {
         const g = goawayOf(l);
         expect(g?.code).toBe('ERR_FRAME_DEADLINE');
-        expect(g?.message).toMatch(/the node's memory for incomplete frames is full \(\d+ bytes held, at most 6291456 bytes for large frames, of 8388608\)/);
+        expect(g?.message).toMatch(
+          /the node's memory for incomplete frames is full \(\d+ bytes held, at most 6291456 bytes for large frames, of 8388608\)/,
+        );
       }
       // Settled: every link still open holds all it sent (and none is refused later).
-      await until(() => pool.held >= links.filter((l) => l.closedAt === 0).length * (MIB - 1), 'the surviving links to hold all they sent');
+      await until(
+        () => pool.held >= links.filter((l) => l.closedAt === 0).length * (MIB - 1),
+        'the surviving links to hold all they sent',
+      );
       clearInterval(sampling);
       highest = Math.max(highest, pool.held);
       // Large frames never took the quarter kept for ordinary frames (the honest peer's may add a little).

@@ -4,7 +4,7 @@
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { isLanemuxError } from '../../src/errors.ts';
-import { TransportError } from '../../src/transport/errors.ts';
+import type { TransportError } from '../../src/transport/errors.ts';
 import { FRAME_PREFIX_BYTES, FrameDecoder, MIN_PARTIAL_FRAME_BYTES, writeFrame } from '../../src/transport/frame.ts';
 import { IncompleteFramePool, type FramePolicy } from '../../src/transport/frame-pool.ts';
 
@@ -128,7 +128,9 @@ describe('FrameDecoder: split frames within the incomplete-frame pool', () => {
     // The rest does not fit at all.
     const error = d.push(wire.subarray(6_504), () => {});
     expect(isLanemuxError(error, 'ERR_FRAME_DEADLINE')).toBe(true);
-    expect(error?.message).toMatch(/the node's memory for incomplete frames is full \(6500 bytes held, at most 7000 bytes\): closing tcp:\/\/10\.0\.0\.9:4000, which needed 3500 more bytes for a 10000-byte frame/);
+    expect(error?.message).toMatch(
+      /the node's memory for incomplete frames is full \(6500 bytes held, at most 7000 bytes\): closing tcp:\/\/10\.0\.0\.9:4000, which needed 3500 more bytes for a 10000-byte frame/,
+    );
     expect(p.pool.held).toBe(0);
     expect(d.push(frame(pattern(10)), () => expect.unreachable())).toBeUndefined();
   });
@@ -197,7 +199,10 @@ describe('FrameDecoder: bytes held while paused', () => {
       got.push(m[0] as number);
       return false;
     };
-    d.push(new Uint8Array([...frame(Uint8Array.of(1)), ...frame(Uint8Array.of(2)), ...frame(Uint8Array.of(3))]), handler);
+    d.push(
+      new Uint8Array([...frame(Uint8Array.of(1)), ...frame(Uint8Array.of(2)), ...frame(Uint8Array.of(3))]),
+      handler,
+    );
     d.push(frame(Uint8Array.of(4)), handler);
     d.resume(handler);
     expect(got).toEqual([1, 2]);
@@ -259,7 +264,12 @@ describe('FrameDecoder: the large-frame deadline', () => {
     d.push(frame(pattern(100)).subarray(0, 50), () => {});
     vi.advanceTimersByTime(20);
     expect(p.pool.held).toBe(0);
-    expect(isLanemuxError(d.push(Uint8Array.of(1), () => {}), 'ERR_FRAME_DEADLINE')).toBe(true);
+    expect(
+      isLanemuxError(
+        d.push(Uint8Array.of(1), () => {}),
+        'ERR_FRAME_DEADLINE',
+      ),
+    ).toBe(true);
     expect(d.push(Uint8Array.of(1), () => {})).toBeUndefined();
   });
 

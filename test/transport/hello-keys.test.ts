@@ -32,7 +32,14 @@ async function listeningNode(): Promise<LanemuxNode> {
 }
 
 const ticket = (session: bigint) =>
-  encodeTicket({ streaming_transport_key: MESSENGER_MUX_KEY, heartbeat_interval_ms: 5_000, routing_session_id: session, initial_credit: 8, slot_byte_budget: 1 << 20, lane: 0 });
+  encodeTicket({
+    streaming_transport_key: MESSENGER_MUX_KEY,
+    heartbeat_interval_ms: 5_000,
+    routing_session_id: session,
+    initial_credit: 8,
+    slot_byte_budget: 1 << 20,
+    lane: 0,
+  });
 
 describe('HELLO keys decide whether a node opens mux streams toward a peer', () => {
   it('a zero-RTT open toward a raw peer whose HELLO advertised keys: [] fails at once with ERR_ATTACH_REFUSED, opening no slot', async () => {
@@ -51,7 +58,11 @@ describe('HELLO keys decide whether a node opens mux streams toward a peer', () 
 
   it('an attach to a peer that advertised keys: [] does not offer the mux, and a consumer answer choosing it anyway is refused', async () => {
     const node = await listeningNode();
-    const peer = await createMessenger({ transports: [tcpTransport({ listen: false, closeGraceMs: 100 })], transportKeys: [], healthCheck: false });
+    const peer = await createMessenger({
+      transports: [tcpTransport({ listen: false, closeGraceMs: 100 })],
+      transportKeys: [],
+      healthCheck: false,
+    });
     messengers.push(peer);
     const offers: unknown[] = [];
     // A consumer that ignores what was offered and answers with the mux.
@@ -59,7 +70,16 @@ describe('HELLO keys decide whether a node opens mux streams toward a peer', () 
       ATTACH_HANDLER,
       (_from, body) => {
         offers.push((body as { supported_transport_keys?: unknown }).supported_transport_keys);
-        return { Ok: { streaming_transport_key: MESSENGER_MUX_KEY, heartbeat_interval_ms: 5_000, routing_session_id: '0x99', initial_credit: 8, slot_byte_budget: 1 << 20, lane: 0 } };
+        return {
+          Ok: {
+            streaming_transport_key: MESSENGER_MUX_KEY,
+            heartbeat_interval_ms: 5_000,
+            routing_session_id: '0x99',
+            initial_credit: 8,
+            slot_byte_budget: 1 << 20,
+            lane: 0,
+          },
+        };
       },
       { signal: false },
     );

@@ -15,7 +15,11 @@ const { open, sockets, tcpMessenger: tcpNode } = messengerFixture(afterEach);
 
 describe('WebSocket server pre-HELLO limit', () => {
   it('closes with 1009 as soon as a first message passes 4 KiB, without buffering up to maxMessageSize', async () => {
-    const a = await createMessenger({ transports: [webSocketServerTransport()], healthCheck: false, maxMessageSize: 64 * 1024 * 1024 });
+    const a = await createMessenger({
+      transports: [webSocketServerTransport()],
+      healthCheck: false,
+      maxMessageSize: 64 * 1024 * 1024,
+    });
     open.push(a);
     const ws = new WebSocket(a.addresses[0]!);
     try {
@@ -45,19 +49,46 @@ describe('WebSocket server pre-HELLO limit', () => {
 
 describe('HELLO session range (docs/protocol.md §3.1)', () => {
   it('accepts sessions up to 2^53-1 whether sent as uint64 or as float64, and sends them as uint64', () => {
-    const base = { protocolVersion: PROTOCOL_VERSION, worker: '0123456789abcdef', instance: 'a1', lane: 0, lanes: 1, maxMessageSize: 1 << 20, keys: [] };
+    const base = {
+      protocolVersion: PROTOCOL_VERSION,
+      worker: '0123456789abcdef',
+      instance: 'a1',
+      lane: 0,
+      lanes: 1,
+      maxMessageSize: 1 << 20,
+      keys: [],
+    };
     for (const session of [0, 1, 0xffffffff, 2 ** 32, 2 ** 40, Number.MAX_SAFE_INTEGER]) {
       const bytes = encodeHello({ ...base, session });
       const h = decodeHello(bytes, PROTOCOL_VERSION);
       expect(h, String(session)).toMatchObject({ session });
       if (session > 0xffffffff) expect(Array.from(bytes)).toContain(0xcf);
       // The same map with the session as an integral float64, as some encoders write it.
-      const body = encode({ worker: base.worker, instance: 'a1', session: session + 0.0, lane: 0, lanes: 1, maxMessageSize: 1 << 20, keys: [] }, { forceIntegerToFloat: true });
+      const body = encode(
+        {
+          worker: base.worker,
+          instance: 'a1',
+          session: session + 0.0,
+          lane: 0,
+          lanes: 1,
+          maxMessageSize: 1 << 20,
+          keys: [],
+        },
+        { forceIntegerToFloat: true },
+      );
       const asFloat = new Uint8Array([...bytes.subarray(0, 6), ...body]);
       expect(decodeHello(asFloat, PROTOCOL_VERSION), `float ${session}`).toMatchObject({ session });
     }
-    const tooBig = encode({ worker: base.worker, instance: 'a1', session: 2n ** 53n, lane: 0, lanes: 1, maxMessageSize: 1 << 20, keys: [] }, { useBigInt64: true });
-    expect(decodeHello(new Uint8Array([...encodeHello({ ...base, session: 1 }).subarray(0, 6), ...tooBig]), PROTOCOL_VERSION)).toMatchObject({ code: 'ERR_MALFORMED_ENVELOPE' });
+    const tooBig = encode(
+      { worker: base.worker, instance: 'a1', session: 2n ** 53n, lane: 0, lanes: 1, maxMessageSize: 1 << 20, keys: [] },
+      { useBigInt64: true },
+    );
+    expect(
+      decodeHello(
+        new Uint8Array([...encodeHello({ ...base, session: 1 }).subarray(0, 6), ...tooBig]),
+        PROTOCOL_VERSION,
+      ),
+    ).toMatchObject({ code: 'ERR_MALFORMED_ENVELOPE' });
   });
 
   it('a peer dialling with a session above 2^32-1 is answered with the same session', async () => {

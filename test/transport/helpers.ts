@@ -36,8 +36,12 @@ export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 export async function isSettled(p: Promise<unknown>): Promise<boolean> {
   let settled = false;
   p.then(
-    () => { settled = true; },
-    () => { settled = true; },
+    () => {
+      settled = true;
+    },
+    () => {
+      settled = true;
+    },
   );
   await new Promise((r) => setTimeout(r, 0));
   return settled;

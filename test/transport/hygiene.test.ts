@@ -3,7 +3,7 @@
  * a bound, and at `maxPeers` the link idle longest makes room for a new peer, so sockets that only
  * said HELLO can never lock new peers out.
  */
-import net from 'node:net';
+import type net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
@@ -28,7 +28,9 @@ describe('connection hygiene', () => {
   it('links that sent one HELLO and then nothing fail their health check and free their places: a new peer gets in', async () => {
     const server = await node({ maxPeers: 3, healthCheck: { intervalMs: 50, timeoutMs: 100 } });
     // Raw sockets that send one valid HELLO and then nothing (they never answer a PING).
-    const ghosts = await Promise.all([1, 2, 3].map((i) => rawPeer(server.addresses[0]!, sockets, { worker: i.toString(16).padStart(16, '0') })));
+    const ghosts = await Promise.all(
+      [1, 2, 3].map((i) => rawPeer(server.addresses[0]!, sockets, { worker: i.toString(16).padStart(16, '0') })),
+    );
     await waitFor(() => server.peers().length === 3, 5_000, 'three silent links');
     await Promise.all(ghosts.map((g) => g.closed));
     const honest = await node({ healthCheck: false }, false);
@@ -53,7 +55,7 @@ describe('connection hygiene', () => {
     })();
     // Refused (retryable) until the idle link has sat idle for two health-check ticks; then admitted.
     const newcomer = await node({ healthCheck: false }, false);
-    let peer;
+    let peer: Awaited<ReturnType<typeof newcomer.connect>> | undefined;
     for (let attempt = 0; peer === undefined; attempt++) {
       peer = await newcomer.connect(server.addresses[0]!).catch((e: { code?: string }) => {
         if (e.code !== 'ERR_TOO_MANY_PEERS' || attempt > 200) throw e;
@@ -64,7 +66,12 @@ describe('connection hygiene', () => {
     expect(await goneAtIdle).toBe('ERR_EVICTED');
     stop.now = true;
     await traffic;
-    expect(server.peers().map((p) => p.id).sort()).toEqual([busy.self.id, newcomer.self.id].sort());
+    expect(
+      server
+        .peers()
+        .map((p) => p.id)
+        .sort(),
+    ).toEqual([busy.self.id, newcomer.self.id].sort());
     expect(server.stats().refused.link_evicted).toBe(1);
     void idlePeer;
   });

@@ -11,7 +11,16 @@ describe('transport conformance: memory', () => {
     name: 'memory',
     lanes: 4,
     reconnects: false,
-    server: (at) => [memoryTransport({ network, name: at === undefined ? `server-${++n}` : at.slice('memory://'.length), admissionLimit: 256 * 1024, maxPendingBytes: 1024 * 1024 })],
-    client: () => [memoryTransport({ network, listen: false, admissionLimit: 256 * 1024, maxPendingBytes: 1024 * 1024 })],
+    server: (at) => [
+      memoryTransport({
+        network,
+        name: at === undefined ? `server-${++n}` : at.slice('memory://'.length),
+        admissionLimit: 256 * 1024,
+        maxPendingBytes: 1024 * 1024,
+      }),
+    ],
+    client: () => [
+      memoryTransport({ network, listen: false, admissionLimit: 256 * 1024, maxPendingBytes: 1024 * 1024 }),
+    ],
   });
 });

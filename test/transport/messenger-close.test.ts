@@ -20,7 +20,10 @@ describe('close() of the dialling side', () => {
     it(`delivers every message admitted on lane 0 before close() (${kind})`, async () => {
       const network = createMemoryNetwork();
       const node = async (listen: boolean): Promise<Messenger> => {
-        const transports = kind === 'tcp' ? [tcpTransport({ listen, closeGraceMs: 2_000 })] : [memoryTransport({ network, listen, admissionLimit: 64 * 1024 * 1024 })];
+        const transports =
+          kind === 'tcp'
+            ? [tcpTransport({ listen, closeGraceMs: 2_000 })]
+            : [memoryTransport({ network, listen, admissionLimit: 64 * 1024 * 1024 })];
         const m = await createMessenger({ transports, healthCheck: false });
         open.push(m);
         return m;
@@ -56,12 +59,22 @@ describe('WebSocket client leaves nothing pending after close', () => {
         if (type === 'Timeout') created.push(resource as TimerLike);
       },
     });
-    const alive = (): TimerLike[] => created.filter((t) => t.hasRef() && t._destroyed !== true && (t._idleTimeout ?? -1) >= 0);
+    const alive = (): TimerLike[] =>
+      created.filter((t) => t.hasRef() && t._destroyed !== true && (t._idleTimeout ?? -1) >= 0);
     hook.enable();
     try {
-      const server = await createMessenger({ transports: [webSocketServerTransport({ closeGraceMs: 200 })], healthCheck: false });
+      const server = await createMessenger({
+        transports: [webSocketServerTransport({ closeGraceMs: 200 })],
+        healthCheck: false,
+      });
       const client = await createMessenger({
-        transports: [webSocketClientTransport({ WebSocket: WebSocket as never, minReconnectionDelay: 20_000, reconnectionJitter: 0 })],
+        transports: [
+          webSocketClientTransport({
+            WebSocket: WebSocket as never,
+            minReconnectionDelay: 20_000,
+            reconnectionJitter: 0,
+          }),
+        ],
         healthCheck: false,
       });
       open.push(server, client);
@@ -73,7 +86,7 @@ describe('WebSocket client leaves nothing pending after close', () => {
       await client.close();
       await server.close();
       // Close handshakes finish within a few ms; after that nothing pending may remain.
-      await waitFor(() => alive().length === 0, 2_000, 'no pending ref\'d timers');
+      await waitFor(() => alive().length === 0, 2_000, "no pending ref'd timers");
       expect(alive()).toEqual([]);
     } finally {
       hook.disable();

@@ -26,7 +26,11 @@ export function lengthPrefixed(message: Uint8Array): Buffer {
 }
 
 /** Connect to a `tcp://` address; with `hello`, send a lane-0 HELLO (fields overridable). */
-export async function rawPeer(address: string, sockets: net.Socket[], hello: Partial<Hello> | false = {}): Promise<RawPeer> {
+export async function rawPeer(
+  address: string,
+  sockets: net.Socket[],
+  hello: Partial<Hello> | false = {},
+): Promise<RawPeer> {
   const u = new URL(address);
   const socket = net.connect({ host: u.hostname, port: Number(u.port) });
   sockets.push(socket);
@@ -87,7 +91,11 @@ export function messengerFixture(afterEach: (fn: () => Promise<void>) => void): 
     open,
     sockets,
     async tcpMessenger(extra = {}, listen = true) {
-      const m = await createMessenger({ transports: [tcpTransport({ listen, closeGraceMs: 200 })], healthCheck: false, ...extra });
+      const m = await createMessenger({
+        transports: [tcpTransport({ listen, closeGraceMs: 200 })],
+        healthCheck: false,
+        ...extra,
+      });
       open.push(m);
       return m;
     },

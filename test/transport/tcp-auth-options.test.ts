@@ -26,27 +26,43 @@ describe('tcpTransport: credential and authenticate', () => {
   });
 
   it('refuses a credential over 8 KiB or of another type, and an authenticate that is not a function, with ERR_INVALID_CONFIG', () => {
-    expect(() => tcpTransport({ credential: 'x'.repeat(8193) })).toThrow(/invalid options for tcpTransport: .*credential/s);
+    expect(() => tcpTransport({ credential: 'x'.repeat(8193) })).toThrow(
+      /invalid options for tcpTransport: .*credential/s,
+    );
     expect(() => tcpTransport({ credential: 42 as never })).toThrow(/credential/);
-    expect(() => tcpTransport({ authenticate: 'yes' as never })).toThrow(/invalid options for tcpTransport: .*authenticate/s);
+    expect(() => tcpTransport({ authenticate: 'yes' as never })).toThrow(
+      /invalid options for tcpTransport: .*authenticate/s,
+    );
   });
 
   it("over TLS, the listener's authenticate sees the dialler adapter's credential and transport 'tls', and the link gets the identity it returned", async () => {
     const cert = await createDevCertificate();
     const seen: AuthRequest[] = [];
     const server = await createMessenger({
-      transports: [tcpTransport({ port: 0, tls: { key: cert.keyPem, cert: cert.certPem }, authenticate: (r) => (seen.push(r), r.credential === 'token-7' ? 'svc-7' : null) })],
+      transports: [
+        tcpTransport({
+          port: 0,
+          tls: { key: cert.keyPem, cert: cert.certPem },
+          authenticate: (r) => (seen.push(r), r.credential === 'token-7' ? 'svc-7' : null),
+        }),
+      ],
       healthCheck: false,
     });
     open.push(server);
-    const client = await createMessenger({ transports: [tcpTransport({ listen: false, tls: { ca: cert.certPem }, credential: async () => 'token-7' })], healthCheck: false });
+    const client = await createMessenger({
+      transports: [tcpTransport({ listen: false, tls: { ca: cert.certPem }, credential: async () => 'token-7' })],
+      healthCheck: false,
+    });
     open.push(client);
     await client.connect(server.addresses[0]!);
     expect(server.peers().map((p) => p.identity)).toEqual(['svc-7']);
     expect(seen).toHaveLength(1);
     expect(seen[0]).toMatchObject({ transport: 'tls', credential: 'token-7', worker: client.self.id });
     expect(seen[0]!.remote).toMatch(/^tls:\/\/127\.0\.0\.1:\d+$/);
-    const refused = await createMessenger({ transports: [tcpTransport({ listen: false, tls: { ca: cert.certPem }, credential: 'nope' })], healthCheck: false });
+    const refused = await createMessenger({
+      transports: [tcpTransport({ listen: false, tls: { ca: cert.certPem }, credential: 'nope' })],
+      healthCheck: false,
+    });
     open.push(refused);
     await expect(refused.connect(server.addresses[0]!)).rejects.toMatchObject({ code: 'ERR_UNAUTHENTICATED' });
   });

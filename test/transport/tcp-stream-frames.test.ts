@@ -72,7 +72,11 @@ function frame(body: Uint8Array): Buffer {
 
 describe('tcp-stream: incomplete frames', () => {
   it('ends the stream with ERR_FRAME_DEADLINE when a large frame stalls past its deadline, resets the producer and gives the pool its bytes back', async () => {
-    const policy: FramePolicy = { pool: new IncompleteFramePool(64 << 20), largeFrameBytes: 64 * 1024, deadlineMs: 200 };
+    const policy: FramePolicy = {
+      pool: new IncompleteFramePool(64 << 20),
+      largeFrameBytes: 64 * 1024,
+      deadlineMs: 200,
+    };
     const { endpoint, sinks } = await listening(policy);
     const p = await producer(endpoint);
     const t0 = performance.now();
@@ -84,20 +88,30 @@ describe('tcp-stream: incomplete frames', () => {
     const error = await within(sinks[0]!.ended, 5_000, 'the stream to end');
     expect(performance.now() - t0).toBeGreaterThanOrEqual(200);
     expect(error?.code).toBe('ERR_FRAME_DEADLINE');
-    expect(error?.message).toMatch(/frame of 1048576 bytes from tcp-stream peer .* did not complete within 200 ms of its first byte/);
+    expect(error?.message).toMatch(
+      /frame of 1048576 bytes from tcp-stream peer .* did not complete within 200 ms of its first byte/,
+    );
     await within(p.closed, 5_000, 'the producer reset');
     expect(policy.pool.held).toBe(0);
   });
 
   it('reserves the bytes it holds while the sink is full in the pool, delivers them in order on resume, and gives them back', async () => {
-    const policy: FramePolicy = { pool: new IncompleteFramePool(64 << 20), largeFrameBytes: 64 * 1024, deadlineMs: 10_000 };
+    const policy: FramePolicy = {
+      pool: new IncompleteFramePool(64 << 20),
+      largeFrameBytes: 64 * 1024,
+      deadlineMs: 10_000,
+    };
     const { endpoint, sinks } = await listening(policy);
     const p = await producer(endpoint);
     const bodies = Array.from({ length: 50 }, (_, i) => new Uint8Array(100).fill(i));
     full = true;
     // All in one write: the rest of the chunk after the first frame is held while the sink is full.
     p.socket.write(Buffer.concat(bodies.map(frame)));
-    await waitFor(() => sinks.length === 1 && sinks[0]!.frames.length > 0 && policy.pool.held > 0, 5_000, 'the first frame, the rest held');
+    await waitFor(
+      () => sinks.length === 1 && sinks[0]!.frames.length > 0 && policy.pool.held > 0,
+      5_000,
+      'the first frame, the rest held',
+    );
     const sink = sinks[0]!;
     expect(sink.frames).toHaveLength(1);
     expect(policy.pool.held).toBeLessThanOrEqual(49 * 104);
@@ -111,7 +125,11 @@ describe('tcp-stream: incomplete frames', () => {
   });
 
   it('closes the connection, and only it, whose frame the full pool cannot hold', async () => {
-    const policy: FramePolicy = { pool: new IncompleteFramePool(256 * 1024), largeFrameBytes: 64 * 1024, deadlineMs: 60_000 };
+    const policy: FramePolicy = {
+      pool: new IncompleteFramePool(256 * 1024),
+      largeFrameBytes: 64 * 1024,
+      deadlineMs: 60_000,
+    };
     const { endpoint, sinks } = await listening(policy);
     const greedy = await producer(endpoint);
     const honest = await producer(endpoint);

@@ -30,7 +30,11 @@ function closed(conn: PerStreamConnection): Promise<LanemuxError | null> {
 }
 
 /** A sink that keeps its frames; `got(n)` resolves once it holds `n`. */
-function sink(): PerStreamSink & { frames: Uint8Array[]; got(n: number): Promise<void>; ended: Promise<LanemuxError | null> } {
+function sink(): PerStreamSink & {
+  frames: Uint8Array[];
+  got(n: number): Promise<void>;
+  ended: Promise<LanemuxError | null>;
+} {
   const frames: Uint8Array[] = [];
   const waiters: Array<() => void> = [];
   let onEnd!: (e: LanemuxError | null) => void;

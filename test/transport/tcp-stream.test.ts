@@ -53,7 +53,10 @@ class RecordingSink implements PerStreamSink {
 }
 
 /** A listener that records every accept call and hands out sinks (or refuses with null). */
-function acceptor(decide: (anchorId: bigint, sessionId: bigint) => boolean = () => true, policy?: RecordingSink['policy']) {
+function acceptor(
+  decide: (anchorId: bigint, sessionId: bigint) => boolean = () => true,
+  policy?: RecordingSink['policy'],
+) {
   const calls: Array<{ anchorId: bigint; sessionId: bigint }> = [];
   const sinks: RecordingSink[] = [];
   const waiters: Array<() => void> = [];
@@ -471,11 +474,23 @@ describe('tcp-stream transport: refusal and bad input', () => {
 describe('tcp-stream transport: dialling', () => {
   it('rejects endpoints that are not tcp-stream://host:port, and ids outside u64', async () => {
     const producer = make();
-    for (const bad of ['tcp://127.0.0.1:1', 'tcp-stream://127.0.0.1', 'tcp-stream://u:p@127.0.0.1:1', 'tcp-stream://127.0.0.1:1/x', 'tcp-stream://127.0.0.1:1?q', 'tcp-stream://127.0.0.1:70000', 'nonsense']) {
+    for (const bad of [
+      'tcp://127.0.0.1:1',
+      'tcp-stream://127.0.0.1',
+      'tcp-stream://u:p@127.0.0.1:1',
+      'tcp-stream://127.0.0.1:1/x',
+      'tcp-stream://127.0.0.1:1?q',
+      'tcp-stream://127.0.0.1:70000',
+      'nonsense',
+    ]) {
       await expect(producer.connect(bad, 1n, 1n), bad).rejects.toMatchObject({ code: 'ERR_UNSUPPORTED_ADDRESS' });
     }
-    await expect(producer.connect('tcp-stream://127.0.0.1:1', -1n, 1n)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
-    await expect(producer.connect('tcp-stream://127.0.0.1:1', 1n, 1n << 64n)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+    await expect(producer.connect('tcp-stream://127.0.0.1:1', -1n, 1n)).rejects.toMatchObject({
+      code: 'ERR_INVALID_ARGUMENT',
+    });
+    await expect(producer.connect('tcp-stream://127.0.0.1:1', 1n, 1n << 64n)).rejects.toMatchObject({
+      code: 'ERR_INVALID_ARGUMENT',
+    });
     expect(() => tcpStreamTransport({ maxFrameBytes: 0 })).toThrow(/maxFrameBytes/);
     expect(() => tcpStreamTransport({ port: -1 })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_CONFIG' }));
   });
@@ -498,7 +513,9 @@ describe('tcp-stream transport: dialling', () => {
     const producer = make();
     const acc = acceptor();
     const endpoint = await consumer.listen(acc.accept);
-    await expect(producer.connect(endpoint, 1n, 1n, { signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+    await expect(producer.connect(endpoint, 1n, 1n, { signal: AbortSignal.abort() })).rejects.toMatchObject({
+      code: 'ERR_ABORTED',
+    });
     const ac = new AbortController();
     const dialling = producer.connect(endpoint, 1n, 1n, { signal: ac.signal });
     ac.abort(new Error('changed my mind')); // 'connect' cannot have fired yet: it is a later event

@@ -14,7 +14,14 @@ for (const lanes of [1, 8]) {
       name: `tls-${lanes}`,
       lanes,
       reconnects: false,
-      server: (at) => [tcpTransport({ host: '127.0.0.1', port: at === undefined ? 0 : Number(new URL(at).port), tls: { key: cert.keyPem, cert: cert.certPem }, ...limits })],
+      server: (at) => [
+        tcpTransport({
+          host: '127.0.0.1',
+          port: at === undefined ? 0 : Number(new URL(at).port),
+          tls: { key: cert.keyPem, cert: cert.certPem },
+          ...limits,
+        }),
+      ],
       client: () => [tcpTransport({ listen: false, tls: { ca: cert.certPem }, ...limits })],
     });
   });

@@ -31,7 +31,8 @@ export function tlsSuite(h: TlsHarness): void {
   const open: LanemuxNode[] = [];
   let certs: Promise<[DevCertificate, DevCertificate]> | undefined;
   /** The server's certificate, and another one (a CA the server's certificate is not from). */
-  const pair = (): Promise<[DevCertificate, DevCertificate]> => (certs ??= Promise.all([createDevCertificate(), createDevCertificate()]));
+  const pair = (): Promise<[DevCertificate, DevCertificate]> =>
+    (certs ??= Promise.all([createDevCertificate(), createDevCertificate()]));
   const node = async (adapter: TransportAdapter): Promise<LanemuxNode> => {
     const n = await createNode({ transports: [adapter], lanes: 4 });
     open.push(n);
@@ -82,7 +83,9 @@ export function tlsSuite(h: TlsHarness): void {
         (e: unknown) => e,
       );
       expect(isLanemuxError(error, 'ERR_CONNECT')).toBe(true);
-      expect((error as Error).message).toMatch(/tls connect to tls:\/\/127\.0\.0\.1:\d+: the server's certificate was refused \(.+\); check tls\.ca and tls\.servername/);
+      expect((error as Error).message).toMatch(
+        /tls connect to tls:\/\/127\.0\.0\.1:\d+: the server's certificate was refused \(.+\); check tls\.ca and tls\.servername/,
+      );
       expect((error as { retryable: boolean }).retryable).toBe(false);
       const right = await node(h.client({ ca: cert.certPem }));
       await right.connect(server.address!);
@@ -110,7 +113,11 @@ export function tlsSuite(h: TlsHarness): void {
     const [cert] = await pair();
     const adapter = h.server({ key: cert.keyPem, cert: cert.certPem });
     const accepted: string[] = [];
-    const host: ListenHost = { frameLimit: 16 * 1024, maxMessageSize: 1 << 20, accept: (c) => (accepted.push(c.remote), c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort')) };
+    const host: ListenHost = {
+      frameLimit: 16 * 1024,
+      maxMessageSize: 1 << 20,
+      accept: (c) => (accepted.push(c.remote), c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort')),
+    };
     const address = (await adapter.listen(host)) as string;
     const u = new URL(address);
     const raw = net.connect({ host: u.hostname, port: Number(u.port) });
@@ -132,7 +139,11 @@ export function tlsSuite(h: TlsHarness): void {
     const [cert] = await pair();
     const adapter = h.server({ key: cert.keyPem, cert: cert.certPem, handshakeTimeoutMs: 300 });
     const accepted: string[] = [];
-    const host: ListenHost = { frameLimit: 16 * 1024, maxMessageSize: 1 << 20, accept: (c) => (accepted.push(c.remote), c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort')) };
+    const host: ListenHost = {
+      frameLimit: 16 * 1024,
+      maxMessageSize: 1 << 20,
+      accept: (c) => (accepted.push(c.remote), c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort')),
+    };
     const address = (await adapter.listen(host)) as string;
     const u = new URL(address);
     const raw = net.connect({ host: u.hostname, port: Number(u.port) });

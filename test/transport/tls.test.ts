@@ -51,9 +51,13 @@ async function tokens(server: LanemuxNode, client: LanemuxNode, n = 200): Promis
 
 describe('tcpTransport({ tls }): options and addresses', () => {
   it('refuses a TLS listener without a key and certificate, and a key without its certificate, with ERR_INVALID_CONFIG naming them', () => {
-    expect(() => tcpTransport({ tls: {} })).toThrow(/a TLS listener needs tls\.key and tls\.cert \(or set listen: false to only dial\)/);
+    expect(() => tcpTransport({ tls: {} })).toThrow(
+      /a TLS listener needs tls\.key and tls\.cert \(or set listen: false to only dial\)/,
+    );
     expect(() => tcpTransport({ listen: false, tls: { key: 'k' } })).toThrow(/tls\.key and tls\.cert go together/);
-    expect(() => tcpTransport({ listen: false, tls: { handshakeTimeoutMs: 0 } })).toThrow(/invalid options for tcpTransport: .*tls\.handshakeTimeoutMs/s);
+    expect(() => tcpTransport({ listen: false, tls: { handshakeTimeoutMs: 0 } })).toThrow(
+      /invalid options for tcpTransport: .*tls\.handshakeTimeoutMs/s,
+    );
     const e = (() => {
       try {
         tcpTransport({ tls: { cert: 'c' } });
@@ -71,7 +75,9 @@ describe('tcpTransport({ tls }): options and addresses', () => {
     const plain = tcpTransport({ listen: false });
     expect([secure.name, secure.dialSchemes]).toEqual(['tls', ['tls']]);
     expect([plain.name, plain.dialSchemes]).toEqual(['tcp', ['tcp']]);
-    const tlsServer = await node({ transports: [tcpTransport({ port: 0, tls: { key: cert.keyPem, cert: cert.certPem } })] });
+    const tlsServer = await node({
+      transports: [tcpTransport({ port: 0, tls: { key: cert.keyPem, cert: cert.certPem } })],
+    });
     const plainClient = await node({ transports: [plain] });
     await expect(plainClient.connect(tlsServer.address!)).rejects.toMatchObject({ code: 'ERR_UNSUPPORTED_ADDRESS' });
     await secure.close();
@@ -83,13 +89,45 @@ describe('tcpTransport({ tls }): options and addresses', () => {
       // A client certificate (extendedKeyUsage clientAuth, which the dev certificate lacks), from openssl.
       const key = join(dir, 'client.key');
       const crt = join(dir, 'client.crt');
-      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', crt, '-days', '2', '-subj', '/CN=lanemux-client', '-addext', 'extendedKeyUsage=clientAuth'], { stdio: 'ignore' });
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'ec',
+          '-pkeyopt',
+          'ec_paramgen_curve:P-256',
+          '-nodes',
+          '-keyout',
+          key,
+          '-out',
+          crt,
+          '-days',
+          '2',
+          '-subj',
+          '/CN=lanemux-client',
+          '-addext',
+          'extendedKeyUsage=clientAuth',
+        ],
+        { stdio: 'ignore' },
+      );
       const client = { key: readFileSync(key), cert: readFileSync(crt) };
       const server = await createDevCertificate();
-      const listener = await node({ transports: [tcpTransport({ port: 0, tls: { key: server.keyPem, cert: server.certPem, ca: client.cert, requestCert: true }, closeGraceMs: 200 })] });
+      const listener = await node({
+        transports: [
+          tcpTransport({
+            port: 0,
+            tls: { key: server.keyPem, cert: server.certPem, ca: client.cert, requestCert: true },
+            closeGraceMs: 200,
+          }),
+        ],
+      });
       const anonymous = await node({ transports: [tcpTransport({ listen: false, tls: { ca: server.certPem } })] });
       await expect(anonymous.connect(listener.address!)).rejects.toThrow(/certificate required/);
-      const known = await node({ transports: [tcpTransport({ listen: false, tls: { ca: server.certPem, ...client } })] });
+      const known = await node({
+        transports: [tcpTransport({ listen: false, tls: { ca: server.certPem, ...client } })],
+      });
       await known.connect(listener.address!);
       await tokens(listener, known);
     } finally {
@@ -97,12 +135,16 @@ describe('tcpTransport({ tls }): options and addresses', () => {
     }
   });
 
-  it('checks the server name: servername other than the certificate\'s is refused, the right one is accepted', async () => {
+  it("checks the server name: servername other than the certificate's is refused, the right one is accepted", async () => {
     const cert = await createDevCertificate({ dnsNames: ['lanemux.test'], ipAddresses: [] });
-    const server = await node({ transports: [tcpTransport({ port: 0, tls: { key: cert.keyPem, cert: cert.certPem } })] });
+    const server = await node({
+      transports: [tcpTransport({ port: 0, tls: { key: cert.keyPem, cert: cert.certPem } })],
+    });
     const byIp = await node({ transports: [tcpTransport({ listen: false, tls: { ca: cert.certPem } })] });
     await expect(byIp.connect(server.address!)).rejects.toMatchObject({ code: 'ERR_CONNECT', retryable: false });
-    const byName = await node({ transports: [tcpTransport({ listen: false, tls: { ca: cert.certPem, servername: 'lanemux.test' } })] });
+    const byName = await node({
+      transports: [tcpTransport({ listen: false, tls: { ca: cert.certPem, servername: 'lanemux.test' } })],
+    });
     await byName.connect(server.address!);
     await tokens(server, byName, 20);
   });
@@ -128,7 +170,12 @@ describe('webSocketServerTransport behind wss://', () => {
       await client.connect(address);
       await tokens(server, client);
     } finally {
-      await Promise.all(open.splice(0).reverse().map((n) => n.close()));
+      await Promise.all(
+        open
+          .splice(0)
+          .reverse()
+          .map((n) => n.close()),
+      );
       await new Promise<void>((r) => httpsServer.close(() => r()));
     }
   });

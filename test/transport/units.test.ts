@@ -64,7 +64,12 @@ describe('FrameDecoder', () => {
   it('refuses a header split across chunks too, and accepts exactly the limit', () => {
     const d = new FrameDecoder(4, 'peer');
     expect(d.push(Uint8Array.of(0, 0), () => {})).toBeUndefined();
-    expect(isLanemuxError(d.push(Uint8Array.of(0, 5), () => {}), 'ERR_FRAME_TOO_LARGE')).toBe(true);
+    expect(
+      isLanemuxError(
+        d.push(Uint8Array.of(0, 5), () => {}),
+        'ERR_FRAME_TOO_LARGE',
+      ),
+    ).toBe(true);
     const ok = new FrameDecoder(4, 'peer');
     const got: number[][] = [];
     expect(ok.push(frame(Uint8Array.of(1, 2, 3, 4)), (m) => got.push([...m]))).toBeUndefined();
@@ -187,7 +192,9 @@ describe('HELLO and GOAWAY', () => {
     bad[2] = 0;
     expect(isLanemuxError(decodeHello(bad, 1), 'ERR_MALFORMED_ENVELOPE')).toBe(true);
     expect(isLanemuxError(decodeHello(encodeHello({ ...hello, lanes: 17 }), 1), 'ERR_MALFORMED_ENVELOPE')).toBe(true);
-    expect(isLanemuxError(decodeHello(encodeHello({ ...hello, worker: 'xyz' }), 1), 'ERR_MALFORMED_ENVELOPE')).toBe(true);
+    expect(isLanemuxError(decodeHello(encodeHello({ ...hello, worker: 'xyz' }), 1), 'ERR_MALFORMED_ENVELOPE')).toBe(
+      true,
+    );
   });
 
   it('never throws on arbitrary bytes (property)', () => {

@@ -13,7 +13,14 @@ describe('transport conformance: websocket (ws server + partysocket client)', ()
     name: 'ws',
     lanes: 2,
     reconnects: true,
-    server: (at) => [webSocketServerTransport({ host: '127.0.0.1', port: at === undefined ? 0 : Number(new URL(at).port), closeGraceMs: 200, ...limits })],
+    server: (at) => [
+      webSocketServerTransport({
+        host: '127.0.0.1',
+        port: at === undefined ? 0 : Number(new URL(at).port),
+        closeGraceMs: 200,
+        ...limits,
+      }),
+    ],
     client: () => [
       webSocketClientTransport({
         WebSocket: WebSocket as never,

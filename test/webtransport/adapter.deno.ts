@@ -9,13 +9,19 @@ import { createDevCertificate } from '../../src/adapters/dev-cert.ts';
 import { webTransportServerTransport } from '../../src/adapters/deno-webtransport.ts';
 import { FrameDecoder } from '../../src/transport/frame.ts';
 import { decodeGoaway } from '../../src/transport/hello.ts';
-import { webTransportClientTransport, type WebTransportConstructor, type WebTransportInit, type WebTransportSession } from '../../src/adapters/webtransport.ts';
+import {
+  webTransportClientTransport,
+  type WebTransportConstructor,
+  type WebTransportInit,
+  type WebTransportSession,
+} from '../../src/adapters/webtransport.ts';
 import { within } from '../transport/helpers.ts';
 
 interface RawSession extends WebTransportSession {
   readonly incomingBidirectionalStreams: ReadableStream<unknown>;
 }
-const NativeWt = (globalThis as unknown as { WebTransport: new (url: string, o?: WebTransportInit) => RawSession }).WebTransport;
+const NativeWt = (globalThis as unknown as { WebTransport: new (url: string, o?: WebTransportInit) => RawSession })
+  .WebTransport;
 const cert = await createDevCertificate();
 const hashes = [cert.serverCertificateHash];
 const open: Messenger[] = [];
@@ -34,7 +40,9 @@ afterEach(async () => {
 
 async function server(extra: Record<string, unknown> = {}, lanes = 4): Promise<Messenger> {
   const m = await createMessenger({
-    transports: [webTransportServerTransport({ cert: cert.certPem, key: cert.keyPem, closeGraceMs: 200, ...extra } as never)],
+    transports: [
+      webTransportServerTransport({ cert: cert.certPem, key: cert.keyPem, closeGraceMs: 200, ...extra } as never),
+    ],
     lanes,
     healthCheck: false,
   });
@@ -61,7 +69,14 @@ describe('webtransport adapters (Deno)', () => {
         sessions.push(url);
       }
     } as unknown as WebTransportConstructor;
-    const client = await createMessenger({ transports: [webTransportClientTransport({ WebTransport: Counting, serverCertificateHashes: hashes, closeGraceMs: 200 })], lanes: 4, healthCheck: false, reconnect: false });
+    const client = await createMessenger({
+      transports: [
+        webTransportClientTransport({ WebTransport: Counting, serverCertificateHashes: hashes, closeGraceMs: 200 }),
+      ],
+      lanes: 4,
+      healthCheck: false,
+      reconnect: false,
+    });
     open.push(client);
     const peer = await client.connect(srv.addresses[0] as string);
     expect(peer.lanes).toBe(4);
@@ -72,7 +87,13 @@ describe('webtransport adapters (Deno)', () => {
       const a = client.sendBatch(peer.id, lane, Uint8Array.of(lane + 1));
       if (a !== true) await a;
     }
-    await within((async () => { while (got.length < 4) await new Promise((r) => setTimeout(r, 5)); })(), 2_000, 'four lanes');
+    await within(
+      (async () => {
+        while (got.length < 4) await new Promise((r) => setTimeout(r, 5));
+      })(),
+      2_000,
+      'four lanes',
+    );
     expect(got.sort()).toEqual([0, 1, 2, 3]);
     client.disconnect(peer.id);
     await client.connect(srv.addresses[0] as string);
@@ -84,10 +105,24 @@ describe('webtransport adapters (Deno)', () => {
     const address = srv.addresses[0] as string;
     // The server may close it before `ready` settles on our side: only the close matters.
     const wrong = await raw(address.replace('/lanemux', '/other'), false);
-    await within(wrong.closed.then(() => 'closed', () => 'closed'), 2_000, 'wrong path closed');
+    await within(
+      wrong.closed.then(
+        () => 'closed',
+        () => 'closed',
+      ),
+      2_000,
+      'wrong path closed',
+    );
     const idle = await raw(address);
     const t0 = performance.now();
-    await within(idle.closed.then(() => 'closed', () => 'closed'), 2_000, 'idle session closed');
+    await within(
+      idle.closed.then(
+        () => 'closed',
+        () => 'closed',
+      ),
+      2_000,
+      'idle session closed',
+    );
     expect(performance.now() - t0).toBeGreaterThanOrEqual(50);
   });
 
@@ -108,7 +143,9 @@ describe('webtransport adapters (Deno)', () => {
     while (messages.length < 2) {
       const { value, done } = await within(third.read(), 2_000, 'refusal');
       if (done) break;
-      dec.push(value, (m) => { messages.push(m.slice()); });
+      dec.push(value, (m) => {
+        messages.push(m.slice());
+      });
     }
     expect(messages[0]?.[0]).toBe(0xf1);
     expect(decodeGoaway(messages[0] as Uint8Array)).toMatchObject({ code: 'ERR_TOO_MANY_PEERS' });
@@ -124,7 +161,14 @@ describe('webtransport adapters (Deno)', () => {
     open.push(srv);
     const address = srv.addresses[0] as string;
     const second = await createDevCertificate({ validityMs: 2 * 24 * 3600_000 });
-    const client = (hs: typeof hashes) => createMessenger({ transports: [webTransportClientTransport({ serverCertificateHashes: hs, connectTimeoutMs: 2_000, closeGraceMs: 200 })], healthCheck: false, reconnect: false });
+    const client = (hs: typeof hashes) =>
+      createMessenger({
+        transports: [
+          webTransportClientTransport({ serverCertificateHashes: hs, connectTimeoutMs: 2_000, closeGraceMs: 200 }),
+        ],
+        healthCheck: false,
+        reconnect: false,
+      });
     const both = await client([first.serverCertificateHash, second.serverCertificateHash]);
     open.push(both);
     const live = await both.connect(address);
@@ -146,12 +190,24 @@ describe('webtransport adapters (Deno)', () => {
     open.splice(open.indexOf(srv1), 1);
     const other = await createDevCertificate();
     const srv2 = await createMessenger({
-      transports: [webTransportServerTransport({ cert: other.certPem, key: other.keyPem, port: Number(new URL(address).port), closeGraceMs: 200 })],
+      transports: [
+        webTransportServerTransport({
+          cert: other.certPem,
+          key: other.keyPem,
+          port: Number(new URL(address).port),
+          closeGraceMs: 200,
+        }),
+      ],
       healthCheck: false,
     });
     open.push(srv2);
     expect(srv2.addresses[0]).toBe(address);
-    const client = await createMessenger({ transports: [webTransportClientTransport({ serverCertificateHashes: [other.serverCertificateHash], closeGraceMs: 200 })], healthCheck: false });
+    const client = await createMessenger({
+      transports: [
+        webTransportClientTransport({ serverCertificateHashes: [other.serverCertificateHash], closeGraceMs: 200 }),
+      ],
+      healthCheck: false,
+    });
     open.push(client);
     await expect(client.connect(address, { timeoutMs: 3_000 })).resolves.toMatchObject({ id: srv2.self.id });
   });

@@ -14,7 +14,14 @@ describe('authenticate on the Deno WebTransport server', () => {
     name: 'webtransport-server',
     upgrade: false,
     reconnects: true,
-    server: (authenticate) => webTransportServerTransport({ cert: cert.certPem, key: cert.keyPem, authenticate, closeGraceMs: 200 }),
-    client: (credential) => webTransportClientTransport({ serverCertificateHashes: [cert.serverCertificateHash], credential, closeGraceMs: 200, ...backoff }),
+    server: (authenticate) =>
+      webTransportServerTransport({ cert: cert.certPem, key: cert.keyPem, authenticate, closeGraceMs: 200 }),
+    client: (credential) =>
+      webTransportClientTransport({
+        serverCertificateHashes: [cert.serverCertificateHash],
+        credential,
+        closeGraceMs: 200,
+        ...backoff,
+      }),
   });
 });

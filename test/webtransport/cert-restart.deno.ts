@@ -10,7 +10,10 @@ import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger, PeerGoneEvent, PeerInfo } from '../../src/messenger/types.ts';
 import { createDevCertificate, type DevCertificate } from '../../src/adapters/dev-cert.ts';
 import { webTransportServerTransport } from '../../src/adapters/deno-webtransport.ts';
-import { webTransportClientTransport, type WebTransportClientTransportOptions } from '../../src/adapters/webtransport.ts';
+import {
+  webTransportClientTransport,
+  type WebTransportClientTransportOptions,
+} from '../../src/adapters/webtransport.ts';
 import { within } from '../transport/helpers.ts';
 
 const open: Messenger[] = [];
@@ -22,7 +25,15 @@ afterEach(async () => {
 /** Deno 2.9.6 never frees a closed endpoint's port: a restart on the same port takes the lingering endpoint over. */
 async function server(cert: DevCertificate, port = 0): Promise<Messenger> {
   const m = await createMessenger({
-    transports: [webTransportServerTransport({ cert: cert.certPem, key: cert.keyPem, port, closeGraceMs: 50, reuseEndpointWithinMs: 5_000 })],
+    transports: [
+      webTransportServerTransport({
+        cert: cert.certPem,
+        key: cert.keyPem,
+        port,
+        closeGraceMs: 50,
+        reuseEndpointWithinMs: 5_000,
+      }),
+    ],
     healthCheck: false,
   });
   open.push(m);
@@ -32,7 +43,15 @@ async function server(cert: DevCertificate, port = 0): Promise<Messenger> {
 async function client(options: WebTransportClientTransportOptions): Promise<Messenger> {
   // Back-off slow enough that the restart (well under a second) is over long before maxSameFailures.
   const m = await createMessenger({
-    transports: [webTransportClientTransport({ closeGraceMs: 50, minReconnectionDelay: 100, reconnectionJitter: 50, maxReconnectionDelay: 400, ...options })],
+    transports: [
+      webTransportClientTransport({
+        closeGraceMs: 50,
+        minReconnectionDelay: 100,
+        reconnectionJitter: 50,
+        maxReconnectionDelay: 400,
+        ...options,
+      }),
+    ],
     healthCheck: false,
   });
   open.push(m);
@@ -70,7 +89,15 @@ describe('webtransport client: a server restarted with a new development certifi
     expect(calls).toBe(1);
     current = second.serverCertificateHash;
     const srv2 = await restart(srv, c, second);
-    const back = await within(new Promise<PeerInfo>((r) => c.onPeer((p) => { if (p.instanceId === srv2.self.instanceId) r(p); })), 10_000, 'the reconnect to the restarted server');
+    const back = await within(
+      new Promise<PeerInfo>((r) =>
+        c.onPeer((p) => {
+          if (p.instanceId === srv2.self.instanceId) r(p);
+        }),
+      ),
+      10_000,
+      'the reconnect to the restarted server',
+    );
     expect(back.id).toBe(srv2.self.id);
     expect(calls).toBeGreaterThanOrEqual(2);
     await expect(c.ping(back.id)).resolves.toBeTypeOf('number');
@@ -85,7 +112,15 @@ describe('webtransport client: a server restarted with a new development certifi
     await c.connect(srv.addresses[0] as string);
     current = [second.serverCertificateHash];
     const srv2 = await restart(srv, c, second);
-    const back = await within(new Promise<PeerInfo>((r) => c.onPeer((p) => { if (p.instanceId === srv2.self.instanceId) r(p); })), 10_000, 'the reconnect');
+    const back = await within(
+      new Promise<PeerInfo>((r) =>
+        c.onPeer((p) => {
+          if (p.instanceId === srv2.self.instanceId) r(p);
+        }),
+      ),
+      10_000,
+      'the reconnect',
+    );
     expect(back.id).toBe(srv2.self.id);
   });
 
@@ -96,7 +131,14 @@ describe('webtransport client: a server restarted with a new development certifi
     const c = await client({ serverCertificateHashes: [first.serverCertificateHash] });
     await c.connect(srv.addresses[0] as string);
     await restart(srv, c, second);
-    const error = await within(c.connect(srv.addresses[0] as string, { timeoutMs: 8_000 }).then(() => undefined, (e: unknown) => e), 9_000, 'the connect to settle');
+    const error = await within(
+      c.connect(srv.addresses[0] as string, { timeoutMs: 8_000 }).then(
+        () => undefined,
+        (e: unknown) => e,
+      ),
+      9_000,
+      'the connect to settle',
+    );
     expect(error).toMatchObject({ code: 'ERR_CONNECT', retryable: false });
     expect((error as Error).message).toContain("the server's certificate is not accepted");
     expect((error as Error).message).toContain('serverCertificateHashes is a fixed list');
@@ -117,7 +159,14 @@ describe('webtransport client: a server restarted with a new development certifi
     });
     await c.connect(srv.addresses[0] as string);
     await restart(srv, c, second);
-    const error = await within(c.connect(srv.addresses[0] as string, { timeoutMs: 8_000 }).then(() => undefined, (e: unknown) => e), 9_000, 'the connect to settle');
+    const error = await within(
+      c.connect(srv.addresses[0] as string, { timeoutMs: 8_000 }).then(
+        () => undefined,
+        (e: unknown) => e,
+      ),
+      9_000,
+      'the connect to settle',
+    );
     expect(error).toMatchObject({ code: 'ERR_CONNECT', retryable: false });
     expect((error as Error).message).toContain('returned no matching hash 3 times in a row; giving up');
     expect(calls).toBeGreaterThanOrEqual(1 + 3);
@@ -129,7 +178,10 @@ describe('webtransport client: a server restarted with a new development certifi
     const srv = await server(served);
     const c = await client({ serverCertificateHashes: [other.serverCertificateHash] });
     const t0 = performance.now();
-    const error = await c.connect(srv.addresses[0] as string, { timeoutMs: 8_000 }).then(() => undefined, (e: unknown) => e);
+    const error = await c.connect(srv.addresses[0] as string, { timeoutMs: 8_000 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(performance.now() - t0).toBeLessThan(4_000);
     expect(error).toMatchObject({ code: 'ERR_CONNECT', retryable: false });
     expect((error as Error).message).toMatch(/certificate is not accepted \(.*UnknownIssuer.*\)/);

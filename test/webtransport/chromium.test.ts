@@ -14,7 +14,19 @@ import type { ViteDevServer } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConformanceApi } from './browser/conformance-entry.ts';
 import type { BrowserApi } from './browser/entry.ts';
-import { DENO, DENO_ENV, ROOT, certOnDisk, denoScript, launchChromium, openPage, removeDir, stop, viteServer, type CertFiles } from './support.ts';
+import {
+  DENO,
+  DENO_ENV,
+  ROOT,
+  certOnDisk,
+  denoScript,
+  launchChromium,
+  openPage,
+  removeDir,
+  stop,
+  viteServer,
+  type CertFiles,
+} from './support.ts';
 
 const LONG = process.env['LANEMUX_WT_BENCH'] === '1';
 const RTTS = LONG ? 5_000 : 500;
@@ -63,8 +75,10 @@ afterAll(async () => {
   }
 });
 
-const bench = (o: Parameters<BrowserApi['bench']>[0]) => benchPage.evaluate((x) => (globalThis as unknown as { lanemuxWt: BrowserApi }).lanemuxWt.bench(x), o);
-const tryConnect = (o: Parameters<BrowserApi['tryConnect']>[0]) => benchPage.evaluate((x) => (globalThis as unknown as { lanemuxWt: BrowserApi }).lanemuxWt.tryConnect(x), o);
+const bench = (o: Parameters<BrowserApi['bench']>[0]) =>
+  benchPage.evaluate((x) => (globalThis as unknown as { lanemuxWt: BrowserApi }).lanemuxWt.bench(x), o);
+const tryConnect = (o: Parameters<BrowserApi['tryConnect']>[0]) =>
+  benchPage.evaluate((x) => (globalThis as unknown as { lanemuxWt: BrowserApi }).lanemuxWt.tryConnect(x), o);
 
 describe('WebTransport: Chromium → Deno server adapter (product adapters on both ends)', () => {
   it('Chromium accepts the WebCrypto dev certificate by hash and carries 1- and 4-lane messenger links', async () => {
@@ -88,12 +102,26 @@ describe('WebTransport: Chromium → Deno server adapter (product adapters on bo
 
   it('Deno client (global WebTransport) → the same Deno server adapter, 1 and 4 lanes', () => {
     for (const lanes of [1, 4]) {
-      const out = execFileSync(DENO, ['run', '--unstable-net', '--allow-net', 'test/webtransport/bench-client.deno.ts', addresses[lanes] as string, cert.hashHex, String(lanes), String(RTTS), String(MESSAGES)], {
-        cwd: ROOT,
-        env: DENO_ENV,
-        encoding: 'utf8',
-        timeout: 60_000,
-      });
+      const out = execFileSync(
+        DENO,
+        [
+          'run',
+          '--unstable-net',
+          '--allow-net',
+          'test/webtransport/bench-client.deno.ts',
+          addresses[lanes] as string,
+          cert.hashHex,
+          String(lanes),
+          String(RTTS),
+          String(MESSAGES),
+        ],
+        {
+          cwd: ROOT,
+          env: DENO_ENV,
+          encoding: 'utf8',
+          timeout: 60_000,
+        },
+      );
       const r = JSON.parse(out.trim().split('\n').pop() as string) as { requestEcho: string; rttCount: number };
       console.log(`deno → deno, ${lanes} lane(s), 64-byte messages:`, JSON.stringify(r));
       expect(r.requestEcho).toBe('hello over webtransport');
@@ -106,9 +134,15 @@ describe('transport conformance over WebTransport: Chromium → Deno', () => {
   for (const lanes of [1, 4]) {
     const filter = `chromium→deno, ${lanes} lane${lanes > 1 ? 's' : ''} >`;
     it(`every conformance case passes in Chromium, ${lanes} lane${lanes > 1 ? 's' : ''}`, async () => {
-      const r = await conformancePage.evaluate((o) => (globalThis as unknown as { lanemuxWtConformance: ConformanceApi }).lanemuxWtConformance.run(o), { relay, hashHex: cert.hashHex, filter });
+      const r = await conformancePage.evaluate(
+        (o) => (globalThis as unknown as { lanemuxWtConformance: ConformanceApi }).lanemuxWtConformance.run(o),
+        { relay, hashHex: cert.hashHex, filter },
+      );
       const summary = r.results
-        .map((x) => `${x.passed ? 'ok  ' : 'FAIL'} ${x.name} (${Math.round(x.durationMs)} ms)${x.error === undefined ? '' : `\n       ${x.error.split('\n').slice(0, 3).join('\n       ')}`}`)
+        .map(
+          (x) =>
+            `${x.passed ? 'ok  ' : 'FAIL'} ${x.name} (${Math.round(x.durationMs)} ms)${x.error === undefined ? '' : `\n       ${x.error.split('\n').slice(0, 3).join('\n       ')}`}`,
+        )
         .join('\n');
       console.log(`chromium conformance, ${lanes} lane(s):\n${summary}`);
       expect(r.failed, `failed cases:\n${summary}\npage log:\n${logs.slice(-20).join('\n')}`).toBe(0);

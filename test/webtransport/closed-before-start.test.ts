@@ -10,13 +10,20 @@ function fakeCtor(hops: number) {
     readonly ready = Promise.resolve();
     readonly closed: Promise<unknown>;
     #close!: () => void;
-    constructor() { this.closed = new Promise((r) => (this.#close = () => r(undefined))); }
-    close(): void { this.#close(); }
+    constructor() {
+      this.closed = new Promise((r) => (this.#close = () => r(undefined)));
+    }
+    close(): void {
+      this.#close();
+    }
     createBidirectionalStream() {
       const stream = { readable: new ReadableStream<Uint8Array>(), writable: new WritableStream<Uint8Array>() };
       // The peer closes the session a few microtasks after the stream opened.
       let n = hops;
-      const tick = (): void => { if (n-- > 0) queueMicrotask(tick); else this.#close(); };
+      const tick = (): void => {
+        if (n-- > 0) queueMicrotask(tick);
+        else this.#close();
+      };
       queueMicrotask(tick);
       return Promise.resolve(stream);
     }
@@ -28,14 +35,32 @@ describe('webtransport client: session lost before start()', () => {
     const silent: number[] = [];
     for (let hops = 0; hops < 12; hops++) {
       for (const reconnect of [false, true]) {
-        const adapter = webTransportClientTransport({ WebTransport: fakeCtor(hops) as never, minReconnectionDelay: 1, reconnectionJitter: 0, maxRetries: 0 });
+        const adapter = webTransportClientTransport({
+          WebTransport: fakeCtor(hops) as never,
+          minReconnectionDelay: 1,
+          reconnectionJitter: 0,
+          maxRetries: 0,
+        });
         let opened: Connection | undefined;
         let closedReported = false;
         let failed = false;
-        adapter.dial({ address: 'https://x.test/lanemux', lane: 0, frameLimit: 4096, maxMessageSize: 1 << 20, reconnect }, {
-          open(c) { opened ??= c; c.start({ message() {}, closed() { closedReported = true; } }); },
-          fail() { failed = true; },
-        });
+        adapter.dial(
+          { address: 'https://x.test/lanemux', lane: 0, frameLimit: 4096, maxMessageSize: 1 << 20, reconnect },
+          {
+            open(c) {
+              opened ??= c;
+              c.start({
+                message() {},
+                closed() {
+                  closedReported = true;
+                },
+              });
+            },
+            fail() {
+              failed = true;
+            },
+          },
+        );
         await new Promise((r) => setTimeout(r, 20));
         if (opened !== undefined && !closedReported && !failed) silent.push(hops * 2 + (reconnect ? 1 : 0));
         await adapter.close();

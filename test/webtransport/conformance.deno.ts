@@ -22,8 +22,18 @@ for (const lanes of [1, 4]) {
       name: `webtransport-deno-${lanes}`,
       lanes,
       reconnects: true,
-      server: (at) => [webTransportServerTransport({ cert: cert.certPem, key: cert.keyPem, port: at === undefined ? 0 : Number(new URL(at).port), ...limits, ...reuse })],
-      client: () => [webTransportClientTransport({ serverCertificateHashes: [cert.serverCertificateHash], ...limits, ...backoff })],
+      server: (at) => [
+        webTransportServerTransport({
+          cert: cert.certPem,
+          key: cert.keyPem,
+          port: at === undefined ? 0 : Number(new URL(at).port),
+          ...limits,
+          ...reuse,
+        }),
+      ],
+      client: () => [
+        webTransportClientTransport({ serverCertificateHashes: [cert.serverCertificateHash], ...limits, ...backoff }),
+      ],
     });
   });
 }

@@ -26,7 +26,7 @@ interface FakeEndpointState {
 
 function fakeDeno(): { endpoints: FakeEndpointState[]; accepted: () => number } {
   const endpoints: FakeEndpointState[] = [];
-  let accepted = 0;
+  const accepted = 0;
   const dropped = new FinalizationRegistry<FakeEndpointState>((state) => {
     state.serverConfig = null;
   });
@@ -77,7 +77,11 @@ describe('Deno WebTransport server: certificate rotation', () => {
     // The first connection after the rotation goes to the replaced listener's waiting accept (it
     // waited first); its loop hands it over and ends, leaving that listener unreferenced.
     const first = endpoint.waiters.shift()!;
-    first({ remoteAddr: { hostname: '127.0.0.1', port: 1 }, accept: () => Promise.reject(new Error('x')), refuse: () => {} });
+    first({
+      remoteAddr: { hostname: '127.0.0.1', port: 1 },
+      accept: () => Promise.reject(new Error('x')),
+      refuse: () => {},
+    });
     for (let i = 0; i < 10 && endpoint.serverConfig !== null; i++) {
       await new Promise((r) => setTimeout(r, 10));
       gc();

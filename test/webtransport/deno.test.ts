@@ -8,7 +8,13 @@ import { describe, expect, it } from 'vitest';
 import { DENO, DENO_ENV, ROOT, removeDir } from './support.ts';
 import { scratchDir } from '../support/scratch.ts';
 
-const FILES = ['test/webtransport/conformance.deno.ts', 'test/webtransport/adapter.deno.ts', 'test/webtransport/handshake-stall.deno.ts', 'test/webtransport/auth.deno.ts', 'test/webtransport/cert-restart.deno.ts'];
+const FILES = [
+  'test/webtransport/conformance.deno.ts',
+  'test/webtransport/adapter.deno.ts',
+  'test/webtransport/handshake-stall.deno.ts',
+  'test/webtransport/auth.deno.ts',
+  'test/webtransport/cert-restart.deno.ts',
+];
 
 interface Case {
   readonly name: string;
@@ -19,12 +25,26 @@ function runDeno(): { status: number | null; cases: Case[]; output: string } {
   const dir = scratchDir('lanemux-deno-');
   try {
     const junit = join(dir, 'junit.xml');
-    const r = spawnSync(DENO, ['test', '--no-check', '--unstable-net', '--allow-net', '--allow-read', '--allow-env', '--reporter=dot', `--junit-path=${junit}`, ...FILES], {
-      cwd: ROOT,
-      env: DENO_ENV,
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
+    const r = spawnSync(
+      DENO,
+      [
+        'test',
+        '--no-check',
+        '--unstable-net',
+        '--allow-net',
+        '--allow-read',
+        '--allow-env',
+        '--reporter=dot',
+        `--junit-path=${junit}`,
+        ...FILES,
+      ],
+      {
+        cwd: ROOT,
+        env: DENO_ENV,
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    );
     const xml = (() => {
       try {
         return readFileSync(junit, 'utf8');
@@ -36,7 +56,10 @@ function runDeno(): { status: number | null; cases: Case[]; output: string } {
     for (const m of xml.matchAll(/<testcase name="([^"]*)"[^>]*?(\/>|>([\s\S]*?)<\/testcase>)/g)) {
       const body = m[3] ?? '';
       const failure = /<failure[^>]*>([\s\S]*?)<\/failure>|<failure[^>]*message="([^"]*)"/.exec(body);
-      cases.push({ name: unescape(m[1] ?? ''), failure: failure === null ? undefined : unescape(failure[1] ?? failure[2] ?? 'failed') });
+      cases.push({
+        name: unescapeTeamcity(m[1] ?? ''),
+        failure: failure === null ? undefined : unescapeTeamcity(failure[1] ?? failure[2] ?? 'failed'),
+      });
     }
     return { status: r.status, cases, output: `${r.stdout ?? ''}${r.stderr ?? ''}` };
   } finally {
@@ -44,8 +67,13 @@ function runDeno(): { status: number | null; cases: Case[]; output: string } {
   }
 }
 
-function unescape(s: string): string {
-  return s.replace(/&gt;/g, '>').replace(/&lt;/g, '<').replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&amp;/g, '&');
+function unescapeTeamcity(s: string): string {
+  return s
+    .replace(/&gt;/g, '>')
+    .replace(/&lt;/g, '<')
+    .replace(/&quot;/g, '"')
+    .replace(/&apos;/g, "'")
+    .replace(/&amp;/g, '&');
 }
 
 const run = runDeno();

@@ -75,15 +75,25 @@ describe('dev certificate (WebCrypto, hand-written DER)', () => {
     const key = createPrivateKey(c.keyPem);
     expect(key.asymmetricKeyDetails?.namedCurve).toBe('prime256v1');
     expect(x.checkPrivateKey(key)).toBe(true);
-    expect(createPublicKey(key).export({ type: 'spki', format: 'der' }).equals(x.publicKey.export({ type: 'spki', format: 'der' }))).toBe(true);
+    expect(
+      createPublicKey(key)
+        .export({ type: 'spki', format: 'der' })
+        .equals(x.publicKey.export({ type: 'spki', format: 'der' })),
+    ).toBe(true);
   });
 
   it('openssl reads it: version 3, ecdsa-with-SHA256, serverAuth, critical key usage', async () => {
-    const c = await createDevCertificate({ dnsNames: ['example.test', 'localhost'], ipAddresses: ['10.1.2.3', 'fe80::1:2'], validityMs: 2 * DAY });
+    const c = await createDevCertificate({
+      dnsNames: ['example.test', 'localhost'],
+      ipAddresses: ['10.1.2.3', 'fe80::1:2'],
+      validityMs: 2 * DAY,
+    });
     const dir = scratchDir('lanemux-cert-');
     try {
       writeFileSync(join(dir, 'c.pem'), c.certPem);
-      const text = execFileSync('openssl', ['x509', '-in', join(dir, 'c.pem'), '-noout', '-text'], { encoding: 'utf8' });
+      const text = execFileSync('openssl', ['x509', '-in', join(dir, 'c.pem'), '-noout', '-text'], {
+        encoding: 'utf8',
+      });
       expect(text).toContain('Version: 3 (0x2)');
       expect(text).toContain('Signature Algorithm: ecdsa-with-SHA256');
       expect(text).toContain('ASN1 OID: prime256v1');
@@ -91,7 +101,11 @@ describe('dev certificate (WebCrypto, hand-written DER)', () => {
       expect(text).toMatch(/X509v3 Key Usage: critical\s+Digital Signature/);
       expect(text).toContain('TLS Web Server Authentication');
       expect(text).toContain('DNS:example.test, DNS:localhost, IP Address:10.1.2.3, IP Address:FE80:0:0:0:0:0:1:2');
-      const v = execFileSync('openssl', ['verify', '-CAfile', join(dir, 'c.pem'), '-purpose', 'sslserver', join(dir, 'c.pem')], { encoding: 'utf8' });
+      const v = execFileSync(
+        'openssl',
+        ['verify', '-CAfile', join(dir, 'c.pem'), '-purpose', 'sslserver', join(dir, 'c.pem')],
+        { encoding: 'utf8' },
+      );
       expect(v.trim()).toMatch(/OK$/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -99,11 +113,19 @@ describe('dev certificate (WebCrypto, hand-written DER)', () => {
   });
 
   it('refuses validity over 14 days and bad SAN entries', async () => {
-    await expect(createDevCertificate({ validityMs: 14 * DAY + 1000 })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
+    await expect(createDevCertificate({ validityMs: 14 * DAY + 1000 })).rejects.toMatchObject({
+      code: 'ERR_INVALID_CONFIG',
+    });
     await expect(createDevCertificate({ validityMs: 0 })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
-    await expect(createDevCertificate({ ipAddresses: ['300.1.1.1'] })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
-    await expect(createDevCertificate({ ipAddresses: ['1::2::3'] })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
-    await expect(createDevCertificate({ dnsNames: ['bad name'] })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
+    await expect(createDevCertificate({ ipAddresses: ['300.1.1.1'] })).rejects.toMatchObject({
+      code: 'ERR_INVALID_CONFIG',
+    });
+    await expect(createDevCertificate({ ipAddresses: ['1::2::3'] })).rejects.toMatchObject({
+      code: 'ERR_INVALID_CONFIG',
+    });
+    await expect(createDevCertificate({ dnsNames: ['bad name'] })).rejects.toMatchObject({
+      code: 'ERR_INVALID_CONFIG',
+    });
     const max = await createDevCertificate({ validityMs: MAX_DEV_CERT_VALIDITY_MS });
     expect(max.notAfter.getTime() - max.notBefore.getTime()).toBe(MAX_DEV_CERT_VALIDITY_MS);
   });
@@ -123,13 +145,16 @@ describe('dev certificate (WebCrypto, hand-written DER)', () => {
     expect(current.hashHex).not.toBe(next.hashHex);
     expect(next.notBefore.getTime()).toBe(current.notAfter.getTime() - 3600_000);
     expect(r.rotateAt).toEqual(next.notBefore);
-    for (const c of [current, next]) expect(c.notAfter.getTime() - c.notBefore.getTime()).toBeLessThanOrEqual(MAX_DEV_CERT_VALIDITY_MS);
+    for (const c of [current, next])
+      expect(c.notAfter.getTime() - c.notBefore.getTime()).toBeLessThanOrEqual(MAX_DEV_CERT_VALIDITY_MS);
     expect(await r.rotateIfDue(new Date(r.rotateAt.getTime() - 1))).toBe(false);
     expect(r.current).toBe(current);
     expect(await r.rotateIfDue(r.rotateAt)).toBe(true);
     expect(r.current).toBe(next);
     expect(r.next.notBefore.getTime()).toBe(next.notAfter.getTime() - 3600_000);
     expect(r.hashes()[0]).toEqual(next.serverCertificateHash);
-    await expect(createCertificateRotation({ validityMs: DAY, overlapMs: DAY })).rejects.toMatchObject({ code: 'ERR_INVALID_CONFIG' });
+    await expect(createCertificateRotation({ validityMs: DAY, overlapMs: DAY })).rejects.toMatchObject({
+      code: 'ERR_INVALID_CONFIG',
+    });
   });
 });

@@ -17,7 +17,13 @@ const deno = (globalThis as unknown as { Deno: DenoLike }).Deno;
 const [certFile = '', keyFile = '', lanesArg = '4'] = deno.args;
 const lanes = Number(lanesArg);
 const server = await createMessenger({
-  transports: [webTransportServerTransport({ cert: await deno.readTextFile(certFile), key: await deno.readTextFile(keyFile), port: 0 })],
+  transports: [
+    webTransportServerTransport({
+      cert: await deno.readTextFile(certFile),
+      key: await deno.readTextFile(keyFile),
+      port: 0,
+    }),
+  ],
   lanes,
   maxMessageSize: 256 * 1024,
   healthCheck: false,

@@ -19,7 +19,10 @@ function silentCtor(created: { n: number }) {
       this.#close();
     }
     createBidirectionalStream() {
-      return Promise.resolve({ readable: new ReadableStream<Uint8Array>(), writable: new WritableStream<Uint8Array>() });
+      return Promise.resolve({
+        readable: new ReadableStream<Uint8Array>(),
+        writable: new WritableStream<Uint8Array>(),
+      });
     }
   };
 }
@@ -29,7 +32,14 @@ describe('webtransport client: a hello timeout on a reconnecting dial', () => {
     for (const reconnect of [true, false]) {
       const created = { n: 0 };
       const m = await createMessenger({
-        transports: [webTransportClientTransport({ WebTransport: silentCtor(created) as never, minReconnectionDelay: 1, reconnectionJitter: 0, maxReconnectionDelay: 5 })],
+        transports: [
+          webTransportClientTransport({
+            WebTransport: silentCtor(created) as never,
+            minReconnectionDelay: 1,
+            reconnectionJitter: 0,
+            maxReconnectionDelay: 5,
+          }),
+        ],
         helloTimeoutMs: 50,
         reconnect,
         healthCheck: false,

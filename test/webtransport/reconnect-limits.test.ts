@@ -5,10 +5,22 @@
 import { describe, expect, it } from 'vitest';
 import type { LanemuxError } from '../../src/errors.ts';
 import type { DialRequest } from '../../src/transport/port.ts';
-import { webTransportClientTransport, type WebTransportClientTransportOptions, type WebTransportHash, type WebTransportInit, type WebTransportSession } from '../../src/adapters/webtransport.ts';
+import {
+  webTransportClientTransport,
+  type WebTransportClientTransportOptions,
+  type WebTransportHash,
+  type WebTransportInit,
+  type WebTransportSession,
+} from '../../src/adapters/webtransport.ts';
 import type { WtBidiStream } from '../../src/adapters/webtransport-stream.ts';
 
-const REQUEST: DialRequest = { address: 'https://127.0.0.1:4433/lanemux', lane: 0, frameLimit: 4096, maxMessageSize: 1 << 20, reconnect: true };
+const REQUEST: DialRequest = {
+  address: 'https://127.0.0.1:4433/lanemux',
+  lane: 0,
+  frameLimit: 4096,
+  maxMessageSize: 1 << 20,
+  reconnect: true,
+};
 const FAST = { minReconnectionDelay: 1, reconnectionJitter: 0, maxReconnectionDelay: 2 };
 const hash = (byte: number): WebTransportHash => ({ algorithm: 'sha-256', value: new Uint8Array(32).fill(byte) });
 
@@ -30,7 +42,10 @@ function scripted(outcomes: readonly string[]) {
       this.closed.catch(() => {});
     }
     createBidirectionalStream(): Promise<WtBidiStream> {
-      return Promise.resolve({ readable: new ReadableStream<Uint8Array>(), writable: new WritableStream<Uint8Array>() });
+      return Promise.resolve({
+        readable: new ReadableStream<Uint8Array>(),
+        writable: new WritableStream<Uint8Array>(),
+      });
     }
     close(): void {}
   }
@@ -38,11 +53,20 @@ function scripted(outcomes: readonly string[]) {
 }
 
 /** Dial once with reconnect on; resolves with the first event: opened, or the failure. */
-function dialOnce(options: WebTransportClientTransportOptions): Promise<{ opened: boolean; error?: LanemuxError; close(): Promise<void> }> {
+function dialOnce(
+  options: WebTransportClientTransportOptions,
+): Promise<{ opened: boolean; error?: LanemuxError; close(): Promise<void> }> {
   const adapter = webTransportClientTransport(options);
   return new Promise((resolve) => {
     const handle = adapter.dial(REQUEST, {
-      open: () => resolve({ opened: true, close: async () => { handle.close(); await adapter.close(); } }),
+      open: () =>
+        resolve({
+          opened: true,
+          close: async () => {
+            handle.close();
+            await adapter.close();
+          },
+        }),
       fail: (error) => resolve({ opened: false, error, close: () => adapter.close() }),
     });
   });
@@ -54,7 +78,9 @@ describe('webtransport client: serverCertificateHashes as a function', () => {
     let n = 0;
     const r = await dialOnce({ WebTransport: ctor, ...FAST, serverCertificateHashes: async () => [hash(++n)] });
     expect(r.opened).toBe(true);
-    expect(seen.map((init) => (init?.serverCertificateHashes?.[0]?.value as Uint8Array)[0])).toEqual([1, 2, 3]);
+    expect(seen.map((init) => (init?.serverCertificateHashes?.[0]?.value as Uint8Array | undefined)?.[0])).toEqual([
+      1, 2, 3,
+    ]);
     await r.close();
   });
 
@@ -86,8 +112,12 @@ describe('webtransport client: serverCertificateHashes as a function', () => {
   });
 
   it('a value that is neither a list nor a function is refused when the adapter is made', () => {
-    expect(() => webTransportClientTransport({ WebTransport: scripted([]).ctor, serverCertificateHashes: 'x' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_CONFIG' }));
-    expect(() => webTransportClientTransport({ WebTransport: scripted([]).ctor, maxSameFailures: 0 })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_CONFIG' }));
+    expect(() =>
+      webTransportClientTransport({ WebTransport: scripted([]).ctor, serverCertificateHashes: 'x' as never }),
+    ).toThrow(expect.objectContaining({ code: 'ERR_INVALID_CONFIG' }));
+    expect(() => webTransportClientTransport({ WebTransport: scripted([]).ctor, maxSameFailures: 0 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_CONFIG' }),
+    );
   });
 });
 
@@ -99,12 +129,22 @@ describe('webtransport client: a reconnecting dial gives up on repeated failures
     expect(r.opened).toBe(false);
     expect(seen).toHaveLength(5);
     expect(r.error?.code).toBe('ERR_CONNECT');
-    expect(r.error?.message).toBe('webtransport to https://127.0.0.1:4433/lanemux: 5 consecutive attempts failed the same way (WebTransportError: Opening handshake failed.); giving up');
+    expect(r.error?.message).toBe(
+      'webtransport to https://127.0.0.1:4433/lanemux: 5 consecutive attempts failed the same way (WebTransportError: Opening handshake failed.); giving up',
+    );
     await r.close();
   });
 
   it('failures whose kind keeps changing do not add up: only a run of one kind ends the dial', async () => {
-    const { ctor, seen } = scripted(['refused 1', 'reset', 'refused 2', 'reset', 'timed out', 'timed out', 'timed out']);
+    const { ctor, seen } = scripted([
+      'refused 1',
+      'reset',
+      'refused 2',
+      'reset',
+      'timed out',
+      'timed out',
+      'timed out',
+    ]);
     const r = await dialOnce({ WebTransport: ctor, ...FAST, maxSameFailures: 2 });
     expect(r.opened).toBe(false);
     // "refused 1" and "refused 2" are one kind (digits aside) but never in a row; the timeouts are.
@@ -114,12 +154,16 @@ describe('webtransport client: a reconnecting dial gives up on repeated failures
   });
 
   it('a certificate the runtime names as refused ends a dial with fixed hashes at once, not retryable', async () => {
-    const { ctor, seen } = scripted(['the cryptographic handshake failed: error 48: invalid peer certificate: UnknownIssuer']);
+    const { ctor, seen } = scripted([
+      'the cryptographic handshake failed: error 48: invalid peer certificate: UnknownIssuer',
+    ]);
     const r = await dialOnce({ WebTransport: ctor, ...FAST, serverCertificateHashes: [hash(1)] });
     expect(r.opened).toBe(false);
     expect(seen).toHaveLength(1);
     expect(r.error).toMatchObject({ code: 'ERR_CONNECT', retryable: false });
-    expect(r.error?.message).toContain("the server's certificate is not accepted (the cryptographic handshake failed: error 48: invalid peer certificate: UnknownIssuer)");
+    expect(r.error?.message).toContain(
+      "the server's certificate is not accepted (the cryptographic handshake failed: error 48: invalid peer certificate: UnknownIssuer)",
+    );
     await r.close();
   });
 });

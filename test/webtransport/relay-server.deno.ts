@@ -31,7 +31,10 @@ interface DenoApi {
   readonly stdin: { readonly readable: ReadableStream<Uint8Array> };
   exit(code: number): never;
   readTextFile(p: string): Promise<string>;
-  QuicEndpoint: new (o: { hostname: string; port: number }) => {
+  QuicEndpoint: new (o: {
+    hostname: string;
+    port: number;
+  }) => {
     readonly addr: { port: number };
     listen(o: Record<string, unknown>): AsyncIterable<Incoming>;
   };
@@ -155,5 +158,8 @@ async function handle(incoming: Incoming): Promise<void> {
 
 console.log(JSON.stringify({ relay: `https://127.0.0.1:${endpoint.addr.port}` }));
 // Exit when the parent closes stdin (or dies): no orphan relays.
-void D.stdin.readable.pipeTo(new WritableStream()).catch(() => {}).finally(() => D.exit(0));
+void D.stdin.readable
+  .pipeTo(new WritableStream())
+  .catch(() => {})
+  .finally(() => D.exit(0));
 for await (const incoming of listener) handle(incoming).catch(() => {});

@@ -34,10 +34,17 @@ export function removeDir(dir: string | undefined): void {
 }
 
 /** Spawn `deno run` on a script that prints one JSON line when ready; resolve with it. */
-export function denoScript(args: string[], stderr: string[] = []): Promise<{ child: ChildProcess; ready: Record<string, unknown> }> {
+export function denoScript(
+  args: string[],
+  stderr: string[] = [],
+): Promise<{ child: ChildProcess; ready: Record<string, unknown> }> {
   return new Promise((res, rej) => {
     // stdin is a pipe the script watches: if this process dies without stopping it, the child exits on EOF.
-    const child = spawn(DENO, ['run', '--unstable-net', '--allow-net', '--allow-read', '--allow-env', ...args], { cwd: ROOT, env: DENO_ENV, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(DENO, ['run', '--unstable-net', '--allow-net', '--allow-read', '--allow-env', ...args], {
+      cwd: ROOT,
+      env: DENO_ENV,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     child.stderr?.on('data', (d: Buffer) => stderr.push(d.toString()));
     const timer = setTimeout(() => rej(new Error(`deno ${args.join(' ')} not ready: ${stderr.join('')}`)), 20_000);
     child.on('error', rej);
@@ -75,12 +82,24 @@ export async function viteServer(): Promise<{ server: ViteDevServer; origin: str
   return { server, origin: `http://127.0.0.1:${addr.port}`, cacheDir };
 }
 
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 /** Headless Debian Chromium with a fresh profile (the flags runtimes.md lists). */
 export async function launchChromium(): Promise<{ ctx: BrowserContext; profile: string }> {
   const profile = scratchDir('lanemux-chromium-');
-  const ctx = await chromium.launchPersistentContext(profile, { executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
+  const ctx = await chromium.launchPersistentContext(profile, {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: CHROMIUM_ARGS,
+  });
   return { ctx, profile };
 }
 
@@ -90,6 +109,8 @@ export async function openPage(ctx: BrowserContext, url: string, ready: string, 
   page.on('console', (m) => logs.push(m.text()));
   page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
   await page.goto(url);
-  await page.waitForFunction((name) => (globalThis as Record<string, unknown>)[name] !== undefined, ready, { timeout: 30_000 });
+  await page.waitForFunction((name) => (globalThis as Record<string, unknown>)[name] !== undefined, ready, {
+    timeout: 30_000,
+  });
   return page;
 }

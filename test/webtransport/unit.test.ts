@@ -5,7 +5,11 @@ import { isLanemuxError, type LanemuxError } from '../../src/errors.ts';
 import { webTransportServerTransport as denoServer } from '../../src/adapters/deno-webtransport.ts';
 import { webTransportServerTransport as nodeServer } from '../../src/adapters/node-webtransport.ts';
 import type { Connection, DialEvents } from '../../src/transport/port.ts';
-import { webTransportClientTransport, type WebTransportConstructor, type WebTransportSession } from '../../src/adapters/webtransport.ts';
+import {
+  webTransportClientTransport,
+  type WebTransportConstructor,
+  type WebTransportSession,
+} from '../../src/adapters/webtransport.ts';
 import { WtSessionLanes, WtStreamConn, type WtBidiStream } from '../../src/adapters/webtransport-stream.ts';
 import { waitFor } from '../support/wait-for.ts';
 
@@ -27,8 +31,15 @@ describe('WebTransport on Node', () => {
   });
 
   it('the client needs a WebTransport constructor and says where to get one', () => {
-    expect(() => webTransportClientTransport()).toThrow(expect.objectContaining({ code: 'ERR_INVALID_CONFIG', message: expect.stringContaining('webSocketClientTransport') }));
-    expect(() => webTransportClientTransport({ connectTimeoutMs: -1, WebTransport: FakeWt })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_CONFIG' }));
+    expect(() => webTransportClientTransport()).toThrow(
+      expect.objectContaining({
+        code: 'ERR_INVALID_CONFIG',
+        message: expect.stringContaining('webSocketClientTransport'),
+      }),
+    );
+    expect(() => webTransportClientTransport({ connectTimeoutMs: -1, WebTransport: FakeWt })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_CONFIG' }),
+    );
   });
 });
 
@@ -56,11 +67,24 @@ class FakeWt implements WebTransportSession {
 describe('WebTransport client adapter', () => {
   it('a session that never becomes ready is closed, and the dial fails with ERR_CONNECT after connectTimeoutMs', async () => {
     const hash = { algorithm: 'sha-256' as const, value: new Uint8Array(32) };
-    const adapter = webTransportClientTransport({ WebTransport: FakeWt as unknown as WebTransportConstructor, connectTimeoutMs: 50, serverCertificateHashes: [hash] });
+    const adapter = webTransportClientTransport({
+      WebTransport: FakeWt as unknown as WebTransportConstructor,
+      connectTimeoutMs: 50,
+      serverCertificateHashes: [hash],
+    });
     const t0 = performance.now();
     const failed = await new Promise<LanemuxError>((resolve, reject) => {
       const events: DialEvents = { open: () => reject(new Error('opened')), fail: resolve };
-      adapter.dial({ address: 'https://127.0.0.1:1/lanemux', lane: 0, frameLimit: 4096, maxMessageSize: 1 << 20, reconnect: false }, events);
+      adapter.dial(
+        {
+          address: 'https://127.0.0.1:1/lanemux',
+          lane: 0,
+          frameLimit: 4096,
+          maxMessageSize: 1 << 20,
+          reconnect: false,
+        },
+        events,
+      );
     });
     expect(performance.now() - t0).toBeGreaterThanOrEqual(45);
     expect(failed.code).toBe('ERR_CONNECT');
@@ -88,10 +112,19 @@ describe('WebTransport client adapter: reconnecting lane-0 dial', () => {
       }
       close(): void {}
     }
-    const adapter = webTransportClientTransport({ WebTransport: Refused, maxRetries: 2, minReconnectionDelay: 1, reconnectionJitter: 0, maxReconnectionDelay: 5 });
+    const adapter = webTransportClientTransport({
+      WebTransport: Refused,
+      maxRetries: 2,
+      minReconnectionDelay: 1,
+      reconnectionJitter: 0,
+      maxReconnectionDelay: 5,
+    });
     expect(adapter.reconnects).toBe(true);
     const failed = await new Promise<LanemuxError>((resolve, reject) => {
-      adapter.dial({ address: 'https://127.0.0.1:1/lanemux', lane: 0, frameLimit: 4096, maxMessageSize: 1 << 20, reconnect: true }, { open: () => reject(new Error('opened')), fail: resolve });
+      adapter.dial(
+        { address: 'https://127.0.0.1:1/lanemux', lane: 0, frameLimit: 4096, maxMessageSize: 1 << 20, reconnect: true },
+        { open: () => reject(new Error('opened')), fail: resolve },
+      );
     });
     expect(attempts).toBe(3);
     expect(failed.code).toBe('ERR_CONNECT');
@@ -101,15 +134,34 @@ describe('WebTransport client adapter: reconnecting lane-0 dial', () => {
 });
 
 /** Two lane connections joined by in-memory streams, each on its own one-stream "session". */
-function pipePair(limits = { highWaterMark: 16 * 1024, maxPendingBytes: 64 * 1024 }): { a: Connection; b: Connection; sessions: { closed: boolean }[]; wire: Uint8Array[][] } {
+function pipePair(limits = { highWaterMark: 16 * 1024, maxPendingBytes: 64 * 1024 }): {
+  a: Connection;
+  b: Connection;
+  sessions: { closed: boolean }[];
+  wire: Uint8Array[][];
+} {
   const ab = new TransformStream<Uint8Array, Uint8Array>();
   const ba = new TransformStream<Uint8Array, Uint8Array>();
   const wire: Uint8Array[][] = [[], []];
   const tap = (stream: TransformStream<Uint8Array, Uint8Array>, log: Uint8Array[]): ReadableStream<Uint8Array> =>
-    stream.readable.pipeThrough(new TransformStream({ transform: (c, ctl) => { log.push(c.slice()); ctl.enqueue(c); } }));
+    stream.readable.pipeThrough(
+      new TransformStream({
+        transform: (c, ctl) => {
+          log.push(c.slice());
+          ctl.enqueue(c);
+        },
+      }),
+    );
   const sessions = [0, 1].map(() => {
     let resolve!: () => void;
-    const s = { closed: false, closedP: new Promise<unknown>((r) => (resolve = () => r(undefined))), close: () => { s.closed = true; resolve(); } };
+    const s = {
+      closed: false,
+      closedP: new Promise<unknown>((r) => (resolve = () => r(undefined))),
+      close: () => {
+        s.closed = true;
+        resolve();
+      },
+    };
     return s;
   });
   const la = new WtSessionLanes({ closed: sessions[0]!.closedP, close: () => sessions[0]!.close() }, 'a', 1_000);

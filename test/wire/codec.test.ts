@@ -86,10 +86,15 @@ describe('A. wire codec (CODEC-01..42)', () => {
     // On lane 3 the second byte is 03.
     const lane3 = encodeBatchHeader({ flags: 3, recordCount: 2, epoch: EPOCH, batchSeq: SEQ });
     expect(hex(lane3)).toBe(norm('02 03 00 02 01 02 03 04 05 06 07 08 DE AD BE EF'));
-    const lane3enc = encodeOne((e) => {
-      e.appendSlotHeartbeat(S, 0);
-      e.appendSlotHeartbeat(S, 1);
-    }, EPOCH, SEQ, 3);
+    const lane3enc = encodeOne(
+      (e) => {
+        e.appendSlotHeartbeat(S, 0);
+        e.appendSlotHeartbeat(S, 1);
+      },
+      EPOCH,
+      SEQ,
+      3,
+    );
     expect(hex(lane3enc.subarray(0, 16))).toBe(hex(lane3));
   });
 
@@ -98,16 +103,25 @@ describe('A. wire codec (CODEC-01..42)', () => {
     expect(recordsOf(b)).toBe(norm('00 AB CD EF 42 00 00 00 07 00 00 00 03 AA BB CC'));
     expect(b.byteLength).toBe(16 + 13 + 3);
     expect(b.byteLength).toBe(32);
-    expect(hex(b)).toBe(norm('02 00 00 01 01 02 03 04 05 06 07 08 DE AD BE EF 00 AB CD EF 42 00 00 00 07 00 00 00 03 AA BB CC'));
+    expect(hex(b)).toBe(
+      norm('02 00 00 01 01 02 03 04 05 06 07 08 DE AD BE EF 00 AB CD EF 42 00 00 00 07 00 00 00 03 AA BB CC'),
+    );
   });
 
   it('CODEC-03 an OpenSlot encodes anchor then session, big-endian, body length 16', () => {
     const b = encodeOne((e) => e.appendOpenSlot(S, 1, 0x1122_3344_5566_7788n, 0x99aa_bbcc_ddee_ff00n));
-    expect(recordsOf(b)).toBe(norm('01 AB CD EF 42 00 00 00 01 00 00 00 10 11 22 33 44 55 66 77 88 99 AA BB CC DD EE FF 00'));
+    expect(recordsOf(b)).toBe(
+      norm('01 AB CD EF 42 00 00 00 01 00 00 00 10 11 22 33 44 55 66 77 88 99 AA BB CC DD EE FF 00'),
+    );
   });
 
   it('CODEC-04 CloseSlot reasons TerminalSent/PeerGone/UnknownSlot/ProtocolError are a 1-byte body 00/01/02/03, length 00 00 00 01', () => {
-    const reasons = [CloseReason.TerminalSent, CloseReason.PeerGone, CloseReason.UnknownSlot, CloseReason.ProtocolError] as const;
+    const reasons = [
+      CloseReason.TerminalSent,
+      CloseReason.PeerGone,
+      CloseReason.UnknownSlot,
+      CloseReason.ProtocolError,
+    ] as const;
     expect([...reasons]).toEqual([0, 1, 2, 3]);
     for (const r of reasons) {
       const b = encodeOne((e) => e.appendCloseSlot(S, 0, r));
@@ -174,19 +188,43 @@ describe('A. wire codec (CODEC-01..42)', () => {
     expect(d.header).toEqual({ version: 2, flags: 0, recordCount: 6, epoch: 7n, batchSeq: 3 });
     expect(d.records.map((r) => r.offset)).toEqual(offsets);
     const [open, data, hb, credit, life, close] = d.records;
-    expect(open).toMatchObject({ type: RecordType.OpenSlot, slot: S, frameSeq: 1, bodyLength: 16, anchorId: 0x1122_3344_5566_7788n, sessionId: 0x99aa_bbcc_ddee_ff00n });
+    expect(open).toMatchObject({
+      type: RecordType.OpenSlot,
+      slot: S,
+      frameSeq: 1,
+      bodyLength: 16,
+      anchorId: 0x1122_3344_5566_7788n,
+      sessionId: 0x99aa_bbcc_ddee_ff00n,
+    });
     expect(data).toMatchObject({ type: RecordType.Data, slot: S, frameSeq: 7, bodyLength: 3 });
     expect(hex(data!.body)).toBe('aa bb cc');
     expect(hb).toMatchObject({ type: RecordType.SlotHeartbeat, slot: S, frameSeq: 9, bodyLength: 0 });
     expect(hb!.body.byteLength).toBe(0);
     expect(credit).toMatchObject({ type: RecordType.CreditUpdate, slot: S, frameSeq: 0, creditDelta: 256 });
-    expect(life).toMatchObject({ type: RecordType.LifecycleSlot, slot: S, frameSeq: 0, sessionId: 0x99aa_bbcc_ddee_ff00n, lifecycleAction: LifecycleAction.Cancel });
-    expect(close).toMatchObject({ type: RecordType.CloseSlot, slot: S, frameSeq: 0, closeReason: CloseReason.PeerGone });
+    expect(life).toMatchObject({
+      type: RecordType.LifecycleSlot,
+      slot: S,
+      frameSeq: 0,
+      sessionId: 0x99aa_bbcc_ddee_ff00n,
+      lifecycleAction: LifecycleAction.Cancel,
+    });
+    expect(close).toMatchObject({
+      type: RecordType.CloseSlot,
+      slot: S,
+      frameSeq: 0,
+      closeReason: CloseReason.PeerGone,
+    });
     // The cursor exposes the same values without objects.
     const r = new BatchReader();
     expect(r.reset(bytes)).toBe(true);
     expect(r.next()).toBe(true);
-    expect([r.type, r.slot, r.frameSeq, r.anchorId(), r.sessionId()]).toEqual([1, S, 1, 0x1122_3344_5566_7788n, 0x99aa_bbcc_ddee_ff00n]);
+    expect([r.type, r.slot, r.frameSeq, r.anchorId(), r.sessionId()]).toEqual([
+      1,
+      S,
+      1,
+      0x1122_3344_5566_7788n,
+      0x99aa_bbcc_ddee_ff00n,
+    ]);
     expect(r.next()).toBe(true);
     expect(hex(r.body())).toBe('aa bb cc');
     expect(r.next()).toBe(true);
@@ -460,7 +498,13 @@ describe('A. wire codec (CODEC-01..42)', () => {
       });
       // The exact kind follows from where the cut fell.
       const kind =
-        n < 16 ? 'TruncatedBatchHeader' : offsets.includes(n) ? 'RecordCountMismatch' : n - Math.max(...offsets.filter((o) => o <= n)) < 13 ? 'TruncatedRecordHeader' : 'TruncatedRecordBody';
+        n < 16
+          ? 'TruncatedBatchHeader'
+          : offsets.includes(n)
+            ? 'RecordCountMismatch'
+            : n - Math.max(...offsets.filter((o) => o <= n)) < 13
+              ? 'TruncatedRecordHeader'
+              : 'TruncatedRecordBody';
       expect(got.error!.kind).toBe(kind);
     }
   });
@@ -473,7 +517,11 @@ describe('A. wire codec (CODEC-01..42)', () => {
         const p = concat(refHeader(2, 0, declared, 1n, 0), ...Array.from({ length: present }, () => one));
         const d = decodeBatch(p);
         expect(d.records).toHaveLength(present);
-        expect(d.error).toMatchObject({ kind: 'RecordCountMismatch', code: 'ERR_RECORD_COUNT_MISMATCH', offset: p.byteLength });
+        expect(d.error).toMatchObject({
+          kind: 'RecordCountMismatch',
+          code: 'ERR_RECORD_COUNT_MISMATCH',
+          offset: p.byteLength,
+        });
       }
     }
   });
@@ -487,7 +535,10 @@ describe('A. wire codec (CODEC-01..42)', () => {
     expect(hex(d.records[0]!.body)).toBe('aa bb cc');
     expect(d.error).toMatchObject({ kind: 'TrailingBytes', code: 'ERR_TRAILING_BYTES', offset: 16 + 16 });
     // A single stray byte, and a count of 0 with a record after it.
-    expect(decodeBatch(concat(refHeader(2, 0, 1, 1n, 0), one, Uint8Array.of(0))).error).toMatchObject({ kind: 'TrailingBytes', offset: 32 });
+    expect(decodeBatch(concat(refHeader(2, 0, 1, 1n, 0), one, Uint8Array.of(0))).error).toMatchObject({
+      kind: 'TrailingBytes',
+      offset: 32,
+    });
     const zero = decodeBatch(concat(refHeader(2, 0, 0, 1n, 0), one));
     expect(zero.records).toEqual([]);
     expect(zero.error).toMatchObject({ kind: 'TrailingBytes', offset: 16 });
@@ -534,7 +585,9 @@ describe('A. wire codec (CODEC-01..42)', () => {
       expect(first.records).toEqual([]);
       expect(first.error).toBeInstanceOf(DecodeError);
       expect(first.error).toMatchObject({ kind: 'UnknownRecordType', code: 'ERR_UNKNOWN_RECORD_TYPE', offset: 16 });
-      const second = decodeBatch(concat(refHeader(2, 0, 3, 1n, 0), one, refRecord(type, S, 0, Uint8Array.of(1, 2)), one));
+      const second = decodeBatch(
+        concat(refHeader(2, 0, 3, 1n, 0), one, refRecord(type, S, 0, Uint8Array.of(1, 2)), one),
+      );
       expect(second.records).toHaveLength(1);
       expect(second.error).toMatchObject({ kind: 'UnknownRecordType', offset: 32 });
       expect(second.error!.message).toContain('32');
@@ -554,25 +607,40 @@ describe('A. wire codec (CODEC-01..42)', () => {
       expect(decodeBatch(concat(refHeader(2, 0, 1, 1n, 0), refRecord(type, S, 0, okBody))).error).toBeNull();
       for (const wrong of [0, 1, right - 1, right + 1, right + 7, 17, 255]) {
         if (wrong < 0 || wrong === right) continue;
-        const p = concat(refHeader(2, 0, 2, 1n, 0), refRecord(0, S, 1, Uint8Array.of(9)), refRecord(type, S, 0, new Uint8Array(wrong)));
+        const p = concat(
+          refHeader(2, 0, 2, 1n, 0),
+          refRecord(0, S, 1, Uint8Array.of(9)),
+          refRecord(type, S, 0, new Uint8Array(wrong)),
+        );
         const d = decodeBatch(p);
         expect(d.records).toHaveLength(1);
-        expect(d.error, `type ${type} length ${wrong}`).toMatchObject({ kind: 'BodyLengthMismatch', code: 'ERR_BODY_LENGTH_MISMATCH', offset: 30 });
+        expect(d.error, `type ${type} length ${wrong}`).toMatchObject({
+          kind: 'BodyLengthMismatch',
+          code: 'ERR_BODY_LENGTH_MISMATCH',
+          offset: 30,
+        });
       }
     }
     // Data is variable: any length is fine.
-    for (const n of [0, 1, 9, 16, 1000]) expect(decodeBatch(concat(refHeader(2, 0, 1, 1n, 0), refRecord(0, S, 0, new Uint8Array(n)))).error).toBeNull();
+    for (const n of [0, 1, 9, 16, 1000])
+      expect(decodeBatch(concat(refHeader(2, 0, 1, 1n, 0), refRecord(0, S, 0, new Uint8Array(n)))).error).toBeNull();
   });
 
   it('CODEC-26 a close reason byte of 4 or more fails with UnknownCloseReason', () => {
     for (const reason of [4, 5, 0x7f, 0x80, 0xff]) {
-      const p = concat(refHeader(2, 0, 2, 1n, 0), refRecord(4, S, 0, new Uint8Array(0)), refRecord(2, S, 0, Uint8Array.of(reason)));
+      const p = concat(
+        refHeader(2, 0, 2, 1n, 0),
+        refRecord(4, S, 0, new Uint8Array(0)),
+        refRecord(2, S, 0, Uint8Array.of(reason)),
+      );
       const d = decodeBatch(p);
       expect(d.records).toHaveLength(1);
       expect(d.error).toMatchObject({ kind: 'UnknownCloseReason', code: 'ERR_UNKNOWN_CLOSE_REASON', offset: 29 });
     }
     for (const reason of [0, 1, 2, 3]) {
-      expect(decodeBatch(concat(refHeader(2, 0, 1, 1n, 0), refRecord(2, S, 0, Uint8Array.of(reason)))).error).toBeNull();
+      expect(
+        decodeBatch(concat(refHeader(2, 0, 1, 1n, 0), refRecord(2, S, 0, Uint8Array.of(reason)))).error,
+      ).toBeNull();
     }
   });
 
@@ -583,7 +651,11 @@ describe('A. wire codec (CODEC-01..42)', () => {
         const p = concat(refHeader(2, 0, 1, 1n, 0), refRecord(type, S, 0, Uint8Array.of(1, 2, 3), len));
         const d = guard.run(p.byteLength, () => decodeBatch(p));
         expect(d.records).toEqual([]);
-        expect(d.error, `type ${type} len ${len}`).toMatchObject({ kind: 'TruncatedRecordBody', code: 'ERR_TRUNCATED_RECORD_BODY', offset: 16 });
+        expect(d.error, `type ${type} len ${len}`).toMatchObject({
+          kind: 'TruncatedRecordBody',
+          code: 'ERR_TRUNCATED_RECORD_BODY',
+          offset: 16,
+        });
       }
     }
     expect(guard.violations).toEqual([]);
@@ -774,14 +846,26 @@ describe('A. wire codec (CODEC-01..42)', () => {
   });
 
   it('CODEC-37 OpenSlot, CloseSlot, CreditUpdate and LifecycleSlot are control records; Data and SlotHeartbeat are not', () => {
-    expect(ALL_TYPES.filter((t) => isControlRecord(t))).toEqual([RecordType.OpenSlot, RecordType.CloseSlot, RecordType.CreditUpdate, RecordType.LifecycleSlot]);
+    expect(ALL_TYPES.filter((t) => isControlRecord(t))).toEqual([
+      RecordType.OpenSlot,
+      RecordType.CloseSlot,
+      RecordType.CreditUpdate,
+      RecordType.LifecycleSlot,
+    ]);
     expect(isControlRecord(RecordType.Data)).toBe(false);
     expect(isControlRecord(RecordType.SlotHeartbeat)).toBe(false);
     expect(isControlRecord(6)).toBe(false);
   });
 
   it('CODEC-38 wire discriminants: Data 0, OpenSlot 1, CloseSlot 2, CreditUpdate 3, SlotHeartbeat 4, LifecycleSlot 5', () => {
-    expect(RecordType).toEqual({ Data: 0, OpenSlot: 1, CloseSlot: 2, CreditUpdate: 3, SlotHeartbeat: 4, LifecycleSlot: 5 });
+    expect(RecordType).toEqual({
+      Data: 0,
+      OpenSlot: 1,
+      CloseSlot: 2,
+      CreditUpdate: 3,
+      SlotHeartbeat: 4,
+      LifecycleSlot: 5,
+    });
     const { bytes, offsets } = sampleBatch();
     expect(offsets.map((o) => bytes[o])).toEqual([1, 0, 4, 3, 5, 2]);
   });
@@ -840,19 +924,91 @@ describe('decode error kinds carry a stable code and an offset', () => {
   const cases: Array<[string, Uint8Array, string, string, number]> = [
     ['short payload', new Uint8Array(15), 'TruncatedBatchHeader', 'ERR_TRUNCATED_BATCH_HEADER', 0],
     ['version 3', refHeader(3, 0, 0, 1n, 0), 'UnsupportedVersion', 'ERR_UNSUPPORTED_VERSION', 0],
-    ['12 of 13 header bytes', concat(hdr(1), new Uint8Array(12)), 'TruncatedRecordHeader', 'ERR_TRUNCATED_RECORD_HEADER', 16],
-    ['1 of 13 header bytes', concat(hdr(1), new Uint8Array(1)), 'TruncatedRecordHeader', 'ERR_TRUNCATED_RECORD_HEADER', 16],
+    [
+      '12 of 13 header bytes',
+      concat(hdr(1), new Uint8Array(12)),
+      'TruncatedRecordHeader',
+      'ERR_TRUNCATED_RECORD_HEADER',
+      16,
+    ],
+    [
+      '1 of 13 header bytes',
+      concat(hdr(1), new Uint8Array(1)),
+      'TruncatedRecordHeader',
+      'ERR_TRUNCATED_RECORD_HEADER',
+      16,
+    ],
     ['boundary before count', hdr(1), 'RecordCountMismatch', 'ERR_RECORD_COUNT_MISMATCH', 16],
-    ['body cut', concat(hdr(1), refRecord(0, S, 0, Uint8Array.of(1, 2, 3), 4)), 'TruncatedRecordBody', 'ERR_TRUNCATED_RECORD_BODY', 16],
-    ['type 6', concat(hdr(1), refRecord(6, S, 0, new Uint8Array(0))), 'UnknownRecordType', 'ERR_UNKNOWN_RECORD_TYPE', 16],
-    ['OpenSlot 15', concat(hdr(1), refRecord(1, S, 0, new Uint8Array(15))), 'BodyLengthMismatch', 'ERR_BODY_LENGTH_MISMATCH', 16],
-    ['CloseSlot 2', concat(hdr(1), refRecord(2, S, 0, new Uint8Array(2))), 'BodyLengthMismatch', 'ERR_BODY_LENGTH_MISMATCH', 16],
-    ['CreditUpdate 3', concat(hdr(1), refRecord(3, S, 0, new Uint8Array(3))), 'BodyLengthMismatch', 'ERR_BODY_LENGTH_MISMATCH', 16],
-    ['SlotHeartbeat 1', concat(hdr(1), refRecord(4, S, 0, new Uint8Array(1))), 'BodyLengthMismatch', 'ERR_BODY_LENGTH_MISMATCH', 16],
-    ['LifecycleSlot 8', concat(hdr(1), refRecord(5, S, 0, new Uint8Array(8))), 'BodyLengthMismatch', 'ERR_BODY_LENGTH_MISMATCH', 16],
-    ['LifecycleSlot 10', concat(hdr(1), refRecord(5, S, 0, new Uint8Array(10))), 'BodyLengthMismatch', 'ERR_BODY_LENGTH_MISMATCH', 16],
-    ['close reason 4', concat(hdr(1), refRecord(2, S, 0, Uint8Array.of(4))), 'UnknownCloseReason', 'ERR_UNKNOWN_CLOSE_REASON', 16],
-    ['lifecycle action 2 (lanemux, docs/protocol.md §10.4)', concat(hdr(1), refRecord(5, S, 0, Uint8Array.of(0, 0, 0, 0, 0, 0, 0, 0, 2))), 'UnknownLifecycleAction', 'ERR_UNKNOWN_LIFECYCLE_ACTION', 16],
+    [
+      'body cut',
+      concat(hdr(1), refRecord(0, S, 0, Uint8Array.of(1, 2, 3), 4)),
+      'TruncatedRecordBody',
+      'ERR_TRUNCATED_RECORD_BODY',
+      16,
+    ],
+    [
+      'type 6',
+      concat(hdr(1), refRecord(6, S, 0, new Uint8Array(0))),
+      'UnknownRecordType',
+      'ERR_UNKNOWN_RECORD_TYPE',
+      16,
+    ],
+    [
+      'OpenSlot 15',
+      concat(hdr(1), refRecord(1, S, 0, new Uint8Array(15))),
+      'BodyLengthMismatch',
+      'ERR_BODY_LENGTH_MISMATCH',
+      16,
+    ],
+    [
+      'CloseSlot 2',
+      concat(hdr(1), refRecord(2, S, 0, new Uint8Array(2))),
+      'BodyLengthMismatch',
+      'ERR_BODY_LENGTH_MISMATCH',
+      16,
+    ],
+    [
+      'CreditUpdate 3',
+      concat(hdr(1), refRecord(3, S, 0, new Uint8Array(3))),
+      'BodyLengthMismatch',
+      'ERR_BODY_LENGTH_MISMATCH',
+      16,
+    ],
+    [
+      'SlotHeartbeat 1',
+      concat(hdr(1), refRecord(4, S, 0, new Uint8Array(1))),
+      'BodyLengthMismatch',
+      'ERR_BODY_LENGTH_MISMATCH',
+      16,
+    ],
+    [
+      'LifecycleSlot 8',
+      concat(hdr(1), refRecord(5, S, 0, new Uint8Array(8))),
+      'BodyLengthMismatch',
+      'ERR_BODY_LENGTH_MISMATCH',
+      16,
+    ],
+    [
+      'LifecycleSlot 10',
+      concat(hdr(1), refRecord(5, S, 0, new Uint8Array(10))),
+      'BodyLengthMismatch',
+      'ERR_BODY_LENGTH_MISMATCH',
+      16,
+    ],
+    [
+      'close reason 4',
+      concat(hdr(1), refRecord(2, S, 0, Uint8Array.of(4))),
+      'UnknownCloseReason',
+      'ERR_UNKNOWN_CLOSE_REASON',
+      16,
+    ],
+    [
+      'lifecycle action 2 (lanemux, docs/protocol.md §10.4)',
+      concat(hdr(1), refRecord(5, S, 0, Uint8Array.of(0, 0, 0, 0, 0, 0, 0, 0, 2))),
+      'UnknownLifecycleAction',
+      'ERR_UNKNOWN_LIFECYCLE_ACTION',
+      16,
+    ],
     ['trailing byte', concat(hdr(0), Uint8Array.of(0)), 'TrailingBytes', 'ERR_TRAILING_BYTES', 16],
   ];
   for (const [name, payload, kind, code, offset] of cases) {

@@ -61,7 +61,10 @@ describe('BatchEncoder construction and arguments', () => {
 
   it('refuses a maxBytes below the 16-byte header or not an integer', () => {
     for (const maxBytes of [0, 15, -1, 16.5, Number.NaN, 2 ** 31]) {
-      expect(codeOf(() => new BatchEncoder({ maxBytes })), String(maxBytes)).toBe('ERR_INVALID_ARGUMENT');
+      expect(
+        codeOf(() => new BatchEncoder({ maxBytes })),
+        String(maxBytes),
+      ).toBe('ERR_INVALID_ARGUMENT');
     }
     expect(new BatchEncoder({ maxBytes: 16 }).maxBytes).toBe(16);
   });
@@ -114,7 +117,12 @@ describe('BatchEncoder construction and arguments', () => {
     expect(d.error).toBeNull();
     expect(d.records[0]).toMatchObject({ anchorId: 2n ** 64n - 1n, sessionId: 5n });
     expect(d.records[1]!.creditDelta).toBe(7);
-    expect(d.records[2]).toMatchObject({ slot: 0xffff_ffff, frameSeq: 0xffff_ffff, sessionId: 2n ** 64n - 1n, lifecycleAction: 1 });
+    expect(d.records[2]).toMatchObject({
+      slot: 0xffff_ffff,
+      frameSeq: 0xffff_ffff,
+      sessionId: 2n ** 64n - 1n,
+      lifecycleAction: 1,
+    });
   });
 
   it('setBatchSeq overwrites batch_seq of the open batch only', () => {
@@ -179,7 +187,16 @@ describe('BatchEncoder byte cap', () => {
         e.begin(1n, 0);
         let expectedLen = 16;
         for (const o of ops) {
-          const bodyLen = { data: o.n, bytes: itemBytesLength(o.n), str: itemStringLength(o.s), open: 16, close: 1, credit: 4, hb: 0, life: 9 }[o.k];
+          const bodyLen = {
+            data: o.n,
+            bytes: itemBytesLength(o.n),
+            str: itemStringLength(o.s),
+            open: 16,
+            close: 1,
+            credit: 4,
+            hb: 0,
+            life: 9,
+          }[o.k];
           const fits = e.fits(bodyLen);
           expect(fits).toBe(expectedLen + 13 + bodyLen <= cap);
           const before = snapshot(e);
@@ -250,7 +267,16 @@ describe('BatchEncoder.appendItemString near the cap', () => {
   });
 
   it('measures multi-byte and emoji strings exactly at the cap', () => {
-    for (const s of ['é', 'ü'.repeat(20), '🎉'.repeat(10), '日本'.repeat(12), 'x'.repeat(31), 'x'.repeat(32), 'ä'.repeat(100), '\ud800'.repeat(5)]) {
+    for (const s of [
+      'é',
+      'ü'.repeat(20),
+      '🎉'.repeat(10),
+      '日本'.repeat(12),
+      'x'.repeat(31),
+      'x'.repeat(32),
+      'ä'.repeat(100),
+      '\ud800'.repeat(5),
+    ]) {
       const n = itemStringLength(s);
       expect(n).toBe(refNewtypeString('Item', s).byteLength);
       const fit = withRoom(13 + n);
@@ -258,7 +284,10 @@ describe('BatchEncoder.appendItemString near the cap', () => {
       expect(fit.remainingBytes).toBe(0);
       expect(hex(decodeBatch(fit.finish()).records[0]!.body)).toBe(hex(refNewtypeString('Item', s)));
       const tight = withRoom(13 + n - 1);
-      expect(codeOf(() => tight.appendItemString(S, 0, s)), JSON.stringify(s)).toBe('ERR_BATCH_FULL');
+      expect(
+        codeOf(() => tight.appendItemString(S, 0, s)),
+        JSON.stringify(s),
+      ).toBe('ERR_BATCH_FULL');
       expect(tight.byteLength).toBe(16);
     }
   });
@@ -296,7 +325,8 @@ describe('BatchEncoder buffer growth and reuse', () => {
     expect(d.records).toHaveLength(200);
     d.records.forEach((r, i) => {
       expect(r.frameSeq).toBe(i);
-      const want = i % 3 === 0 ? bodies[i]! : i % 3 === 1 ? refItemBytes(bodies[i]!) : refNewtypeString('Item', `tok-${i}-✓`);
+      const want =
+        i % 3 === 0 ? bodies[i]! : i % 3 === 1 ? refItemBytes(bodies[i]!) : refNewtypeString('Item', `tok-${i}-✓`);
       expect(hex(r.body)).toBe(hex(want));
     });
   });
@@ -334,8 +364,16 @@ describe('BatchEncoder buffer growth and reuse', () => {
 describe('batch header helpers', () => {
   it('writeBatchHeader writes at an offset and refuses out-of-range fields', () => {
     const out = new Uint8Array(20).fill(0xee);
-    writeBatchHeader(out, 2, { version: 2, flags: 0x13, recordCount: 0xffff, epoch: 0xffff_ffff_ffff_ffffn, batchSeq: 0 });
-    expect(hex(out)).toBe(hex(Uint8Array.from([0xee, 0xee, ...refHeader(2, 0x13, 0xffff, 0xffff_ffff_ffff_ffffn, 0), 0xee, 0xee])));
+    writeBatchHeader(out, 2, {
+      version: 2,
+      flags: 0x13,
+      recordCount: 0xffff,
+      epoch: 0xffff_ffff_ffff_ffffn,
+      batchSeq: 0,
+    });
+    expect(hex(out)).toBe(
+      hex(Uint8Array.from([0xee, 0xee, ...refHeader(2, 0x13, 0xffff, 0xffff_ffff_ffff_ffffn, 0), 0xee, 0xee])),
+    );
     const bad = [
       { version: 256, flags: 0, recordCount: 0, epoch: 0n, batchSeq: 0 },
       { version: 2, flags: -1, recordCount: 0, epoch: 0n, batchSeq: 0 },
@@ -344,8 +382,14 @@ describe('batch header helpers', () => {
       { version: 2, flags: 0, recordCount: 0, epoch: 2n ** 64n, batchSeq: 0 },
       { version: 2, flags: 0, recordCount: 0, epoch: 0n, batchSeq: 2 ** 32 },
     ];
-    for (const h of bad) expect(codeOf(() => writeBatchHeader(new Uint8Array(16), 0, h)), JSON.stringify(h, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).toBe('ERR_INVALID_ARGUMENT');
-    expect(hex(encodeBatchHeader({ flags: 0, recordCount: 0, epoch: 0n, batchSeq: 0 }))).toBe(hex(refHeader(2, 0, 0, 0n, 0)));
+    for (const h of bad)
+      expect(
+        codeOf(() => writeBatchHeader(new Uint8Array(16), 0, h)),
+        JSON.stringify(h, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)),
+      ).toBe('ERR_INVALID_ARGUMENT');
+    expect(hex(encodeBatchHeader({ flags: 0, recordCount: 0, epoch: 0n, batchSeq: 0 }))).toBe(
+      hex(refHeader(2, 0, 0, 0n, 0)),
+    );
   });
 
   it('flagsLane is the low nibble; handler names are _stream_batch and _stream_batch.k', () => {

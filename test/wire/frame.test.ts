@@ -27,7 +27,17 @@ import {
 } from '../../src/wire/index.ts';
 import type { DecodedFrame, StreamFrame } from '../../src/wire/index.ts';
 import { LanemuxError } from '../../src/errors.ts';
-import { bytesEqual, concat, fromHex, hex, refItemBytes, refNewtypeString, refStrHeader, refVariantKey, wellFormed } from './helpers.ts';
+import {
+  bytesEqual,
+  concat,
+  fromHex,
+  hex,
+  refItemBytes,
+  refNewtypeString,
+  refStrHeader,
+  refVariantKey,
+  wellFormed,
+} from './helpers.ts';
 
 const S = slotId(0xab_cdef, 0x42);
 const te = new TextEncoder();
@@ -93,7 +103,11 @@ describe('StreamFrame golden bytes (docs/protocol.md §10.5)', () => {
 
   it('SenderError(s) = 81 ab "SenderError" <str s>', () => {
     for (const s of ['', 'boom', 'x'.repeat(31), 'x'.repeat(32), 'ошибка ⚠', 'y'.repeat(300)]) {
-      const want = concat(fromHex('81 ab 53 65 6e 64 65 72 45 72 72 6f 72'), Uint8Array.from(refStrHeader(te.encode(s).byteLength)), te.encode(s));
+      const want = concat(
+        fromHex('81 ab 53 65 6e 64 65 72 45 72 72 6f 72'),
+        Uint8Array.from(refStrHeader(te.encode(s).byteLength)),
+        te.encode(s),
+      );
       expect(hex(encodeFrame({ kind: 'SenderError', message: s }))).toBe(hex(want));
       expect(hex(msgpackEncode({ SenderError: s }))).toBe(hex(want));
       expect(decodeFrame(want)).toEqual({ kind: 'SenderError', message: s });
@@ -102,7 +116,11 @@ describe('StreamFrame golden bytes (docs/protocol.md §10.5)', () => {
 
   it('TransportError(s) = 81 ae "TransportError" <str s>', () => {
     for (const s of ['', 'boom', 'x'.repeat(31), 'x'.repeat(32), 'y'.repeat(256), 'z'.repeat(70_000)]) {
-      const want = concat(fromHex('81 ae 54 72 61 6e 73 70 6f 72 74 45 72 72 6f 72'), Uint8Array.from(refStrHeader(s.length)), te.encode(s));
+      const want = concat(
+        fromHex('81 ae 54 72 61 6e 73 70 6f 72 74 45 72 72 6f 72'),
+        Uint8Array.from(refStrHeader(s.length)),
+        te.encode(s),
+      );
       expect(bytesEqual(encodeFrame({ kind: 'TransportError', message: s }), want)).toBe(true);
       expect(bytesEqual(msgpackEncode({ TransportError: s }), want)).toBe(true);
       expect(decodeFrame(want)).toEqual({ kind: 'TransportError', message: s });
@@ -131,7 +149,17 @@ describe('isTerminalSentinel (docs/protocol.md §10.5)', () => {
   });
 
   it('is true for TransportError(s) of any message length (fixstr, str8, str16, str32)', () => {
-    for (const s of ['', 'x', 'connection reset', 'x'.repeat(31), 'x'.repeat(32), 'x'.repeat(255), 'x'.repeat(256), 'x'.repeat(65_536), 'сбой 💥']) {
+    for (const s of [
+      '',
+      'x',
+      'connection reset',
+      'x'.repeat(31),
+      'x'.repeat(32),
+      'x'.repeat(255),
+      'x'.repeat(256),
+      'x'.repeat(65_536),
+      'сбой 💥',
+    ]) {
       expect(isTerminalSentinel(encodeFrame({ kind: 'TransportError', message: s })), `len ${s.length}`).toBe(true);
       expect(isTerminalSentinel(msgpackEncode({ TransportError: s }))).toBe(true);
     }
@@ -212,7 +240,20 @@ describe('isTerminalSentinel (docs/protocol.md §10.5)', () => {
 
 describe('decodeFrame fast path: Item(string)', () => {
   it('decodes ASCII, non-ASCII, and 4-byte emoji strings', () => {
-    for (const s of ['', 'a', 'hello', ' world', 'ünïcødé', '日本語のトークン', '🎉', 'a🎉b', '👩‍👩‍👧‍👦', '\u0000', '\u007f\u0080\u07ff\u0800\uffff', '𝄞'.repeat(40)]) {
+    for (const s of [
+      '',
+      'a',
+      'hello',
+      ' world',
+      'ünïcødé',
+      '日本語のトークン',
+      '🎉',
+      'a🎉b',
+      '👩‍👩‍👧‍👦',
+      '\u0000',
+      '\u007f\u0080\u07ff\u0800\uffff',
+      '𝄞'.repeat(40),
+    ]) {
       const body = encodeFrame({ kind: 'Item', value: s });
       expect(hex(body)).toBe(hex(refNewtypeString('Item', s)));
       expect(decodeFrame(body)).toEqual({ kind: 'Item', value: s });
@@ -234,7 +275,9 @@ describe('decodeFrame fast path: Item(string)', () => {
         expect(te.encode(s).byteLength).toBe(n);
         expect(utf8Length(s)).toBe(n);
         const want = msgpackEncode({ Item: s });
-        expect(hex(want.subarray(0, ITEM_PREFIX_LEN + refStrHeader(n).length))).toBe(hex(concat(refVariantKey('Item'), Uint8Array.from(refStrHeader(n)))));
+        expect(hex(want.subarray(0, ITEM_PREFIX_LEN + refStrHeader(n).length))).toBe(
+          hex(concat(refVariantKey('Item'), Uint8Array.from(refStrHeader(n)))),
+        );
         expect(bytesEqual(encodeFrame({ kind: 'Item', value: s }), want)).toBe(true);
         const inBatch = itemStringBody(s);
         expect(bytesEqual(inBatch, want)).toBe(true);
@@ -256,19 +299,35 @@ describe('decodeFrame fast path: Item(string)', () => {
 
   it('any string round-trips through appendItemString → decodeFrame (property)', () => {
     fc.assert(
-      fc.property(fc.oneof(fc.string({ unit: 'binary', maxLength: 200 }), fc.string({ unit: 'grapheme', maxLength: 100 }), fc.array(fc.integer({ min: 0, max: 0xffff }), { maxLength: 120 }).map((c) => String.fromCharCode(...c))), (s) => {
-        const body = itemStringBody(s);
-        expect(hex(body)).toBe(hex(refNewtypeString('Item', s)));
-        expect(decodeFrame(body)).toEqual({ kind: 'Item', value: wellFormed(s) });
-      }),
+      fc.property(
+        fc.oneof(
+          fc.string({ unit: 'binary', maxLength: 200 }),
+          fc.string({ unit: 'grapheme', maxLength: 100 }),
+          fc.array(fc.integer({ min: 0, max: 0xffff }), { maxLength: 120 }).map((c) => String.fromCharCode(...c)),
+        ),
+        (s) => {
+          const body = itemStringBody(s);
+          expect(hex(body)).toBe(hex(refNewtypeString('Item', s)));
+          expect(decodeFrame(body)).toEqual({ kind: 'Item', value: wellFormed(s) });
+        },
+      ),
       { numRuns: 1_500 },
     );
   });
 
   it('a non-compact string header (str8 for a short string) is still accepted', () => {
-    expect(decodeFrame(concat(refVariantKey('Item'), fromHex('d9 02'), te.encode('hi')))).toEqual({ kind: 'Item', value: 'hi' });
-    expect(decodeFrame(concat(refVariantKey('Item'), fromHex('da 00 02'), te.encode('hi')))).toEqual({ kind: 'Item', value: 'hi' });
-    expect(decodeFrame(concat(refVariantKey('Item'), fromHex('db 00 00 00 02'), te.encode('hi')))).toEqual({ kind: 'Item', value: 'hi' });
+    expect(decodeFrame(concat(refVariantKey('Item'), fromHex('d9 02'), te.encode('hi')))).toEqual({
+      kind: 'Item',
+      value: 'hi',
+    });
+    expect(decodeFrame(concat(refVariantKey('Item'), fromHex('da 00 02'), te.encode('hi')))).toEqual({
+      kind: 'Item',
+      value: 'hi',
+    });
+    expect(decodeFrame(concat(refVariantKey('Item'), fromHex('db 00 00 00 02'), te.encode('hi')))).toEqual({
+      kind: 'Item',
+      value: 'hi',
+    });
   });
 
   it('invalid UTF-8 inside Item(string) is ERR_DESERIALIZATION', () => {
@@ -449,8 +508,11 @@ describe('decodeFrameInto (allocation-free hot-path decoder)', () => {
   it('FrameKind numbers are distinct and isTerminalKind marks exactly Finalized, Detached, Dropped, TransportError', () => {
     const kinds = Object.values(FrameKind);
     expect(new Set(kinds).size).toBe(kinds.length);
-    expect(kinds.filter((k) => isTerminalKind(k)).sort()).toEqual([FrameKind.Finalized, FrameKind.Detached, FrameKind.Dropped, FrameKind.TransportError].sort());
-    for (const k of [FrameKind.Item, FrameKind.SenderError, FrameKind.Heartbeat, FrameKind.Undecodable]) expect(isTerminalKind(k)).toBe(false);
+    expect(kinds.filter((k) => isTerminalKind(k)).sort()).toEqual(
+      [FrameKind.Finalized, FrameKind.Detached, FrameKind.Dropped, FrameKind.TransportError].sort(),
+    );
+    for (const k of [FrameKind.Item, FrameKind.SenderError, FrameKind.Heartbeat, FrameKind.Undecodable])
+      expect(isTerminalKind(k)).toBe(false);
   });
 
   it('decodes every frame shape like decodeFrame, with terminal = isTerminalSentinel(body)', () => {
@@ -503,7 +565,12 @@ describe('decodeFrameInto (allocation-free hot-path decoder)', () => {
   });
 
   it('never throws and agrees with decodeFrame on random and mutated bodies (property)', () => {
-    const seeds = [FRAME_FINALIZED, encodeFrame({ kind: 'TransportError', message: 'boom' }), encodeFrame({ kind: 'Item', value: 'hello' }), encodeFrame({ kind: 'Item', value: Uint8Array.of(1, 2) })];
+    const seeds = [
+      FRAME_FINALIZED,
+      encodeFrame({ kind: 'TransportError', message: 'boom' }),
+      encodeFrame({ kind: 'Item', value: 'hello' }),
+      encodeFrame({ kind: 'Item', value: Uint8Array.of(1, 2) }),
+    ];
     const out = fresh();
     fc.assert(
       fc.property(

@@ -81,7 +81,10 @@ function buildCorpus(rand: () => number): Seed[] {
 }
 
 const INTERESTING_U8 = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 0x7f, 0x80, 0xfe, 0xff];
-const INTERESTING_U32 = [0, 1, 2, 3, 4, 8, 9, 12, 13, 15, 16, 17, 255, 256, 0xffff, 0x1_0000, 0x7fff_ffff, 0x8000_0000, 0xffff_fffe, 0xffff_ffff];
+const INTERESTING_U32 = [
+  0, 1, 2, 3, 4, 8, 9, 12, 13, 15, 16, 17, 255, 256, 0xffff, 0x1_0000, 0x7fff_ffff, 0x8000_0000, 0xffff_fffe,
+  0xffff_ffff,
+];
 
 function setU32(p: Uint8Array, at: number, v: number): void {
   if (at + 4 > p.length) return;
@@ -138,8 +141,18 @@ function makeInput(rand: () => number, corpus: readonly Seed[]): Uint8Array {
       case 5:
       case 6: {
         // body-length tampering on one record
-        const len = rec + 13 <= p.length ? ((p[rec + 9]! << 24) | (p[rec + 10]! << 16) | (p[rec + 11]! << 8) | p[rec + 12]!) >>> 0 : 0;
-        const choices = [len + 1, len - 1, p.length - rec - 13, p.length - rec - 12, rand(), INTERESTING_U32[pick(INTERESTING_U32.length)]!];
+        const len =
+          rec + 13 <= p.length
+            ? ((p[rec + 9]! << 24) | (p[rec + 10]! << 16) | (p[rec + 11]! << 8) | p[rec + 12]!) >>> 0
+            : 0;
+        const choices = [
+          len + 1,
+          len - 1,
+          p.length - rec - 13,
+          p.length - rec - 12,
+          rand(),
+          INTERESTING_U32[pick(INTERESTING_U32.length)]!,
+        ];
         setU32(p, rec + 9, choices[pick(choices.length)]! >>> 0);
         break;
       }
@@ -208,7 +221,8 @@ function observe(input: Uint8Array, reader: BatchReader, out: Observed): void {
     // Fused: more calls return false, leave the error and the record count untouched.
     const err = reader.error;
     const idx = reader.index;
-    out.fusedOk = !reader.next() && !reader.next() && reader.error === err && reader.index === idx && reader.sizeHint()[0] === 0;
+    out.fusedOk =
+      !reader.next() && !reader.next() && reader.error === err && reader.index === idx && reader.sizeHint()[0] === 0;
   } catch (err) {
     out.threw = err;
   }
@@ -227,7 +241,9 @@ function check(input: Uint8Array, o: Observed): void {
 
 function describeObserved(o: Observed): string {
   const b = o.batch;
-  return b === null ? `threw ${String(o.threw)}` : `${b.records.length} records, error ${b.error ? `${b.error.kind}@${b.error.offset}` : 'none'}`;
+  return b === null
+    ? `threw ${String(o.threw)}`
+    : `${b.records.length} records, error ${b.error ? `${b.error.kind}@${b.error.offset}` : 'none'}`;
 }
 
 function findProblem(input: Uint8Array, o: Observed): string | null {
@@ -238,23 +254,46 @@ function findProblem(input: Uint8Array, o: Observed): string | null {
   const oh = oracle.header;
   if ((h === null) !== (oh === null)) return 'header presence differs from the oracle';
   if (h !== null && oh !== null) {
-    if (h.version !== oh.version || h.flags !== oh.flags || h.recordCount !== oh.recordCount || h.epoch !== oh.epoch || h.batchSeq !== oh.batchSeq) return 'header differs from the oracle';
+    if (
+      h.version !== oh.version ||
+      h.flags !== oh.flags ||
+      h.recordCount !== oh.recordCount ||
+      h.epoch !== oh.epoch ||
+      h.batchSeq !== oh.batchSeq
+    )
+      return 'header differs from the oracle';
   }
   if (b.records.length !== oracle.records.length) return `${b.records.length} records, oracle ${oracle.records.length}`;
   const ek = b.error?.kind ?? null;
   const eo = b.error?.offset ?? null;
-  if (ek !== (oracle.error?.kind ?? null) || eo !== (oracle.error?.offset ?? null)) return `error ${ek}@${eo}, oracle ${oracle.error?.kind ?? null}@${oracle.error?.offset ?? null}`;
+  if (ek !== (oracle.error?.kind ?? null) || eo !== (oracle.error?.offset ?? null))
+    return `error ${ek}@${eo}, oracle ${oracle.error?.kind ?? null}@${oracle.error?.offset ?? null}`;
   if (b.error !== null && !(b.error instanceof DecodeError)) return 'error is not a DecodeError';
   for (let i = 0; i < b.records.length; i++) {
     const r = b.records[i]!;
     const w = oracle.records[i]!;
-    if (r.offset !== w.offset || r.type !== w.type || r.slot !== w.slot || r.frameSeq !== w.frameSeq || r.bodyOffset !== w.bodyOffset || r.bodyLength !== w.bodyLength) return `record ${i} differs from the oracle`;
-    if (r.body.byteLength !== r.bodyLength || r.bodyOffset + r.bodyLength > input.byteLength) return `record ${i} body out of bounds`;
-    if (r.body.buffer !== input.buffer || r.body.byteOffset !== input.byteOffset + r.bodyOffset) return `record ${i} body is not a view into the payload`;
+    if (
+      r.offset !== w.offset ||
+      r.type !== w.type ||
+      r.slot !== w.slot ||
+      r.frameSeq !== w.frameSeq ||
+      r.bodyOffset !== w.bodyOffset ||
+      r.bodyLength !== w.bodyLength
+    )
+      return `record ${i} differs from the oracle`;
+    if (r.body.byteLength !== r.bodyLength || r.bodyOffset + r.bodyLength > input.byteLength)
+      return `record ${i} body out of bounds`;
+    if (r.body.buffer !== input.buffer || r.body.byteOffset !== input.byteOffset + r.bodyOffset)
+      return `record ${i} body is not a view into the payload`;
   }
-  if (o.iterated !== b.records.length || o.iteratedErrors !== (b.error ? 1 : 0) || !o.errorLast) return `iterateBatch yielded ${o.iterated} records and ${o.iteratedErrors} errors (error last: ${o.errorLast})`;
+  if (o.iterated !== b.records.length || o.iteratedErrors !== (b.error ? 1 : 0) || !o.errorLast)
+    return `iterateBatch yielded ${o.iterated} records and ${o.iteratedErrors} errors (error last: ${o.errorLast})`;
   // The cursor run is a second, independent decode of the same input: same records, same error.
-  if (o.readerRecords !== b.records.length || (o.readerError?.kind ?? null) !== ek || (o.readerError?.offset ?? null) !== eo) {
+  if (
+    o.readerRecords !== b.records.length ||
+    (o.readerError?.kind ?? null) !== ek ||
+    (o.readerError?.offset ?? null) !== eo
+  ) {
     return `second decode (BatchReader) yielded ${o.readerRecords} records, error ${o.readerError?.kind ?? null}@${o.readerError?.offset ?? null}`;
   }
   if (!o.fusedOk) return 'BatchReader is not fused: next() after the end changed state or returned true';
@@ -262,7 +301,15 @@ function findProblem(input: Uint8Array, o: Observed): string | null {
     const w = oracle.records[i]!;
     const f = o.fields;
     const k = i * 6;
-    if (f[k] !== w.type || f[k + 1] !== w.slot || f[k + 2] !== w.frameSeq || f[k + 3] !== w.offset || f[k + 4] !== w.bodyOffset || f[k + 5] !== w.bodyLength) return `BatchReader record ${i} differs from the oracle`;
+    if (
+      f[k] !== w.type ||
+      f[k + 1] !== w.slot ||
+      f[k + 2] !== w.frameSeq ||
+      f[k + 3] !== w.offset ||
+      f[k + 4] !== w.bodyOffset ||
+      f[k + 5] !== w.bodyLength
+    )
+      return `BatchReader record ${i} differs from the oracle`;
   }
   // Each input yields records, one error, or both; a clean batch has exactly record_count records.
   if (b.error === null && b.records.length !== b.header!.recordCount) return 'clean batch with a wrong record count';
@@ -280,9 +327,15 @@ describe('decoder fuzz', () => {
       void Array.from({ length: 15 });
       void new Uint8Array(new ArrayBuffer(4), 0, 4); // under the limit: fine
       void new Array(3); // fine
-      void new Array(1, 2, 3); // elements, not a size
+      void [1, 2, 3]; // elements, not a size
     });
-    expect(guard.violations.map((v) => `${v.ctor}(${v.size})`)).toEqual(['Array(11)', 'Array(12)', 'Uint8Array(13)', 'ArrayBuffer(14)', 'Array(15)']);
+    expect(guard.violations.map((v) => `${v.ctor}(${v.size})`)).toEqual([
+      'Array(11)',
+      'Array(12)',
+      'Uint8Array(13)',
+      'ArrayBuffer(14)',
+      'Array(15)',
+    ]);
     // Restored afterwards.
     expect(new Uint8Array(100).byteLength).toBe(100);
     expect(Object.getPrototypeOf(new Uint8Array(1))).toBe(Uint8Array.prototype);
@@ -306,7 +359,17 @@ describe('decoder fuzz', () => {
       const observed: Observed[] = [];
       for (let i = 0; i < n; i++) {
         inputs.push(makeInput(rand, corpus));
-        observed.push({ threw: undefined, batch: null, iterated: 0, iteratedErrors: 0, errorLast: true, readerRecords: 0, readerError: null, fusedOk: false, fields: [] });
+        observed.push({
+          threw: undefined,
+          batch: null,
+          iterated: 0,
+          iteratedErrors: 0,
+          errorLast: true,
+          readerRecords: 0,
+          readerError: null,
+          fusedOk: false,
+          fields: [],
+        });
       }
       const c0 = performance.now();
       guard.install();
@@ -335,7 +398,19 @@ describe('decoder fuzz', () => {
     expect(guard.constructions).toBeGreaterThan(0); // the traps really saw the codec's own constructions
     expect(guard.violations).toEqual([]);
     // The mix reaches every error kind the decoder has, and plenty of partially decoded batches.
-    for (const k of ['ok', 'TruncatedBatchHeader', 'UnsupportedVersion', 'TruncatedRecordHeader', 'RecordCountMismatch', 'TruncatedRecordBody', 'UnknownRecordType', 'BodyLengthMismatch', 'UnknownCloseReason', 'UnknownLifecycleAction', 'TrailingBytes']) {
+    for (const k of [
+      'ok',
+      'TruncatedBatchHeader',
+      'UnsupportedVersion',
+      'TruncatedRecordHeader',
+      'RecordCountMismatch',
+      'TruncatedRecordBody',
+      'UnknownRecordType',
+      'BodyLengthMismatch',
+      'UnknownCloseReason',
+      'UnknownLifecycleAction',
+      'TrailingBytes',
+    ]) {
       expect(kinds.get(k) ?? 0, `error kind ${k} reached`).toBeGreaterThan(0);
     }
     expect(withRecords).toBeGreaterThan(INPUTS / 10);
@@ -344,7 +419,12 @@ describe('decoder fuzz', () => {
       `[fuzz] seed=0x${SEED.toString(16)} inputs=${INPUTS} total=${totalMs.toFixed(0)} ms → ${Math.round((INPUTS / totalMs) * 1000).toLocaleString('en-US')} inputs/s checked end to end; ` +
         `codec only ${Math.round(((INPUTS * perInput) / decodeMs) * 1000).toLocaleString('en-US')} decodes/s (${Math.round((INPUTS / decodeMs) * 1000).toLocaleString('en-US')} inputs/s × ${perInput} decoders) under the allocation guard`,
     );
-    console.log(`[fuzz] outcomes: ${[...kinds.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k}=${v}`).join(' ')}; with records=${withRecords}`);
+    console.log(
+      `[fuzz] outcomes: ${[...kinds.entries()]
+        .sort((a, b) => b[1] - a[1])
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ')}; with records=${withRecords}`,
+    );
   });
 
   it('CODEC-23 a header declaring 65,535 records over ~20 bytes: one error, no allocation, fast', () => {
@@ -352,7 +432,10 @@ describe('decoder fuzz', () => {
     const payloads = [
       concat(refHeader(2, 0, 0xffff, 1n, 0), Uint8Array.of(0, 0, 0, 0)),
       concat(refHeader(2, 0xff, 0xffff, 0xffff_ffff_ffff_ffffn, 0xffff_ffff), Uint8Array.of(0xff, 0xff, 0xff, 0xff)),
-      concat(refHeader(2, 0, 0xffff, 1n, 0), Uint8Array.of(0, 0xab, 0xcd, 0xef, 0x42, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff)),
+      concat(
+        refHeader(2, 0, 0xffff, 1n, 0),
+        Uint8Array.of(0, 0xab, 0xcd, 0xef, 0x42, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff),
+      ),
     ];
     const reader = new BatchReader();
     const errors: Array<string | null> = [];
@@ -369,7 +452,14 @@ describe('decoder fuzz', () => {
     });
     const ms = performance.now() - t0;
     expect(guard.violations).toEqual([]);
-    expect(errors).toEqual(['0:TruncatedRecordHeader', '0', '0:TruncatedRecordHeader', '0', '0:TruncatedRecordBody', '0']);
+    expect(errors).toEqual([
+      '0:TruncatedRecordHeader',
+      '0',
+      '0:TruncatedRecordHeader',
+      '0',
+      '0:TruncatedRecordBody',
+      '0',
+    ]);
     expect(ms).toBeLessThan(2_000);
   });
 });

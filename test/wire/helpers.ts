@@ -64,7 +64,13 @@ export function refHeader(version: number, flags: number, count: number, epoch: 
 }
 
 /** A record written by hand from docs/protocol.md §10.2. */
-export function refRecord(type: number, slot: number, seq: number, body: Uint8Array, declaredLen = body.byteLength): Uint8Array {
+export function refRecord(
+  type: number,
+  slot: number,
+  seq: number,
+  body: Uint8Array,
+  declaredLen = body.byteLength,
+): Uint8Array {
   return concat(Uint8Array.from([type, ...u32(slot), ...u32(seq), ...u32(declaredLen)]), body);
 }
 
@@ -113,11 +119,23 @@ export type ModelRecord =
   | { readonly t: 'data'; readonly slot: number; readonly seq: number; readonly body: Uint8Array }
   | { readonly t: 'itemString'; readonly slot: number; readonly seq: number; readonly str: string }
   | { readonly t: 'itemBytes'; readonly slot: number; readonly seq: number; readonly bytes: Uint8Array }
-  | { readonly t: 'open'; readonly slot: number; readonly seq: number; readonly anchor: bigint; readonly session: bigint }
+  | {
+      readonly t: 'open';
+      readonly slot: number;
+      readonly seq: number;
+      readonly anchor: bigint;
+      readonly session: bigint;
+    }
   | { readonly t: 'close'; readonly slot: number; readonly seq: number; readonly reason: 0 | 1 | 2 | 3 }
   | { readonly t: 'credit'; readonly slot: number; readonly seq: number; readonly delta: number }
   | { readonly t: 'heartbeat'; readonly slot: number; readonly seq: number }
-  | { readonly t: 'lifecycle'; readonly slot: number; readonly seq: number; readonly session: bigint; readonly action: 0 | 1 };
+  | {
+      readonly t: 'lifecycle';
+      readonly slot: number;
+      readonly seq: number;
+      readonly session: bigint;
+      readonly action: 0 | 1;
+    };
 
 /** The wire type byte of a model record. */
 export function modelType(r: ModelRecord): number {
@@ -236,10 +254,19 @@ export function oracleDecode(p: Uint8Array): OracleResult {
     const len = rd32(pos + 9);
     if (pos + 13 + len > p.length) return { header, records, error: { kind: 'TruncatedRecordBody', offset: pos } };
     const fixed = FIXED[type];
-    if (fixed !== undefined && len !== fixed) return { header, records, error: { kind: 'BodyLengthMismatch', offset: pos } };
+    if (fixed !== undefined && len !== fixed)
+      return { header, records, error: { kind: 'BodyLengthMismatch', offset: pos } };
     if (type === 2 && b(pos + 13) > 3) return { header, records, error: { kind: 'UnknownCloseReason', offset: pos } };
-    if (type === 5 && b(pos + 13 + 8) > 1) return { header, records, error: { kind: 'UnknownLifecycleAction', offset: pos } };
-    records.push({ offset: pos, type, slot: rd32(pos + 1), frameSeq: rd32(pos + 5), bodyOffset: pos + 13, bodyLength: len });
+    if (type === 5 && b(pos + 13 + 8) > 1)
+      return { header, records, error: { kind: 'UnknownLifecycleAction', offset: pos } };
+    records.push({
+      offset: pos,
+      type,
+      slot: rd32(pos + 1),
+      frameSeq: rd32(pos + 5),
+      bodyOffset: pos + 13,
+      bodyLength: len,
+    });
     pos += 13 + len;
   }
   if (pos !== p.length) return { header, records, error: { kind: 'TrailingBytes', offset: pos } };
@@ -296,7 +323,10 @@ export class AllocationGuard {
   install(): void {
     if (this.#installed) throw new Error('AllocationGuard already installed');
     for (const name of GUARDED) {
-      const target = Reflect.get(globalThis, name) as (new (...args: unknown[]) => object) & ((...args: unknown[]) => unknown);
+      const target = Reflect.get(globalThis, name) as (new (
+        ...args: unknown[]
+      ) => object) &
+        ((...args: unknown[]) => unknown);
       this.#saved[name] = target;
       const check = (args: readonly unknown[]): void => {
         this.constructions++;

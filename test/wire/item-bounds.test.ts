@@ -28,7 +28,9 @@ function nestedArrays(depth: number, count = 0xffff): Uint8Array {
 
 /** map32 / array32 / str32 / bin32 headers that claim 2^32-1 entries or bytes. */
 function wideHeaders(): Uint8Array[] {
-  return [0xdd, 0xdf, 0xdb, 0xc6, 0xc9].map((h) => concat(ITEM, Uint8Array.of(h, 0xff, 0xff, 0xff, 0xff), new Uint8Array(16)));
+  return [0xdd, 0xdf, 0xdb, 0xc6, 0xc9].map((h) =>
+    concat(ITEM, Uint8Array.of(h, 0xff, 0xff, 0xff, 0xff), new Uint8Array(16)),
+  );
 }
 
 const out: DecodedFrame = { kind: 0, value: undefined, terminal: false };
@@ -67,7 +69,11 @@ describe('bounded decoding of data-record values', () => {
   it('nesting deeper than 64 is refused; well-formed nested and wide values still round-trip', () => {
     const deep = concat(ITEM, new Uint8Array(70).fill(0x91), Uint8Array.of(0xc0));
     expect(decodeFrameAt(deep, 0, deep.byteLength, out)).toBe(FrameKind.Undecodable);
-    const value = { a: [1, 2, [3, [4, { b: 'x'.repeat(300) }]]], wide: Array.from({ length: 2_000 }, (_, i) => i), m: { k: new Uint8Array([1, 2, 3]) } };
+    const value = {
+      a: [1, 2, [3, [4, { b: 'x'.repeat(300) }]]],
+      wide: Array.from({ length: 2_000 }, (_, i) => i),
+      m: { k: new Uint8Array([1, 2, 3]) },
+    };
     const body = concat(ITEM, msgpackEncode(value));
     expect(decodeFrame(body)).toEqual({ kind: 'Item', value });
     expect(decodeFrameAt(body, 0, body.byteLength, out)).toBe(FrameKind.Item);
@@ -77,7 +83,9 @@ describe('bounded decoding of data-record values', () => {
   it('20,000 structure-aware mutations of nested and wide Item values: never a throw from decodeFrameAt, never a construction larger than the body', () => {
     const rand = mulberry32(0x5eed_17e5);
     const pick = (n: number): number => rand() % n;
-    const headers = [0x90, 0x9f, 0x80, 0x8f, 0xdc, 0xdd, 0xde, 0xdf, 0xc4, 0xc5, 0xc6, 0xd9, 0xda, 0xdb, 0xc7, 0xc8, 0xc9];
+    const headers = [
+      0x90, 0x9f, 0x80, 0x8f, 0xdc, 0xdd, 0xde, 0xdf, 0xc4, 0xc5, 0xc6, 0xd9, 0xda, 0xdb, 0xc7, 0xc8, 0xc9,
+    ];
     const seeds = [
       msgpackEncode({ a: [1, [2, [3, [4]]]], b: 'text', c: new Uint8Array(8) }),
       msgpackEncode(Array.from({ length: 300 }, (_, i) => [i, { i }])),

@@ -3,7 +3,16 @@
  */
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
-import { MAX_LANES, laneForKey, seqDistance, seqGap, seqNewer, seqNext, seqOlder, splitmix64 } from '../../src/wire/index.ts';
+import {
+  MAX_LANES,
+  laneForKey,
+  seqDistance,
+  seqGap,
+  seqNewer,
+  seqNext,
+  seqOlder,
+  splitmix64,
+} from '../../src/wire/index.ts';
 
 const MASK = 0xffff_ffff_ffff_ffffn;
 

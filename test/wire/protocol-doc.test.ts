@@ -42,8 +42,11 @@ describe('docs/protocol.md §10 golden bytes are the codec’s', () => {
 
   it('every record of §10.4', () => {
     expect(record((e) => e.appendData(SLOT, 7, Uint8Array.of(0xaa, 0xbb, 0xcc)))).toBe(rowBytes('Data, seq 7'));
-    expect(record((e) => e.appendOpenSlot(SLOT, 0, 0x1122334455667788n, 0x99aabbccddeeff00n))).toBe(rowBytes('OpenSlot'));
-    for (const r of [0, 1, 2, 3] as const) expect(record((e) => e.appendCloseSlot(SLOT, 0, r))).toBe(rowBytes('CloseSlot').replace('0r', `0${r}`));
+    expect(record((e) => e.appendOpenSlot(SLOT, 0, 0x1122334455667788n, 0x99aabbccddeeff00n))).toBe(
+      rowBytes('OpenSlot'),
+    );
+    for (const r of [0, 1, 2, 3] as const)
+      expect(record((e) => e.appendCloseSlot(SLOT, 0, r))).toBe(rowBytes('CloseSlot').replace('0r', `0${r}`));
     expect(record((e) => e.appendCreditUpdate(SLOT, 0, 256))).toBe(rowBytes('CreditUpdate'));
     expect(record((e) => e.appendSlotHeartbeat(SLOT, 9))).toBe(rowBytes('SlotHeartbeat'));
     expect(record((e) => e.appendLifecycleSlot(SLOT, 0, 0x99aabbccddeeff00n, 1))).toBe(rowBytes('LifecycleSlot'));

@@ -26,10 +26,21 @@ const record: fc.Arbitrary<ModelRecord> = fc.oneof(
   fc.record({ t: fc.constant('itemString' as const), slot, seq, str: anyString }),
   fc.record({ t: fc.constant('itemBytes' as const), slot, seq, bytes: fc.uint8Array({ maxLength: 300 }) }),
   fc.record({ t: fc.constant('open' as const), slot, seq, anchor: u64, session: u64 }),
-  fc.record({ t: fc.constant('close' as const), slot, seq, reason: fc.constantFrom(0 as const, 1 as const, 2 as const, 3 as const) }),
+  fc.record({
+    t: fc.constant('close' as const),
+    slot,
+    seq,
+    reason: fc.constantFrom(0 as const, 1 as const, 2 as const, 3 as const),
+  }),
   fc.record({ t: fc.constant('credit' as const), slot, seq, delta: u32 }),
   fc.record({ t: fc.constant('heartbeat' as const), slot, seq }),
-  fc.record({ t: fc.constant('lifecycle' as const), slot, seq, session: u64, action: fc.constantFrom(0 as const, 1 as const) }),
+  fc.record({
+    t: fc.constant('lifecycle' as const),
+    slot,
+    seq,
+    session: u64,
+    action: fc.constantFrom(0 as const, 1 as const),
+  }),
 );
 
 const header = fc.record({
@@ -95,7 +106,11 @@ function expectRecord(got: DecodedRecord, want: ModelRecord, offset: number): vo
   }
 }
 
-function encodeModel(h: { epoch: bigint; batchSeq: number; flags: number }, records: readonly ModelRecord[], e = new BatchEncoder({ maxBytes: 1 << 20, initialBytes: 64 })): { bytes: Uint8Array; offsets: number[] } {
+function encodeModel(
+  h: { epoch: bigint; batchSeq: number; flags: number },
+  records: readonly ModelRecord[],
+  e = new BatchEncoder({ maxBytes: 1 << 20, initialBytes: 64 }),
+): { bytes: Uint8Array; offsets: number[] } {
   e.begin(h.epoch, h.batchSeq, h.flags);
   let expected = 16;
   const offsets: number[] = [];
@@ -120,20 +135,41 @@ describe('round-trip properties', () => {
       fc.property(header, fc.array(record, { maxLength: 40 }), (h, records) => {
         const { bytes, offsets } = encodeModel(h, records, enc);
         // Byte-exact against the hand-written encoder.
-        const want = concat(refHeader(2, h.flags, records.length, h.epoch, h.batchSeq), ...records.map(modelRecordBytes));
+        const want = concat(
+          refHeader(2, h.flags, records.length, h.epoch, h.batchSeq),
+          ...records.map(modelRecordBytes),
+        );
         expect(hex(bytes)).toBe(hex(want));
         const d = decodeBatch(bytes);
         expect(d.error).toBeNull();
-        expect(d.header).toEqual({ version: 2, flags: h.flags, recordCount: records.length, epoch: h.epoch, batchSeq: h.batchSeq });
+        expect(d.header).toEqual({
+          version: 2,
+          flags: h.flags,
+          recordCount: records.length,
+          epoch: h.epoch,
+          batchSeq: h.batchSeq,
+        });
         expect(d.records).toHaveLength(records.length);
         d.records.forEach((got, i) => expectRecord(got, records[i]!, offsets[i]!));
         // The cursor agrees, field by field.
         expect(reader.reset(bytes)).toBe(true);
-        expect([reader.flags, reader.lane, reader.epoch, reader.batchSeq, reader.recordCount]).toEqual([h.flags, h.flags & 15, h.epoch, h.batchSeq, records.length]);
+        expect([reader.flags, reader.lane, reader.epoch, reader.batchSeq, reader.recordCount]).toEqual([
+          h.flags,
+          h.flags & 15,
+          h.epoch,
+          h.batchSeq,
+          records.length,
+        ]);
         let i = 0;
         while (reader.next()) {
           const r = records[i]!;
-          expect([reader.type, reader.slot, reader.frameSeq, reader.recordOffset, reader.index]).toEqual([modelType(r), r.slot, r.seq, offsets[i], i + 1]);
+          expect([reader.type, reader.slot, reader.frameSeq, reader.recordOffset, reader.index]).toEqual([
+            modelType(r),
+            r.slot,
+            r.seq,
+            offsets[i],
+            i + 1,
+          ]);
           if (r.t === 'open') expect([reader.anchorId(), reader.sessionId()]).toEqual([r.anchor, r.session]);
           if (r.t === 'lifecycle') expect([reader.sessionId(), reader.lifecycleAction]).toEqual([r.session, r.action]);
           if (r.t === 'credit') expect(reader.creditDelta).toBe(r.delta);
@@ -162,7 +198,14 @@ describe('round-trip properties', () => {
           expect(d.records).toHaveLength(complete);
           d.records.forEach((got, i) => expectRecord(got, records[i]!, offsets[i]!));
           const start = offsets[complete] ?? -1;
-          const kind = n < 16 ? 'TruncatedBatchHeader' : n === start ? 'RecordCountMismatch' : n - start < 13 ? 'TruncatedRecordHeader' : 'TruncatedRecordBody';
+          const kind =
+            n < 16
+              ? 'TruncatedBatchHeader'
+              : n === start
+                ? 'RecordCountMismatch'
+                : n - start < 13
+                  ? 'TruncatedRecordHeader'
+                  : 'TruncatedRecordBody';
           expect(d.error?.kind).toBe(kind);
           expect(d.error?.offset).toBe(n < 16 ? 0 : start);
           expect(oracleDecode(p).error).toEqual({ kind, offset: n < 16 ? 0 : start });
@@ -174,13 +217,18 @@ describe('round-trip properties', () => {
 
   it('CODEC-22 extension: any bytes appended after a valid batch are TrailingBytes after all the records', () => {
     fc.assert(
-      fc.property(header, fc.array(record, { maxLength: 8 }), fc.uint8Array({ minLength: 1, maxLength: 40 }), (h, records, extra) => {
-        const { bytes, offsets } = encodeModel(h, records);
-        const d = decodeBatch(concat(bytes, extra));
-        expect(d.records).toHaveLength(records.length);
-        d.records.forEach((got, i) => expectRecord(got, records[i]!, offsets[i]!));
-        expect(d.error).toMatchObject({ kind: 'TrailingBytes', offset: bytes.byteLength });
-      }),
+      fc.property(
+        header,
+        fc.array(record, { maxLength: 8 }),
+        fc.uint8Array({ minLength: 1, maxLength: 40 }),
+        (h, records, extra) => {
+          const { bytes, offsets } = encodeModel(h, records);
+          const d = decodeBatch(concat(bytes, extra));
+          expect(d.records).toHaveLength(records.length);
+          d.records.forEach((got, i) => expectRecord(got, records[i]!, offsets[i]!));
+          expect(d.error).toMatchObject({ kind: 'TrailingBytes', offset: bytes.byteLength });
+        },
+      ),
       { numRuns: 200 },
     );
   });

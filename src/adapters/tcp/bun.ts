@@ -5,4 +5,8 @@
  * @packageDocumentation
  */
 export { bunTcpTransport as tcpTransport } from '../bun-tcp.ts';
-export type { BunTcpTransportOptions as TcpTransportOptions, BunTcpTlsOptions as TcpTlsOptions, PemInput } from '../bun-tcp.ts';
+export type {
+  BunTcpTransportOptions as TcpTransportOptions,
+  BunTcpTlsOptions as TcpTlsOptions,
+  PemInput,
+} from '../bun-tcp.ts';

@@ -5,4 +5,8 @@
  * @packageDocumentation
  */
 export { denoTcpTransport as tcpTransport } from '../deno-tcp.ts';
-export type { DenoTcpTransportOptions as TcpTransportOptions, DenoTcpTlsOptions as TcpTlsOptions, PemInput } from '../deno-tcp.ts';
+export type {
+  DenoTcpTransportOptions as TcpTransportOptions,
+  DenoTcpTlsOptions as TcpTlsOptions,
+  PemInput,
+} from '../deno-tcp.ts';

@@ -8,9 +8,21 @@ import { authSuite } from '../../transport/auth-suite.ts';
 const fast = { minReconnectionDelay: 20, reconnectionJitter: 20, maxReconnectionDelay: 100 };
 
 describe('authenticate on bun-ws-server, partysocket client', () => {
-  authSuite({ name: 'bun-ws-server', upgrade: true, reconnects: true, server: (authenticate) => bunWebSocketServerTransport({ authenticate, closeGraceMs: 100 }), client: (credential) => webSocketClientTransport({ ...fast, credential }) });
+  authSuite({
+    name: 'bun-ws-server',
+    upgrade: true,
+    reconnects: true,
+    server: (authenticate) => bunWebSocketServerTransport({ authenticate, closeGraceMs: 100 }),
+    client: (credential) => webSocketClientTransport({ ...fast, credential }),
+  });
 });
 
 describe('authenticate on Bun TCP', () => {
-  authSuite({ name: 'bun-tcp', upgrade: false, reconnects: false, server: (authenticate) => bunTcpTransport({ authenticate, closeGraceMs: 100 }), client: (credential) => bunTcpTransport({ listen: false, credential, closeGraceMs: 100 }) });
+  authSuite({
+    name: 'bun-tcp',
+    upgrade: false,
+    reconnects: false,
+    server: (authenticate) => bunTcpTransport({ authenticate, closeGraceMs: 100 }),
+    client: (credential) => bunTcpTransport({ listen: false, credential, closeGraceMs: 100 }),
+  });
 });

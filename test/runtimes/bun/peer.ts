@@ -9,7 +9,10 @@ import { runtimeName, startPeer } from '../peer-protocol.ts';
 declare const Bun: { stdin: { stream(): AsyncIterable<Uint8Array> } };
 
 const dialers = () => [bunTcpTransport({ listen: false }), webSocketClientTransport()];
-const peer = await startPeer([bunTcpTransport({ port: 0 }), bunWebSocketServerTransport({ port: 0 }), webSocketClientTransport()], dialers);
+const peer = await startPeer(
+  [bunTcpTransport({ port: 0 }), bunWebSocketServerTransport({ port: 0 }), webSocketClientTransport()],
+  dialers,
+);
 const [tcp, ws] = peer.node.addresses;
 console.log(JSON.stringify({ ready: true, runtime: runtimeName(), tcp, ws }));
 for await (const _ of Bun.stdin.stream()) {

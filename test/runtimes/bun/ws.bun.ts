@@ -13,8 +13,22 @@ describe('transport conformance on bun: bun-ws server + partysocket client', () 
     name: 'bun-ws',
     lanes: 2,
     reconnects: true,
-    server: (at) => [bunWebSocketServerTransport({ host: '127.0.0.1', port: at === undefined ? 0 : Number(new URL(at).port), closeGraceMs: 200, ...limits })],
-    client: () => [webSocketClientTransport({ minReconnectionDelay: 20, reconnectionJitter: 30, maxReconnectionDelay: 200, ...limits })],
+    server: (at) => [
+      bunWebSocketServerTransport({
+        host: '127.0.0.1',
+        port: at === undefined ? 0 : Number(new URL(at).port),
+        closeGraceMs: 200,
+        ...limits,
+      }),
+    ],
+    client: () => [
+      webSocketClientTransport({
+        minReconnectionDelay: 20,
+        reconnectionJitter: 30,
+        maxReconnectionDelay: 200,
+        ...limits,
+      }),
+    ],
   });
 });
 

@@ -8,9 +8,21 @@ import { authSuite } from '../../transport/auth-suite.ts';
 const fast = { minReconnectionDelay: 20, reconnectionJitter: 20, maxReconnectionDelay: 100 };
 
 describe('authenticate on deno-ws-server, partysocket client', () => {
-  authSuite({ name: 'deno-ws-server', upgrade: true, reconnects: true, server: (authenticate) => denoWebSocketServerTransport({ authenticate, closeGraceMs: 100 }), client: (credential) => webSocketClientTransport({ ...fast, credential }) });
+  authSuite({
+    name: 'deno-ws-server',
+    upgrade: true,
+    reconnects: true,
+    server: (authenticate) => denoWebSocketServerTransport({ authenticate, closeGraceMs: 100 }),
+    client: (credential) => webSocketClientTransport({ ...fast, credential }),
+  });
 });
 
 describe('authenticate on Deno TCP', () => {
-  authSuite({ name: 'deno-tcp', upgrade: false, reconnects: false, server: (authenticate) => denoTcpTransport({ authenticate, closeGraceMs: 100 }), client: (credential) => denoTcpTransport({ listen: false, credential, closeGraceMs: 100 }) });
+  authSuite({
+    name: 'deno-tcp',
+    upgrade: false,
+    reconnects: false,
+    server: (authenticate) => denoTcpTransport({ authenticate, closeGraceMs: 100 }),
+    client: (credential) => denoTcpTransport({ listen: false, credential, closeGraceMs: 100 }),
+  });
 });

@@ -9,7 +9,10 @@ import { runtimeName, startPeer } from '../peer-protocol.ts';
 declare const Deno: { stdin: { readable: AsyncIterable<Uint8Array> }; exit(code: number): never };
 
 const dialers = () => [denoTcpTransport({ listen: false }), webSocketClientTransport()];
-const peer = await startPeer([denoTcpTransport({ port: 0 }), denoWebSocketServerTransport({ port: 0 }), webSocketClientTransport()], dialers);
+const peer = await startPeer(
+  [denoTcpTransport({ port: 0 }), denoWebSocketServerTransport({ port: 0 }), webSocketClientTransport()],
+  dialers,
+);
 const [tcp, ws] = peer.node.addresses;
 console.log(JSON.stringify({ ready: true, runtime: runtimeName(), tcp, ws }));
 for await (const _ of Deno.stdin.readable) {

@@ -71,12 +71,18 @@ describe('portable vitest shim', () => {
 
   it('resolves and rejects', async () => {
     await expect(Promise.resolve(3)).resolves.toBe(3);
-    await expect(Promise.reject(Object.assign(new Error('m'), { code: 'ERR_A' }))).rejects.toMatchObject({ code: 'ERR_A' });
+    await expect(Promise.reject(Object.assign(new Error('m'), { code: 'ERR_A' }))).rejects.toMatchObject({
+      code: 'ERR_A',
+    });
     await expect(Promise.reject(new Error('initial_credit = 0'))).rejects.toThrow(/initial_credit = 0/);
     let message = '';
-    await expect(Promise.resolve(1)).rejects.toBe(1).catch((e: Error) => (message = e.message));
+    await expect(Promise.resolve(1))
+      .rejects.toBe(1)
+      .catch((e: Error) => (message = e.message));
     expect(message).toContain('expected the promise to reject');
-    await expect(Promise.reject(new Error('x'))).resolves.toBe(1).catch((e: Error) => (message = e.message));
+    await expect(Promise.reject(new Error('x')))
+      .resolves.toBe(1)
+      .catch((e: Error) => (message = e.message));
     expect(message).toContain('expected the promise to resolve');
   });
 });

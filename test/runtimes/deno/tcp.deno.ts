@@ -12,7 +12,9 @@ for (const lanes of [1, 8]) {
       name: `deno-tcp-${lanes}`,
       lanes,
       reconnects: false,
-      server: (at) => [denoTcpTransport({ host: '127.0.0.1', port: at === undefined ? 0 : Number(new URL(at).port), ...limits })],
+      server: (at) => [
+        denoTcpTransport({ host: '127.0.0.1', port: at === undefined ? 0 : Number(new URL(at).port), ...limits }),
+      ],
       client: () => [denoTcpTransport({ listen: false, ...limits })],
     });
   });

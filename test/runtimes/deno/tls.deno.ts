@@ -14,9 +14,15 @@ describe('TLS over Deno TCP', () => {
   });
 
   it('refuses the TLS options Deno.listenTls / Deno.connectTls cannot honour, with ERR_INVALID_CONFIG naming them', () => {
-    expect(() => denoTcpTransport({ listen: false, tls: { requestCert: true } })).toThrow(/tls\.requestCert is not available on Deno/);
-    expect(() => denoTcpTransport({ listen: false, tls: { rejectUnauthorized: false } })).toThrow(/tls\.rejectUnauthorized: false is not available on Deno/);
-    expect(() => denoTcpTransport({ listen: false, tls: { servername: 'x.test' } })).toThrow(/tls\.servername is not available on Deno/);
+    expect(() => denoTcpTransport({ listen: false, tls: { requestCert: true } })).toThrow(
+      /tls\.requestCert is not available on Deno/,
+    );
+    expect(() => denoTcpTransport({ listen: false, tls: { rejectUnauthorized: false } })).toThrow(
+      /tls\.rejectUnauthorized: false is not available on Deno/,
+    );
+    expect(() => denoTcpTransport({ listen: false, tls: { servername: 'x.test' } })).toThrow(
+      /tls\.servername is not available on Deno/,
+    );
   });
   it('exposes its own credential and authenticate as given, and dials and prints tls:// only with tls', () => {
     const authenticate = (): string => 'id';

@@ -15,8 +15,22 @@ describe('transport conformance on deno: deno-ws server + partysocket client', (
     reconnects: true,
     // Deno cannot pause reading a server WebSocket (no API for it).
     pauses: false,
-    server: (at) => [denoWebSocketServerTransport({ host: '127.0.0.1', port: at === undefined ? 0 : Number(new URL(at).port), closeGraceMs: 200, ...limits })],
-    client: () => [webSocketClientTransport({ minReconnectionDelay: 20, reconnectionJitter: 30, maxReconnectionDelay: 200, ...limits })],
+    server: (at) => [
+      denoWebSocketServerTransport({
+        host: '127.0.0.1',
+        port: at === undefined ? 0 : Number(new URL(at).port),
+        closeGraceMs: 200,
+        ...limits,
+      }),
+    ],
+    client: () => [
+      webSocketClientTransport({
+        minReconnectionDelay: 20,
+        reconnectionJitter: 30,
+        maxReconnectionDelay: 200,
+        ...limits,
+      }),
+    ],
   });
 });
 

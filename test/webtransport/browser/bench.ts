@@ -25,7 +25,12 @@ export interface BenchResult {
 }
 
 export async function runBench(o: BenchOptions): Promise<BenchResult> {
-  const client = await createMessenger({ transports: [o.transport()], lanes: o.lanes, maxMessageSize: 256 * 1024, healthCheck: false });
+  const client = await createMessenger({
+    transports: [o.transport()],
+    lanes: o.lanes,
+    maxMessageSize: 256 * 1024,
+    healthCheck: false,
+  });
   try {
     const t0 = performance.now();
     const peer = await client.connect(o.address, { timeoutMs: 10_000 });

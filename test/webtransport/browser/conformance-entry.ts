@@ -29,13 +29,23 @@ for (const lanes of [1, 4]) {
           ...limits,
         }),
       ],
-      client: () => [webTransportClientTransport({ serverCertificateHashes: [certificateHashFromHex(config.hashHex)], ...limits, ...backoff })],
+      client: () => [
+        webTransportClientTransport({
+          serverCertificateHashes: [certificateHashFromHex(config.hashHex)],
+          ...limits,
+          ...backoff,
+        }),
+      ],
     });
   });
 }
 
 export interface ConformanceApi {
-  run(o: { relay: string; hashHex: string; filter?: string }): Promise<{ passed: number; failed: number; results: TestResult[] }>;
+  run(o: {
+    relay: string;
+    hashHex: string;
+    filter?: string;
+  }): Promise<{ passed: number; failed: number; results: TestResult[] }>;
 }
 
 const api: ConformanceApi = {

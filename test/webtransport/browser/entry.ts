@@ -18,7 +18,16 @@ const api: BrowserApi = {
     }),
   async tryConnect(o) {
     const { createMessenger } = await import('../../../src/messenger/messenger.ts');
-    const m = await createMessenger({ transports: [webTransportClientTransport({ serverCertificateHashes: [certificateHashFromHex(o.hashHex)], connectTimeoutMs: 5_000 })], healthCheck: false, reconnect: false });
+    const m = await createMessenger({
+      transports: [
+        webTransportClientTransport({
+          serverCertificateHashes: [certificateHashFromHex(o.hashHex)],
+          connectTimeoutMs: 5_000,
+        }),
+      ],
+      healthCheck: false,
+      reconnect: false,
+    });
     try {
       await m.connect(o.address, { timeoutMs: 6_000 });
       return 'connected';

@@ -40,16 +40,29 @@ export function relayListenerTransport(o: RelayListenerOptions): TransportAdapte
   async function accept(k: number, host: ListenHost): Promise<void> {
     const s = open(`/accept/${o.id}/${k}`);
     await s.ready;
-    const lanes: WtSessionLanes<BrowserSession> = new WtSessionLanes(s, `${o.relay}/accept/${o.id}/${k}`, o.closeGraceMs, () => {
-      sessions.delete(lanes);
-    });
+    const lanes: WtSessionLanes<BrowserSession> = new WtSessionLanes(
+      s,
+      `${o.relay}/accept/${o.id}/${k}`,
+      o.closeGraceMs,
+      () => {
+        sessions.delete(lanes);
+      },
+    );
     sessions.add(lanes);
     if (closed) lanes.close();
     const reader = s.incomingBidirectionalStreams.getReader();
     for (;;) {
       const { value, done } = await reader.read();
       if (done || value === undefined || !lanes.usable) return;
-      host.accept(new WtStreamConn(value, lanes.label, host.frameLimit, { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes }, lanes));
+      host.accept(
+        new WtStreamConn(
+          value,
+          lanes.label,
+          host.frameLimit,
+          { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes },
+          lanes,
+        ),
+      );
     }
   }
 
@@ -91,7 +104,9 @@ export function relayListenerTransport(o: RelayListenerOptions): TransportAdapte
       return `${o.relay}/dial/${o.id}`;
     },
     dial(request: DialRequest, events: DialEvents): DialHandle {
-      queueMicrotask(() => events.fail(new TransportError('ERR_UNSUPPORTED_ADDRESS', `relay listener does not dial ${request.address}`)));
+      queueMicrotask(() =>
+        events.fail(new TransportError('ERR_UNSUPPORTED_ADDRESS', `relay listener does not dial ${request.address}`)),
+      );
       return { close() {} };
     },
     async close(): Promise<void> {
