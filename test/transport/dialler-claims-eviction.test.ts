@@ -1,8 +1,8 @@
 /**
- * Worker-id claims from the dialling side, eviction order and crossed dials, as an independent
- * review attacked them: the node we dial cannot take over another peer's worker id, a refused
- * `authenticate` evicts nobody, a link with work in flight is never the one evicted, and two nodes
- * that dial each other at once still end with one link, with or without `authenticate`.
+ * Worker-id claims from the dialling side, eviction order and crossed dials: the node we dial cannot
+ * take over another peer's worker id, a refused `authenticate` evicts nobody, a link with work in
+ * flight is never the one evicted, and two nodes that dial each other at once still end with one
+ * link, with or without `authenticate`.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
