@@ -27,7 +27,7 @@
 import type { AdmissionLimits } from '../transport/admission.ts';
 import { TransportError, listenFailure } from '../transport/errors.ts';
 import { MessageSocketConnection, type MessageSocketDriver } from './message-socket-conn.ts';
-import { parseOptions } from '../transport/options.ts';
+import { parseOptions } from '../validate.ts';
 import { failDial } from '../transport/fail-dial.ts';
 import { headerRecord, type Authenticate, type UpgradeRequest } from '../transport/auth.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';

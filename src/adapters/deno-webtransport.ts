@@ -32,7 +32,8 @@ import type { AdmissionLimits } from '../transport/admission.ts';
 import { TransportError, describeThrown, listenFailure } from '../transport/errors.ts';
 import { FRAME_PREFIX_BYTES, writeFrame } from '../transport/frame.ts';
 import { encodeGoaway } from '../transport/hello.ts';
-import { admissionSchema, parseOptions } from '../transport/options.ts';
+import { admissionSchema } from '../transport/options.ts';
+import { parseOptions } from '../validate.ts';
 import { int } from '../validate.ts';
 import { failDial } from '../transport/fail-dial.ts';
 import {

@@ -36,7 +36,7 @@ import {
   type TransportAdapter,
 } from '../transport/port.ts';
 import { scheduleMacrotask } from '../transport/runtime.ts';
-import { parseOptions } from '../transport/options.ts';
+import { parseOptions } from '../validate.ts';
 import { int } from '../validate.ts';
 
 /** A namespace of memory listeners; messengers on the same network can dial each other. */

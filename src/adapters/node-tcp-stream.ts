@@ -36,7 +36,7 @@ import type { LanemuxError } from '../errors.ts';
 import type { PerStreamConnection, PerStreamSink, PerStreamTransport } from '../transport/per-stream-port.ts';
 import { FrameDecoder } from '../transport/frame.ts';
 import { defaultFramePolicy, type FramePolicy } from '../transport/frame-pool.ts';
-import { parseOptions } from '../transport/options.ts';
+import { parseOptions } from '../validate.ts';
 import { int } from '../validate.ts';
 import { MAX_MAX_MESSAGE_SIZE } from '../transport/port.ts';
 import { TcpStreamError } from './tcp-stream-errors.ts';

@@ -10,7 +10,8 @@ import { z } from 'zod/mini';
 import { ConfigError, type LanemuxError } from '../errors.ts';
 import { authenticateOption, credentialOption, type Authenticate, type CredentialSource } from '../transport/auth.ts';
 import { TransportError, asTransportError, describeThrown } from '../transport/errors.ts';
-import { admissionSchema, parseOptions } from '../transport/options.ts';
+import { admissionSchema } from '../transport/options.ts';
+import { parseOptions } from '../validate.ts';
 import { int } from '../validate.ts';
 
 /** PEM text, as a string or its bytes (e.g. `fs.readFileSync('cert.pem')`). */

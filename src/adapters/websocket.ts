@@ -43,7 +43,8 @@ import { ConfigError, type LanemuxError } from '../errors.ts';
 import { AdmissionGate, type AdmissionLimits } from '../transport/admission.ts';
 import { TransportError } from '../transport/errors.ts';
 import { describeBytes, encodeGoaway } from '../transport/hello.ts';
-import { admissionSchema, parseOptions } from '../transport/options.ts';
+import { admissionSchema } from '../transport/options.ts';
+import { parseOptions } from '../validate.ts';
 import { int, num } from '../validate.ts';
 import type {
   Admission,

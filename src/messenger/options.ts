@@ -5,7 +5,7 @@
  * @packageDocumentation
  */
 import { z } from 'zod/mini';
-import { parseOptions } from '../transport/options.ts';
+import { parseOptions } from '../validate.ts';
 import { int, str } from '../validate.ts';
 import {
   DEFAULT_MAX_MESSAGE_SIZE,

@@ -8,8 +8,6 @@ import { z } from 'zod/mini';
 import { int } from '../validate.ts';
 import { DEFAULT_HIGH_WATER_MARK, DEFAULT_MAX_PENDING_BYTES } from './port.ts';
 
-export { parseOptions, configError, issueFields } from '../validate.ts';
-
 /** Admission limits every socket adapter accepts. */
 export const admissionSchema = {
   /** Admission is synchronous while the socket buffers fewer bytes than this. Defaults to 1 MiB. */
