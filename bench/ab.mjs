@@ -1,0 +1,62 @@
+#!/usr/bin/env node
+// Paired A/B of one decode-shape benchmark between two builds: A and B run in turn, A B A B …, and
+// the ratio B/A is taken pair by pair (so a drift of the machine's speed hits both), then the median.
+//
+// Usage: build each side into a directory that can resolve lanemux's dependencies, for example
+//   git worktree add /tmp/before <rev> && (cd /tmp/before && npm ci && npm run build)
+//   npm run build
+//   node bench/ab.mjs --a /tmp/before/dist --b dist [--pairs 16] [--impl auto|manual] [-- …mux-bench flags]
+// Prints one JSON line: medians of CPU µs per token (total, receiver, sender) on each side, the median
+// ratio B/A with its range, and tokens per second.
+import { execFileSync } from 'node:child_process';
+import { resolve } from 'node:path';
+import { parseArgs, repoRoot } from './harness.mjs';
+
+const dashes = process.argv.indexOf('--');
+const args = parseArgs(process.argv.slice(2, dashes < 0 ? undefined : dashes));
+if (args.a === undefined || args.b === undefined) {
+  process.stderr.write('usage: node bench/ab.mjs --a <dist of A> --b <dist of B> [--pairs 16] [--impl auto] [-- …]\n');
+  process.exit(2);
+}
+const pairs = Number(args.pairs ?? 16);
+const impl = args.impl ?? 'auto';
+const rest = dashes < 0 ? [] : process.argv.slice(dashes + 1);
+const benchArgs = ['bench/mux-bench.mjs', '--impl', impl, '--passes', '2000', '--warm', '1000', ...rest];
+
+function run(dist) {
+  const out = execFileSync('node', benchArgs, {
+    cwd: repoRoot,
+    env: { ...process.env, LANEMUX_DIST: resolve(dist) },
+    encoding: 'utf8',
+  });
+  const row = JSON.parse(out.trim().split('\n').pop());
+  if (row.error !== undefined) throw new Error(row.error);
+  return row;
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((x, y) => x - y);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+const rows = [];
+for (let i = 0; i < pairs; i++) rows.push({ a: run(args.a), b: run(args.b) });
+const of = (side, key) => median(rows.map((r) => r[side][key]));
+const ratios = rows.map((r) => r.b.total_cpu_us_per_token / r.a.total_cpu_us_per_token);
+const ratio = (key) => +median(rows.map((r) => r.b[key] / r.a[key])).toFixed(3);
+console.log(
+  JSON.stringify({
+    impl,
+    args: rest,
+    pairs,
+    cpu_us_per_token: { a: of('a', 'total_cpu_us_per_token'), b: of('b', 'total_cpu_us_per_token') },
+    ratio_b_over_a: {
+      median: +median(ratios).toFixed(3),
+      min: +Math.min(...ratios).toFixed(3),
+      max: +Math.max(...ratios).toFixed(3),
+    },
+    recv_ratio: ratio('recv_cpu_us_per_token'),
+    send_ratio: ratio('send_cpu_us_per_token'),
+    tokens_per_s: { a: of('a', 'tokens_per_s'), b: of('b', 'tokens_per_s') },
+  }),
+);
