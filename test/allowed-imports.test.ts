@@ -8,6 +8,7 @@
  * - `runtime/`: the one place that touches clocks, timers and the CSPRNG.
  * - `wire/`: the byte-exact codec. `credit/`: the pure credit model (names wire's record types).
  * - `metrics/`: counters and histograms.
+ * - `discovery/`: finding peers (static lists, etcd, NATS), on the runtime's clock.
  * - `transport/`: the transport port and the peer layer (HELLO, framing, links, dials).
  * - `adapters/`: one file per runtime adapter (the per-stream ones implement `transport/per-stream-port.ts`).
  * - `messenger/`: active messages over the port.
@@ -32,12 +33,14 @@ const ALLOWED: Record<string, readonly string[]> = {
   wire: LEAVES,
   credit: ['wire', ...LEAVES],
   metrics: ['wire', ...LEAVES],
+  discovery: ['wire', 'runtime', ...LEAVES],
   transport: ['wire', 'runtime', ...LEAVES],
   adapters: ['transport', 'wire', 'runtime', ...LEAVES],
   messenger: ['transport', 'wire', 'runtime', ...LEAVES],
   mux: ['messenger', 'credit', 'wire', 'runtime', 'metrics', ...LEAVES],
   stream: ['mux', 'messenger', 'credit', 'wire', 'runtime', 'metrics', 'transport', ...LEAVES],
   'index.ts': [
+    'discovery',
     'stream',
     'mux',
     'messenger',

@@ -244,6 +244,23 @@ function localBindings(code: string): Set<string> {
   return names;
 }
 
+/** A pattern for `name` used free (not `x.name`, not a private `#name`, not part of a longer identifier). */
+function freeUse(name: string): RegExp {
+  return new RegExp(`(?<![\\w$.#])${name.replace(/\$/g, '\\$')}(?![\\w$])`, 'g');
+}
+
+/** An object-literal key or a type member (`{ window: 1 }`, `{ setImmediate?: F }`) is not a use. */
+function isKey(code: string, index: number, name: string): boolean {
+  const after = code.slice(index + name.length).match(/^\s*(\S)/)?.[1];
+  const before = code
+    .slice(0, index)
+    .replace(/\b(?:readonly|public|private|protected|static)\s*$/, '')
+    .match(/(\S)\s*$/)?.[1];
+  return (
+    (after === ':' || after === '?') && (before === '{' || before === ',' || before === ';' || before === undefined)
+  );
+}
+
 /** Check one source text; returns its violations (empty when pure). */
 export function checkSource(src: string): Violation[] {
   const code = blankCommentsAndStrings(src);
@@ -269,22 +286,10 @@ export function checkSource(src: string): Violation[] {
   }
 
   const locals = localBindings(code);
-  const freeUse = (name: string): RegExp => new RegExp(`(?<![\\w$.])${name.replace(/\$/g, '\\$')}(?![\\w$])`, 'g');
-  // An object-literal key or a type member (`{ window: 1 }`, `{ setImmediate?: F }`) is not a use.
-  const isKey = (index: number, name: string): boolean => {
-    const after = code.slice(index + name.length).match(/^\s*(\S)/)?.[1];
-    const before = code
-      .slice(0, index)
-      .replace(/\b(?:readonly|public|private|protected|static)\s*$/, '')
-      .match(/(\S)\s*$/)?.[1];
-    return (
-      (after === ':' || after === '?') && (before === '{' || before === ',' || before === ';' || before === undefined)
-    );
-  };
   for (const name of FORBIDDEN_GLOBALS) {
     if (locals.has(name)) continue;
     for (const m of code.matchAll(freeUse(name))) {
-      if (!isKey(m.index, name)) report(m.index, `uses global '${name}'`);
+      if (!isKey(code, m.index, name)) report(m.index, `uses global '${name}'`);
     }
   }
 
@@ -292,7 +297,8 @@ export function checkSource(src: string): Violation[] {
   const detects = /\btypeof\s+setImmediate\b/.test(code) || /\bglobalThis\s*(?:\.|\?\.)\s*setImmediate\b/.test(code);
   if (!detects && !locals.has('setImmediate')) {
     for (const m of code.matchAll(freeUse('setImmediate'))) {
-      if (!isKey(m.index, 'setImmediate')) report(m.index, "uses global 'setImmediate' without feature detection");
+      if (!isKey(code, m.index, 'setImmediate'))
+        report(m.index, "uses global 'setImmediate' without feature detection");
     }
   }
   if (!locals.has('require')) {
@@ -301,6 +307,34 @@ export function checkSource(src: string): Violation[] {
   if (!locals.has('global')) {
     for (const m of code.matchAll(/(?<![\w$.])global\s*\./g)) report(m.index, "uses 'global.'");
   }
+  return found;
+}
+
+/** Timer and clock globals: only `src/runtime/` touches them; every other file takes a `Runtime`. */
+const CLOCK_GLOBALS = ['setTimeout', 'setInterval', 'clearTimeout', 'clearInterval', 'setImmediate', 'performance'];
+
+/**
+ * Files outside `src/runtime/` that may still use the clock globals: the per-stream TCP transport
+ * (`node-tcp-stream*.ts`) is not a transport adapter, so no `ListenHost` or `DialRequest` hands it a runtime.
+ */
+export function ownsItsClock(rel: string): boolean {
+  return rel.startsWith('runtime/') || /^adapters\/node-tcp-stream[^/]*\.ts$/.test(rel);
+}
+
+/** Where one source text reads a clock or sets a timer itself instead of through a `Runtime`. */
+export function checkClockUse(src: string): Violation[] {
+  const code = blankCommentsAndStrings(src);
+  const locals = localBindings(code);
+  const found: Violation[] = [];
+  for (const name of CLOCK_GLOBALS) {
+    if (locals.has(name)) continue;
+    for (const m of code.matchAll(freeUse(name))) {
+      if (!isKey(code, m.index, name))
+        found.push({ line: lineOf(src, m.index), what: `uses '${name}' (take the clock from a Runtime)` });
+    }
+  }
+  for (const m of code.matchAll(/\bglobalThis\s*(?:\.|\?\.)\s*(setTimeout|setInterval|setImmediate|performance)\b/g))
+    found.push({ line: lineOf(src, m.index), what: `uses 'globalThis.${m[1]}' (take the clock from a Runtime)` });
   return found;
 }
 
@@ -358,6 +392,7 @@ describe('core purity', () => {
       'const si = globalThis.setImmediate; if (si) si(run);',
       'export function batchFor(window: number): number { return window / 2; }',
       'class Gate { constructor(window: number) { this.w = window; } }',
+      'class Watch { #window(): void {} tick(): void { this.#window(); } }',
       'const o = { process: 1, window: 2 };',
       'interface R { readonly document?: string; navigator: number }',
       'const p = host.process; const b = x.Buffer;',
@@ -417,5 +452,42 @@ describe('core purity', () => {
       `[core-purity] checked ${core.length} core files; skipped adapters: ${adapters.map((f) => f.rel).join(', ') || 'none'}`,
     );
     expect(problems, `checked ${core.length} files: ${core.map((f) => f.rel).join(', ')}`).toEqual([]);
+  });
+
+  it('the clock checker flags timers and clocks used directly, and passes the Runtime, comments and strings', () => {
+    for (const snippet of [
+      'const t = setTimeout(run, 5);',
+      'clearTimeout(t);',
+      'const i = setInterval(tick, 1000);',
+      'clearInterval(i);',
+      'if (typeof setImmediate === "function") setImmediate(run);',
+      'const now = performance.now();',
+      'const st = globalThis.setTimeout;',
+    ]) {
+      expect(checkClockUse(snippet).length, snippet).toBeGreaterThan(0);
+    }
+    for (const snippet of [
+      'const t = rt.setTimer(run, 5); rt.clearTimer(t);',
+      'const now = this.#rt.now();',
+      '// a setTimeout would keep the process alive\nexport const x = 1;',
+      "const msg = 'performance.now() is not monotonic everywhere';",
+      'interface Timers { setTimeout?: (fn: () => void) => unknown }',
+      'const o = { performance: 1 };',
+    ]) {
+      expect(checkClockUse(snippet), snippet).toEqual([]);
+    }
+    expect(ownsItsClock('runtime/runtime.ts')).toBe(true);
+    expect(ownsItsClock('adapters/node-tcp-stream-inbound.ts')).toBe(true);
+    for (const rel of ['transport/dial.ts', 'messenger/health.ts', 'adapters/memory.ts', 'adapters/deno-tcp.ts'])
+      expect(ownsItsClock(rel), rel).toBe(false);
+  });
+
+  it('every file under src/ outside src/runtime/ takes its timers and clock from a Runtime (adapters included)', () => {
+    const problems: string[] = [];
+    for (const f of files) {
+      if (ownsItsClock(f.rel)) continue;
+      for (const v of checkClockUse(readFileSync(f.full, 'utf8'))) problems.push(`src/${f.rel}:${v.line} ${v.what}`);
+    }
+    expect(problems).toEqual([]);
   });
 });

@@ -36,7 +36,7 @@ import { listenFailure } from '../transport/errors.ts';
 import { defaultFramePolicy, type FramePolicy } from '../transport/frame-pool.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from '../transport/runtime-guard.ts';
-import { setUnrefTimeout, type TimerHandle } from '../transport/runtime.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { failDial } from '../transport/fail-dial.ts';
 import {
   formatTcpAddress,
@@ -190,11 +190,20 @@ class BunTcpAdapter implements TransportAdapter {
         raw.terminate();
         return;
       }
-      const socket = this.#track(raw);
+      const socket = this.#track(raw, host.runtime);
       const remote = formatTcpAddress(raw.remoteAddress, raw.remotePort ?? 0, o.scheme);
       const accept = (): void =>
         host.accept(
-          new ByteStreamConnection(socket, this.name, remote, host.frameLimit, this.#limits, o.closeGraceMs, policy),
+          new ByteStreamConnection(
+            socket,
+            this.name,
+            remote,
+            host.frameLimit,
+            this.#limits,
+            o.closeGraceMs,
+            policy,
+            host.runtime,
+          ),
         );
       if (t === undefined) {
         accept();
@@ -219,9 +228,9 @@ class BunTcpAdapter implements TransportAdapter {
     return formatTcpAddress(o.host, this.#listener.port, o.scheme);
   }
 
-  #track(raw: BunSocketLike): BunSocket {
+  #track(raw: BunSocketLike, rt: Runtime): BunSocket {
     raw.setNoDelay(true);
-    const socket = new BunSocket(raw, () => this.#sockets.delete(socket));
+    const socket = new BunSocket(raw, rt, () => this.#sockets.delete(socket));
     raw.data = { driver: socket };
     this.#sockets.add(socket);
     return socket;
@@ -234,6 +243,7 @@ class BunTcpAdapter implements TransportAdapter {
       return failDial(events, tcpDialRefusal(request.address, this.#closed, `bun ${o.scheme} transport`, o.scheme));
     const t = o.tls;
     const policy = this.#policy(request.framePolicy);
+    const rt = request.runtime;
     return dialByteStream({
       request,
       events,
@@ -244,21 +254,22 @@ class BunTcpAdapter implements TransportAdapter {
           ? this.#bun.connect({
               hostname: target.host,
               port: target.port,
-              socket: handlers((raw) => void this.#track(raw)),
+              socket: handlers((raw) => void this.#track(raw, rt)),
               data: { driver: undefined },
             })
-          : this.#connectTls(target, t),
+          : this.#connectTls(target, t, rt),
       wrap: (raw) =>
         new ByteStreamConnection(
-          raw.data.driver ?? this.#track(raw),
+          raw.data.driver ?? this.#track(raw, rt),
           this.name,
           request.address,
           request.frameLimit,
           this.#limits,
           o.closeGraceMs,
           policy,
+          rt,
         ),
-      discard: (raw) => (raw.data.driver ?? this.#track(raw)).destroy(),
+      discard: (raw) => (raw.data.driver ?? this.#track(raw, rt)).destroy(),
       unwanted: () => this.#closed,
       ...(t !== undefined ? { failure: (e: unknown) => tlsDialError(request.address, e) } : {}),
     });
@@ -269,10 +280,10 @@ class BunTcpAdapter implements TransportAdapter {
    * server's certificate is checked, so the dial settles on the `handshake` event instead (refused
    * certificate: the dial fails with Bun's authorization error).
    */
-  #connectTls(target: { host: string; port: number }, t: TlsSettings): Promise<BunSocketLike> {
+  #connectTls(target: { host: string; port: number }, t: TlsSettings, rt: Runtime): Promise<BunSocketLike> {
     return new Promise<BunSocketLike>((resolve, reject) => {
       const onOpen = (raw: BunSocketLike): void => {
-        const socket = this.#track(raw);
+        const socket = this.#track(raw, rt);
         socket.awaitHandshake(this.#o.connectTimeoutMs, (ok, error) => {
           if (ok) {
             resolve(raw);
@@ -306,6 +317,7 @@ class BunTcpAdapter implements TransportAdapter {
 /** A Bun TCP socket as a {@link ByteSocketDriver}. */
 class BunSocket implements ByteSocketDriver {
   readonly #raw: BunSocketLike;
+  readonly #rt: Runtime;
   readonly #onGone: () => void;
   readonly #done: Promise<void>;
   #markDone!: () => void;
@@ -324,8 +336,9 @@ class BunSocket implements ByteSocketDriver {
   #handshaken: ((ok: boolean, error: Error | undefined) => void) | undefined;
   #handshakeTimer: TimerHandle | undefined;
 
-  constructor(raw: BunSocketLike, onGone: () => void) {
+  constructor(raw: BunSocketLike, rt: Runtime, onGone: () => void) {
     this.#raw = raw;
+    this.#rt = rt;
     this.#onGone = onGone;
     this.#done = new Promise<void>((resolve) => (this.#markDone = resolve));
   }
@@ -359,7 +372,7 @@ class BunSocket implements ByteSocketDriver {
   /** Call `then` once: handshake done (`ok`), refused, not done within `ms`, or the socket gone first. */
   awaitHandshake(ms: number, then: (ok: boolean, error: Error | undefined) => void): void {
     this.#handshaken = then;
-    this.#handshakeTimer = setUnrefTimeout(
+    this.#handshakeTimer = this.#rt.setTimer(
       () => this.#settleHandshake(false, new Error(`the TLS handshake did not complete within ${ms} ms`)),
       ms,
     );
@@ -374,7 +387,7 @@ class BunSocket implements ByteSocketDriver {
     const then = this.#handshaken;
     if (then === undefined) return;
     this.#handshaken = undefined;
-    if (this.#handshakeTimer !== undefined) clearTimeout(this.#handshakeTimer);
+    if (this.#handshakeTimer !== undefined) this.#rt.clearTimer(this.#handshakeTimer);
     this.#handshakeTimer = undefined;
     then(ok, error);
   }
@@ -428,7 +441,7 @@ class BunSocket implements ByteSocketDriver {
   end(graceMs: number): void {
     if (this.#destroyed || this.#ending) return;
     this.#ending = true;
-    this.#grace = setUnrefTimeout(() => this.destroy(), graceMs);
+    this.#grace = this.#rt.setTimer(() => this.destroy(), graceMs);
     this.#raw.resume();
     // Half-close once every admitted byte is written (a GOAWAY precedes the FIN); else on drain.
     if (this.#queue.length === 0) this.#raw.end();
@@ -443,7 +456,7 @@ class BunSocket implements ByteSocketDriver {
   destroy(): void {
     if (this.#destroyed) return;
     this.#destroyed = true;
-    if (this.#grace !== undefined) clearTimeout(this.#grace);
+    if (this.#grace !== undefined) this.#rt.clearTimer(this.#grace);
     this.#settleHandshake(false, this.#error ?? new Error('the connection closed before its TLS handshake completed'));
     this.#queue = [];
     this.#queued = 0;

@@ -152,6 +152,7 @@ class BunWsServerAdapter implements TransportAdapter {
               this.#limits,
               o.closeGraceMs,
               o.drainPollMs,
+              host.runtime,
             );
             conn.request = ws.data.upgrade;
             ws.data.conn = conn;

@@ -28,7 +28,7 @@ import type {
   DialHandle,
   DialRequest,
 } from '../transport/port.ts';
-import { setUnrefTimeout, type TimerHandle } from '../transport/runtime.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 
 /** What a runtime's socket reports to the connection. */
 export interface ByteSocketEvents {
@@ -89,6 +89,7 @@ export class ByteStreamConnection implements Connection {
    * @param name - adapter name for errors (`tcp`, `tls`), or `''` for none (Node's errors say just "connection").
    * @param remote - the peer, e.g. `tcp://127.0.0.1:4000`.
    * @param policy - bounds on incomplete frames (the node's pool and deadline).
+   * @param runtime - the node's clock and timers (the split-frame deadline).
    */
   constructor(
     driver: ByteSocketDriver,
@@ -98,6 +99,7 @@ export class ByteStreamConnection implements Connection {
     limits: AdmissionLimits,
     closeGraceMs: number,
     policy: FramePolicy,
+    runtime: Runtime,
   ) {
     this.#driver = driver;
     this.#label = name === '' ? 'connection' : `${name} connection`;
@@ -105,7 +107,7 @@ export class ByteStreamConnection implements Connection {
     this.#alloc = driver.alloc;
     this.remote = remote;
     this.#closeGraceMs = closeGraceMs;
-    this.#decoder = new FrameDecoder(frameLimit, remote, { policy, onDeadline: (e) => this.#refuse(e) });
+    this.#decoder = new FrameDecoder(frameLimit, remote, { policy, onDeadline: (e) => this.#refuse(e), runtime });
     this.#gate = new AdmissionGate(
       { buffered: () => driver.buffered() + this.#batchBytes, write: (f) => this.#write(f) },
       limits,
@@ -248,9 +250,10 @@ export function dialByteStream<S>(options: {
   readonly failure?: (cause: unknown) => LanemuxError;
 }): DialHandle {
   const { request, events } = options;
+  const rt = request.runtime;
   let settled = false;
   let conn: ByteStreamConnection | undefined;
-  const timer: TimerHandle = setUnrefTimeout(() => {
+  const timer: TimerHandle = rt.setTimer(() => {
     if (settled) return;
     settled = true;
     events.fail(
@@ -273,14 +276,14 @@ export function dialByteStream<S>(options: {
         return;
       }
       settled = true;
-      clearTimeout(timer);
+      rt.clearTimer(timer);
       conn = options.wrap(raw);
       events.open(conn);
     },
     (e: unknown) => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      rt.clearTimer(timer);
       events.fail(
         options.failure !== undefined
           ? options.failure(e)
@@ -292,7 +295,7 @@ export function dialByteStream<S>(options: {
     close: () => {
       if (!settled) {
         settled = true;
-        clearTimeout(timer);
+        rt.clearTimer(timer);
       } else {
         conn?.close(new TransportError('ERR_CLOSED', 'dial closed'), 'abort');
       }

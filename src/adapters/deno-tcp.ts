@@ -43,7 +43,7 @@ import { ConfigError } from '../errors.ts';
 import { defaultFramePolicy, type FramePolicy } from '../transport/frame-pool.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from '../transport/runtime-guard.ts';
-import { setUnrefTimeout, type TimerHandle } from '../transport/runtime.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { failDial } from '../transport/fail-dial.ts';
 import {
   formatTcpAddress,
@@ -191,10 +191,19 @@ class DenoTcpAdapter implements TransportAdapter {
       }
       // One connection that fails while it is set up must not end the accept loop for everyone.
       try {
-        const socket = this.#track(conn);
+        const socket = this.#track(conn, host.runtime);
         const remote = formatTcpAddress(conn.remoteAddr.hostname, conn.remoteAddr.port, o.scheme);
         host.accept(
-          new ByteStreamConnection(socket, this.name, remote, host.frameLimit, this.#limits, o.closeGraceMs, policy),
+          new ByteStreamConnection(
+            socket,
+            this.name,
+            remote,
+            host.frameLimit,
+            this.#limits,
+            o.closeGraceMs,
+            policy,
+            host.runtime,
+          ),
         );
       } catch {
         closeQuietly(conn);
@@ -205,8 +214,9 @@ class DenoTcpAdapter implements TransportAdapter {
       stopped: () => this.#closed,
       onAccepted: (conn) => {
         if (t === undefined || conn.handshake === undefined) handOver(conn);
-        else this.#handshake(conn, t.handshakeTimeoutMs, handOver);
+        else this.#handshake(conn, t.handshakeTimeoutMs, host.runtime, handOver);
       },
+      runtime: host.runtime,
     });
     return formatTcpAddress(o.host, listener.addr.port, o.scheme);
   }
@@ -215,11 +225,11 @@ class DenoTcpAdapter implements TransportAdapter {
    * Finish an accepted TLS connection's handshake within `ms`, then hand it over; a failed or slow
    * handshake (wrong CA, plain TCP, a scanner) is dropped before it becomes a connection.
    */
-  #handshake(conn: DenoConn, ms: number, handOver: (conn: DenoConn) => void): void {
+  #handshake(conn: DenoConn, ms: number, rt: Runtime, handOver: (conn: DenoConn) => void): void {
     this.#handshaking.add(conn);
-    const timer = setUnrefTimeout(() => closeQuietly(conn), ms);
+    const timer = rt.setTimer(() => closeQuietly(conn), ms);
     const done = (ok: boolean): void => {
-      clearTimeout(timer);
+      rt.clearTimer(timer);
       if (!this.#handshaking.delete(conn)) return; // closed meanwhile by close()
       if (ok) handOver(conn);
       else closeQuietly(conn);
@@ -230,13 +240,13 @@ class DenoTcpAdapter implements TransportAdapter {
     );
   }
 
-  #track(conn: DenoConn): DenoSocket {
+  #track(conn: DenoConn, rt: Runtime): DenoSocket {
     try {
       conn.setNoDelay(true);
     } catch {
       // Already closed: the first read reports it.
     }
-    const socket = new DenoSocket(conn, () => this.#sockets.delete(socket));
+    const socket = new DenoSocket(conn, rt, () => this.#sockets.delete(socket));
     this.#sockets.add(socket);
     return socket;
   }
@@ -255,16 +265,17 @@ class DenoTcpAdapter implements TransportAdapter {
       connect: () =>
         t === undefined
           ? this.#deno.connect({ hostname: target.host, port: target.port, transport: 'tcp' })
-          : this.#connectTls(target, t),
+          : this.#connectTls(target, t, request.runtime),
       wrap: (raw) =>
         new ByteStreamConnection(
-          this.#track(raw),
+          this.#track(raw, request.runtime),
           this.name,
           request.address,
           request.frameLimit,
           this.#limits,
           o.closeGraceMs,
           policy,
+          request.runtime,
         ),
       discard: closeQuietly,
       unwanted: () => this.#closed,
@@ -282,7 +293,7 @@ class DenoTcpAdapter implements TransportAdapter {
    * the dial is a plain `Deno.connect` with `TCP_NODELAY`, upgraded by `Deno.startTls`; with one,
    * `Deno.connectTls` (the only API that presents it), Nagle included.
    */
-  async #connectTls(target: { host: string; port: number }, t: TlsSettings): Promise<DenoConn> {
+  async #connectTls(target: { host: string; port: number }, t: TlsSettings, rt: Runtime): Promise<DenoConn> {
     const deno = this.#deno;
     const caCerts = t.ca !== undefined ? { caCerts: [...t.ca] } : {};
     let conn: DenoConn;
@@ -304,14 +315,14 @@ class DenoTcpAdapter implements TransportAdapter {
         ...(t.key !== undefined ? { key: t.key, cert: t.cert as string } : {}),
       });
     }
-    const timer = setUnrefTimeout(() => closeQuietly(conn), this.#o.connectTimeoutMs);
+    const timer = rt.setTimer(() => closeQuietly(conn), this.#o.connectTimeoutMs);
     try {
       await conn.handshake?.();
     } catch (e) {
       closeQuietly(conn);
       throw e;
     } finally {
-      clearTimeout(timer);
+      rt.clearTimer(timer);
     }
     return conn;
   }
@@ -336,6 +347,7 @@ class DenoTcpAdapter implements TransportAdapter {
 /** A Deno TCP connection as a {@link ByteSocketDriver}. */
 class DenoSocket implements ByteSocketDriver {
   readonly #conn: DenoConn;
+  readonly #rt: Runtime;
   readonly #onGone: () => void;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   readonly #done: Promise<void>;
@@ -356,8 +368,9 @@ class DenoSocket implements ByteSocketDriver {
   #destroyed = false;
   #grace: TimerHandle | undefined;
 
-  constructor(conn: DenoConn, onGone: () => void) {
+  constructor(conn: DenoConn, rt: Runtime, onGone: () => void) {
     this.#conn = conn;
+    this.#rt = rt;
     this.#onGone = onGone;
     this.#writer = conn.writable.getWriter();
     this.#done = new Promise<void>((resolve) => (this.#markDone = resolve));
@@ -439,7 +452,7 @@ class DenoSocket implements ByteSocketDriver {
 
   end(graceMs: number): void {
     if (this.#destroyed || this.#grace !== undefined) return;
-    this.#grace = setUnrefTimeout(() => this.destroy(), graceMs);
+    this.#grace = this.#rt.setTimer(() => this.destroy(), graceMs);
     // Half-close once every admitted byte is written, so a GOAWAY precedes the FIN.
     void this.#lastWrite.then(() => {
       if (this.#destroyed) return;
@@ -458,7 +471,7 @@ class DenoSocket implements ByteSocketDriver {
   destroy(): void {
     if (this.#destroyed) return;
     this.#destroyed = true;
-    if (this.#grace !== undefined) clearTimeout(this.#grace);
+    if (this.#grace !== undefined) this.#rt.clearTimer(this.#grace);
     closeQuietly(this.#conn);
     const wake = this.#wake;
     this.#wake = undefined;

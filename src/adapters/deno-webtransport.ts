@@ -44,7 +44,7 @@ import {
   type ListenHost,
   type TransportAdapter,
 } from '../transport/port.ts';
-import { setUnrefTimeout, type TimerHandle } from '../transport/runtime.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { WtSessionLanes, WtStreamConn, type WtBidiStream, type WtSessionLike } from './webtransport-stream.ts';
 import { authenticateOption, type Authenticate, type UpgradeRequest } from '../transport/auth.ts';
 
@@ -202,6 +202,8 @@ interface BoundEndpoint {
   linger: TimerHandle | undefined;
   /** The endpoint was closed (`unbind`): its accept loop ends. */
   closed: boolean;
+  /** Clock and timers of the node that bound it: its accept loops' back-off and its linger timer. */
+  readonly runtime: Runtime;
   /**
    * Listeners replaced by `relisten`, kept reachable until `unbind`: Deno's ListenerResource clears
    * the endpoint's server config when garbage-collected, which would stop the current listener too.
@@ -247,10 +249,11 @@ function dispatch(bound: BoundEndpoint, listener: DenoQuicListener): void {
         // That connection is lost; the next one is accepted as usual.
       }
     },
+    runtime: bound.runtime,
   });
 }
 
-function bind(api: DenoWebTransportApi, o: Resolved): BoundEndpoint {
+function bind(api: DenoWebTransportApi, o: Resolved, runtime: Runtime): BoundEndpoint {
   let endpoint: DenoQuicEndpoint;
   try {
     endpoint = new api.QuicEndpoint({ hostname: o.hostname, port: o.port });
@@ -273,6 +276,7 @@ function bind(api: DenoWebTransportApi, o: Resolved): BoundEndpoint {
     owner: undefined,
     linger: undefined,
     closed: false,
+    runtime,
     replaced: [],
   };
   dispatch(bound, listener);
@@ -346,9 +350,9 @@ class DenoWtServerAdapter implements WebTransportServerAdapter {
   async listen(host: ListenHost): Promise<string | undefined> {
     const o = this.#o;
     let bound = o.port === 0 ? undefined : lingering.get(`${o.hostname}|${o.port}`);
-    if (bound === undefined) bound = bind(this.#api, o);
+    if (bound === undefined) bound = bind(this.#api, o, host.runtime);
     else {
-      if (bound.linger !== undefined) clearTimeout(bound.linger);
+      if (bound.linger !== undefined) bound.runtime.clearTimer(bound.linger);
       bound.linger = undefined;
       lingering.delete(bound.poolKey);
       if (bound.cert !== o.cert || bound.key !== o.key) relisten(bound, o, o.cert, o.key);
@@ -369,10 +373,11 @@ class DenoWtServerAdapter implements WebTransportServerAdapter {
     let remote: string;
     let conn: DenoQuicConn | undefined;
     let late: TimerHandle | undefined;
+    const rt = host.runtime;
     try {
       // A peer that completes QUIC but never sends its CONNECT must not hold a maxSessions slot forever.
       const deadline = new Promise<never>((_, reject) => {
-        late = setUnrefTimeout(() => reject(new Error('webtransport handshake timed out')), o.sessionIdleTimeoutMs);
+        late = rt.setTimer(() => reject(new Error('webtransport handshake timed out')), o.sessionIdleTimeoutMs);
       });
       deadline.catch(() => {});
       conn = await Promise.race([incoming.accept(), deadline]);
@@ -390,7 +395,7 @@ class DenoWtServerAdapter implements WebTransportServerAdapter {
       }
       return;
     } finally {
-      if (late !== undefined) clearTimeout(late);
+      if (late !== undefined) rt.clearTimer(late);
       this.#handshaking--;
     }
     let path: string | undefined;
@@ -407,14 +412,14 @@ class DenoWtServerAdapter implements WebTransportServerAdapter {
       }
       return;
     }
-    const lanes: WtSessionLanes<DenoServerSession> = new WtSessionLanes(session, remote, o.closeGraceMs, () => {
+    const lanes: WtSessionLanes<DenoServerSession> = new WtSessionLanes(session, remote, o.closeGraceMs, rt, () => {
       this.#sessions.delete(lanes);
     });
     this.#sessions.add(lanes);
-    const idle = setUnrefTimeout(() => {
+    const idle = rt.setTimer(() => {
       if (lanes.size === 0) lanes.close({ closeCode: 0, reason: 'no stream opened' });
     }, o.sessionIdleTimeoutMs);
-    void lanes.closedPromise.then(() => clearTimeout(idle));
+    void lanes.closedPromise.then(() => rt.clearTimer(idle));
     const upgrade: UpgradeRequest = { url: session.url, headers: {} };
     const reader = session.incomingBidirectionalStreams.getReader();
     try {
@@ -475,7 +480,7 @@ class DenoWtServerAdapter implements WebTransportServerAdapter {
       return;
     }
     lingering.set(bound.poolKey, bound);
-    bound.linger = setUnrefTimeout(() => unbind(bound), ms);
+    bound.linger = bound.runtime.setTimer(() => unbind(bound), ms);
   }
 }
 
@@ -490,13 +495,14 @@ function refuseStream(stream: WtBidiStream, error: LanemuxError): void {
 }
 
 function waitOrClose(s: WtSessionLanes, ms: number): Promise<void> {
+  const rt = s.runtime;
   return new Promise<void>((resolve) => {
-    const timer = setUnrefTimeout(() => {
+    const timer = rt.setTimer(() => {
       s.close();
       resolve();
     }, ms);
     void s.closedPromise.then(() => {
-      clearTimeout(timer);
+      rt.clearTimer(timer);
       resolve();
     });
   });

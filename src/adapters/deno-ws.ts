@@ -162,6 +162,7 @@ class DenoWsServerAdapter implements TransportAdapter {
         this.#limits,
         this.#o.closeGraceMs,
         this.#o.drainPollMs,
+        host.runtime,
       );
       conn.request = upgrade;
       this.#conns.add(conn);

@@ -21,7 +21,7 @@
  * @packageDocumentation
  */
 import { ConfigError } from '../errors.ts';
-import { toHex } from '../transport/runtime.ts';
+import { toHex } from '../runtime/hex.ts';
 
 /** Longest validity Chromium accepts for a hash-pinned certificate: 14 days, in ms. */
 export const MAX_DEV_CERT_VALIDITY_MS = 14 * 24 * 3600 * 1000;

@@ -2,8 +2,8 @@
  * In-process transport adapter: pairs of connections inside one JavaScript realm, for tests and
  * same-process use. Runtime-agnostic.
  *
- * Delivery is asynchronous (a macrotask per burst, not a microtask, so timers are never starved) and
- * ordered per connection. `admissionLimit` bounds the bytes sent but not yet delivered: a receiver
+ * Delivery is asynchronous (a macrotask of the node's runtime per burst, not a microtask, so timers
+ * are never starved, and a manual clock's test drives it) and ordered per connection. `admissionLimit` bounds the bytes sent but not yet delivered: a receiver
  * that is paused (or slow) makes the sender's admission wait exactly as a full socket would, which
  * is how tests stall it.
  *
@@ -35,7 +35,7 @@ import {
   type ListenHost,
   type TransportAdapter,
 } from '../transport/port.ts';
-import { scheduleMacrotask } from '../transport/runtime.ts';
+import type { Runtime } from '../runtime/runtime.ts';
 import { parseOptions } from '../validate.ts';
 import { int } from '../validate.ts';
 
@@ -156,7 +156,7 @@ class MemoryAdapter implements TransportAdapter {
   dial(request: DialRequest, events: DialEvents): DialHandle {
     let cancelled = false;
     let conn: MemoryConn | undefined;
-    scheduleMacrotask(() => {
+    request.runtime.macrotask(() => {
       if (cancelled) return;
       if (this.#closed) {
         events.fail(new TransportError('ERR_CLOSED', 'memory transport is closed'));
@@ -168,14 +168,16 @@ class MemoryAdapter implements TransportAdapter {
         events.fail(new TransportError('ERR_CONNECT', `nothing listens on ${request.address}`, { retryable: true }));
         return;
       }
-      const local = new MemoryConn(`memory://${name}`, request.frameLimit, this.#limits, this.#conns);
+      const local = new MemoryConn(`memory://${name}`, request.frameLimit, this.#limits, this.#conns, request.runtime);
       // The accepted end belongs to the listening adapter: closing this (dialling) adapter closes only
-      // its own end, gracefully, so what it already sent is still delivered to the listener.
+      // its own end, gracefully, so what it already sent is still delivered to the listener. Each end
+      // delivers on its own node's runtime.
       const remote = new MemoryConn(
         `memory://${this.#name ?? 'dialer'}`,
         listener.host.frameLimit,
         this.#limits,
         listener.conns,
+        listener.host.runtime,
       );
       local.pair(remote);
       conn = local;
@@ -207,6 +209,7 @@ class MemoryConn implements Connection {
   #frameLimit: number;
   readonly #gate: AdmissionGate;
   readonly #registry: Set<MemoryConn>;
+  readonly #rt: Runtime;
   // Frames sent to us, not yet delivered. A FIFO with a moving head.
   #inbox: Uint8Array[] = [];
   #head = 0;
@@ -223,10 +226,12 @@ class MemoryConn implements Connection {
     frameLimit: number,
     limits: { highWaterMark: number; maxPendingBytes: number },
     registry: Set<MemoryConn>,
+    rt: Runtime,
   ) {
     this.remote = remote;
     this.#frameLimit = frameLimit;
     this.#registry = registry;
+    this.#rt = rt;
     registry.add(this);
     this.#gate = new AdmissionGate(
       {
@@ -320,10 +325,10 @@ class MemoryConn implements Connection {
   #schedule(): void {
     if (this.#scheduled || this.#closed || this.#receiver === undefined) return;
     this.#scheduled = true;
-    scheduleMacrotask(() => this.#deliver());
+    this.#rt.macrotask(this.#deliver);
   }
 
-  #deliver(): void {
+  readonly #deliver = (): void => {
     this.#scheduled = false;
     const receiver = this.#receiver;
     if (this.#closed || receiver === undefined) return;
@@ -363,5 +368,5 @@ class MemoryConn implements Connection {
       this.#gate.fail(error);
       receiver.closed(error);
     }
-  }
+  };
 }

@@ -16,7 +16,7 @@ import { AdmissionGate, type AdmissionLimits } from '../transport/admission.ts';
 import { TransportError } from '../transport/errors.ts';
 import { describeBytes, encodeGoaway } from '../transport/hello.ts';
 import type { Admission, CloseMode, Connection, ConnectionReceiver } from '../transport/port.ts';
-import { setUnrefTimeout, type TimerHandle } from '../transport/runtime.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { closeFrameFor, errorForClose } from '../transport/ws-codes.ts';
 import type { UpgradeRequest } from '../transport/auth.ts';
 
@@ -47,6 +47,11 @@ export interface MessageSocketDriver {
   resume(): void;
   /** Start the close handshake (reading on, so the peer's answer is read even after a pause). */
   close(code: number, reason: string): void;
+  /**
+   * True when `close` ends the socket for good at once, with no close event to wait for (the client's
+   * partysocket, whose dial drops the socket and opens the next one itself). Defaults to false.
+   */
+  readonly closeIsFinal?: boolean;
   /** Drop the socket now (no handshake), or as near as the runtime allows. */
   terminate(): void;
 }
@@ -57,6 +62,7 @@ export class MessageSocketConnection implements Connection {
   /** Server side: the upgrade request that opened the socket (for `authenticate`). */
   request: UpgradeRequest | undefined;
   readonly #driver: MessageSocketDriver;
+  readonly #rt: Runtime;
   readonly #gate: AdmissionGate;
   readonly #closeGraceMs: number;
   readonly #pollMs: number;
@@ -79,8 +85,10 @@ export class MessageSocketConnection implements Connection {
     limits: AdmissionLimits,
     closeGraceMs: number,
     pollMs: number,
+    runtime: Runtime,
   ) {
     this.#driver = driver;
+    this.#rt = runtime;
     this.remote = remote;
     this.#frameLimit = frameLimit;
     this.#closeGraceMs = closeGraceMs;
@@ -166,10 +174,16 @@ export class MessageSocketConnection implements Connection {
   /** The socket closed (by the peer, the network or our own close). */
   socketClosed(code: number, reason: string): void {
     if (this.#socketClosed) return;
+    this.lost(errorForClose(code, reason, this.remote));
+  }
+
+  /** The socket is gone, for the reason `error` (a driver that knows better than the close code says it). */
+  lost(error: LanemuxError): void {
+    if (this.#socketClosed) return;
     this.#socketClosed = true;
-    if (this.#grace !== undefined) clearTimeout(this.#grace);
+    if (this.#grace !== undefined) this.#rt.clearTimer(this.#grace);
     this.#markDone();
-    if (!this.#closed) this.close(errorForClose(code, reason, this.remote), 'abort');
+    if (!this.#closed) this.close(error, 'abort');
   }
 
   setFrameLimit(bytes: number): void {
@@ -191,7 +205,7 @@ export class MessageSocketConnection implements Connection {
 
   #schedulePoll(): void {
     if (this.#poll !== undefined || this.#closed) return;
-    this.#poll = setUnrefTimeout(() => {
+    this.#poll = this.#rt.setTimer(() => {
       this.#poll = undefined;
       this.#gate.drain();
       if (this.#gate.waiting > 0) this.#schedulePoll();
@@ -214,16 +228,22 @@ export class MessageSocketConnection implements Connection {
     if (this.#closed) return;
     this.#closed = true;
     this.#early = undefined;
-    if (this.#poll !== undefined) clearTimeout(this.#poll);
+    if (this.#poll !== undefined) this.#rt.clearTimer(this.#poll);
     this.#gate.fail(reason);
     if (!this.#socketClosed) {
-      if (mode === 'graceful') {
+      const final = this.#driver.closeIsFinal === true;
+      if (mode === 'graceful' || final) {
         const { code, reason: text } = closeFrameFor(reason);
         this.#driver.close(code, text);
-        this.#grace = setUnrefTimeout(() => {
-          this.#driver.terminate();
-          this.socketClosed(1006, 'close handshake timed out');
-        }, this.#closeGraceMs);
+        if (final) {
+          this.#socketClosed = true;
+          this.#markDone();
+        } else {
+          this.#grace = this.#rt.setTimer(() => {
+            this.#driver.terminate();
+            this.socketClosed(1006, 'close handshake timed out');
+          }, this.#closeGraceMs);
+        }
       } else {
         this.#driver.terminate();
         // Nothing more to wait for: the socket is dropped (its close event may still come).

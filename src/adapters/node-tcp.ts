@@ -34,6 +34,7 @@ import { TransportError, asTransportError, listenFailure } from '../transport/er
 import { failDial } from '../transport/fail-dial.ts';
 import { defaultFramePolicy, type FramePolicy } from '../transport/frame-pool.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
+import type { Runtime } from '../runtime/runtime.ts';
 import { ByteStreamConnection, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
 import {
   formatTcpAddress,
@@ -72,7 +73,8 @@ class TcpAdapter implements TransportAdapter {
   readonly authenticate: Authenticate | undefined;
   readonly #o: TcpOptions;
   readonly #limits: AdmissionLimits;
-  readonly #sockets = new Set<net.Socket>();
+  /** Live sockets, with the runtime of the node that listened or dialled (its close grace timer). */
+  readonly #sockets = new Map<net.Socket, Runtime>();
   /** TLS: every TCP connection the server accepted, still in its handshake or under a TLS socket. */
   readonly #raw = new Set<net.Socket>();
   #server: net.Server | undefined;
@@ -93,8 +95,8 @@ class TcpAdapter implements TransportAdapter {
     return given ?? (this.#ownPolicy ??= defaultFramePolicy());
   }
 
-  #track(socket: net.Socket): void {
-    this.#sockets.add(socket);
+  #track(socket: net.Socket, rt: Runtime): void {
+    this.#sockets.set(socket, rt);
     socket.once('close', () => this.#sockets.delete(socket));
   }
 
@@ -107,10 +109,10 @@ class TcpAdapter implements TransportAdapter {
         socket.destroy();
         return;
       }
-      this.#track(socket);
+      this.#track(socket, host.runtime);
       socket.setNoDelay(true);
       const remote = formatTcpAddress(socket.remoteAddress ?? '?', socket.remotePort ?? 0, o.scheme);
-      host.accept(nodeConn(socket, remote, host.frameLimit, this.#limits, o.closeGraceMs, policy));
+      host.accept(nodeConn(socket, remote, host.frameLimit, this.#limits, o.closeGraceMs, policy, host.runtime));
     };
     const t = o.tls;
     let server: net.Server;
@@ -178,10 +180,11 @@ class TcpAdapter implements TransportAdapter {
             ...(t.key !== undefined ? { key: t.key, cert: t.cert } : {}),
             rejectUnauthorized: t.rejectUnauthorized,
           });
-    this.#track(socket);
+    const rt = request.runtime;
+    this.#track(socket, rt);
     let settled = false;
     let conn: ByteStreamConnection | undefined;
-    const timer = setTimeout(() => {
+    const timer = rt.setTimer(() => {
       if (settled) return;
       settled = true;
       socket.destroy();
@@ -193,11 +196,10 @@ class TcpAdapter implements TransportAdapter {
         ),
       );
     }, o.connectTimeoutMs);
-    timer.unref();
     const onError = (error: Error): void => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      rt.clearTimer(timer);
       socket.destroy();
       events.fail(
         t === undefined
@@ -210,7 +212,7 @@ class TcpAdapter implements TransportAdapter {
     socket.once(t === undefined ? 'connect' : 'secureConnect', () => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      rt.clearTimer(timer);
       socket.off('error', onError);
       socket.setNoDelay(true);
       conn = nodeConn(
@@ -220,6 +222,7 @@ class TcpAdapter implements TransportAdapter {
         this.#limits,
         o.closeGraceMs,
         this.#policy(request.framePolicy),
+        rt,
       );
       events.open(conn);
     });
@@ -227,7 +230,7 @@ class TcpAdapter implements TransportAdapter {
       close: () => {
         if (!settled) {
           settled = true;
-          clearTimeout(timer);
+          rt.clearTimer(timer);
           socket.destroy();
         } else {
           conn?.close(new TransportError('ERR_CLOSED', 'dial closed'), 'abort');
@@ -241,7 +244,7 @@ class TcpAdapter implements TransportAdapter {
     this.#closed = true;
     const server = this.#server;
     const closing = [...this.#sockets].map(
-      (s) =>
+      ([s, rt]) =>
         new Promise<void>((resolve) => {
           if (s.destroyed) return resolve();
           s.once('close', () => resolve());
@@ -251,9 +254,8 @@ class TcpAdapter implements TransportAdapter {
           }
           // Graceful: let queued bytes (a GOAWAY) leave, then force after the grace period.
           s.end();
-          const t = setTimeout(() => s.destroy(), this.#o.closeGraceMs);
-          t.unref();
-          s.once('close', () => clearTimeout(t));
+          const t = rt.setTimer(() => s.destroy(), this.#o.closeGraceMs);
+          s.once('close', () => rt.clearTimer(t));
         }),
     );
     const serverClosed =
@@ -275,12 +277,14 @@ class NodeSocketDriver implements ByteSocketDriver {
   // Small frames come from Node's slab pool; the connection overwrites every byte.
   readonly alloc = Buffer.allocUnsafe;
   readonly #socket: net.Socket;
+  readonly #rt: Runtime;
   #corked = false;
   #ended = false;
   #error: Error | undefined;
 
-  constructor(socket: net.Socket) {
+  constructor(socket: net.Socket, rt: Runtime) {
     this.#socket = socket;
+    this.#rt = rt;
   }
 
   start(events: ByteSocketEvents): void {
@@ -336,9 +340,9 @@ class NodeSocketDriver implements ByteSocketDriver {
     }
     this.#uncork();
     s.end();
-    const t = setTimeout(() => s.destroy(), graceMs);
-    t.unref();
-    s.once('close', () => clearTimeout(t));
+    const rt = this.#rt;
+    const t = rt.setTimer(() => s.destroy(), graceMs);
+    s.once('close', () => rt.clearTimer(t));
   }
 
   destroy(): void {
@@ -354,6 +358,16 @@ function nodeConn(
   limits: AdmissionLimits,
   closeGraceMs: number,
   policy: FramePolicy,
+  rt: Runtime,
 ): ByteStreamConnection {
-  return new ByteStreamConnection(new NodeSocketDriver(socket), '', remote, frameLimit, limits, closeGraceMs, policy);
+  return new ByteStreamConnection(
+    new NodeSocketDriver(socket, rt),
+    '',
+    remote,
+    frameLimit,
+    limits,
+    closeGraceMs,
+    policy,
+    rt,
+  );
 }

@@ -39,27 +39,17 @@
 import { credentialOption, type CredentialSource } from '../transport/auth.ts';
 import ReconnectingWebSocket from 'partysocket/ws';
 import { z } from 'zod/mini';
-import { ConfigError, type LanemuxError } from '../errors.ts';
-import { AdmissionGate, type AdmissionLimits } from '../transport/admission.ts';
+import { ConfigError } from '../errors.ts';
+import type { AdmissionLimits } from '../transport/admission.ts';
 import { TransportError } from '../transport/errors.ts';
-import { describeBytes, encodeGoaway } from '../transport/hello.ts';
 import { admissionSchema } from '../transport/options.ts';
 import { parseOptions } from '../validate.ts';
 import { int, num } from '../validate.ts';
-import type {
-  Admission,
-  CloseMode,
-  Connection,
-  ConnectionReceiver,
-  DialEvents,
-  DialHandle,
-  DialRequest,
-  ListenHost,
-  TransportAdapter,
-} from '../transport/port.ts';
-import { setUnrefTimeout, type TimerHandle } from '../transport/runtime.ts';
+import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
+import { randomFraction, type Runtime, type TimerHandle } from '../runtime/runtime.ts';
+import { MessageSocketConnection, type MessageSocketDriver } from './message-socket-conn.ts';
 import { describeOpenFailure, describeEarlyClose, type OpenFailureDetail } from './ws-open-failure.ts';
-import { TERMINAL_CLOSE_CODES, closeFrameFor, errorForClose } from '../transport/ws-codes.ts';
+import { TERMINAL_CLOSE_CODES, errorForClose } from '../transport/ws-codes.ts';
 
 /** A WHATWG-compatible WebSocket constructor (the global one, or `ws` on Node 20). */
 export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => unknown;
@@ -159,12 +149,13 @@ class WsClientAdapter implements TransportAdapter {
 /** One dial: a partysocket and the connection of its current socket. */
 class ClientDial {
   readonly #request: DialRequest;
+  readonly #rt: Runtime;
   readonly #events: DialEvents;
   readonly #o: Resolved;
   readonly #limits: AdmissionLimits;
   readonly #registry: Set<ClientDial>;
   readonly #rws: ReconnectingWebSocket;
-  #current: WsClientConn | undefined;
+  #current: MessageSocketConnection | undefined;
   #stopped = false;
   #restarts = 0;
   #restartTimer: TimerHandle | undefined;
@@ -190,6 +181,7 @@ class ClientDial {
     registry: Set<ClientDial>,
   ) {
     this.#request = request;
+    this.#rt = request.runtime;
     this.#events = events;
     this.#o = o;
     this.#limits = limits;
@@ -212,18 +204,34 @@ class ClientDial {
 
   readonly #onOpen = (): void => {
     if (this.#stopped) return;
-    this.#openedAt = performance.now();
+    this.#openedAt = this.#rt.now();
     this.#openedSinceRestart = true;
     this.#failedAttempts = 0;
     this.#everOpened = true;
     this.#lastError = undefined;
-    const conn = new WsClientConn(
-      this.#rws,
+    const rws = this.#rws;
+    let conn!: MessageSocketConnection;
+    const driver: MessageSocketDriver = {
+      // With maxEnqueuedMessages: 0, false means the socket is not open: the frame is not sent.
+      send: (frame) => rws.send(frame as Uint8Array<ArrayBuffer>),
+      buffered: () => rws.bufferedAmount,
+      drainEvents: false,
+      // The WHATWG WebSocket cannot stop reading.
+      pause: () => false,
+      resume: () => {},
+      close: (code, text) => this.localClose(conn, code, text),
+      terminate: () => this.localClose(conn, 1000, 'closed'),
+      closeIsFinal: true,
+    };
+    // The close grace is unused: closing the client's socket is final (closeIsFinal).
+    conn = new MessageSocketConnection(
+      driver,
       this.#request.address,
       this.#request.frameLimit,
       this.#limits,
+      0,
       this.#o.drainPollMs,
-      this,
+      this.#rt,
     );
     this.#current = conn;
     this.#events.open(conn);
@@ -231,7 +239,7 @@ class ClientDial {
 
   readonly #onMessage = (ev: MessageEvent): void => {
     if (this.#current !== undefined) this.#everHeard = true;
-    this.#current?.onMessage(ev.data);
+    this.#current?.message(ev.data);
   };
 
   /** partysocket's `error` event: the only place the runtime says why a socket did not open. */
@@ -249,7 +257,7 @@ class ClientDial {
       queueMicrotask(() => this.#attemptFailed(ev));
       return;
     }
-    conn.remoteClosed(errorForClose(ev.code, ev.reason, this.#request.address));
+    conn.lost(errorForClose(ev.code, ev.reason, this.#request.address));
     if (this.#stopped) return;
     // The first socket, closed before the server sent anything with a code lanemux never uses: this
     // is not a lanemux server, and retrying until the connect deadline would only hide that.
@@ -291,10 +299,9 @@ class ClientDial {
   }
 
   /** Our side closed `conn`: close its socket, and for a reconnecting dial open a new one after a jittered delay. */
-  localClose(conn: WsClientConn, reason: LanemuxError): void {
+  localClose(conn: MessageSocketConnection, code: number, text: string): void {
     if (this.#current !== conn) return;
     this.#current = undefined;
-    const { code, reason: text } = closeFrameFor(reason);
     // partysocket's close() dispatches its close event synchronously: ignore that one.
     this.#closingLocally = true;
     try {
@@ -314,12 +321,13 @@ class ClientDial {
   #scheduleRestart(): void {
     if (this.#stopped || this.#restartTimer !== undefined) return;
     // A connection that stayed up a while starts the back-off over.
-    if (this.#openedSinceRestart && performance.now() - this.#openedAt > 5_000) this.#restarts = 0;
+    if (this.#openedSinceRestart && this.#rt.now() - this.#openedAt > 5_000) this.#restarts = 0;
     this.#openedSinceRestart = false;
     const o = this.#o;
     const delay = Math.min(
       o.maxReconnectionDelay,
-      (o.minReconnectionDelay + Math.random() * o.reconnectionJitter) * o.reconnectionDelayGrowFactor ** this.#restarts,
+      (o.minReconnectionDelay + randomFraction(this.#rt) * o.reconnectionJitter) *
+        o.reconnectionDelayGrowFactor ** this.#restarts,
     );
     this.#restarts++;
     const restart = (): void => {
@@ -328,17 +336,17 @@ class ClientDial {
     };
     // Until the server has answered once, a connect waits on this dial (its deadline stops the
     // dial): the timer holds the process open so that connect settles. Afterwards it must not.
-    this.#restartTimer = this.#everHeard ? setUnrefTimeout(restart, delay) : setTimeout(restart, delay);
+    this.#restartTimer = this.#rt.setTimer(restart, delay, !this.#everHeard);
   }
 
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;
     this.#registry.delete(this);
-    if (this.#restartTimer !== undefined) clearTimeout(this.#restartTimer);
+    if (this.#restartTimer !== undefined) this.#rt.clearTimer(this.#restartTimer);
     const conn = this.#current;
     this.#current = undefined;
-    conn?.remoteClosed(new TransportError('ERR_CLOSED', 'dial closed'));
+    conn?.lost(new TransportError('ERR_CLOSED', 'dial closed'));
     this.#rws.close(1000, 'closed');
     this.#rws.removeEventListener('open', this.#onOpen);
     this.#rws.removeEventListener('message', this.#onMessage);
@@ -365,156 +373,5 @@ function errorDetail(ev: unknown): OpenFailureDetail {
     return { message, code, cause: inner ?? ev };
   } catch {
     return { message: '', code: undefined, cause: ev };
-  }
-}
-
-class WsClientConn implements Connection {
-  readonly remote: string;
-  readonly #rws: ReconnectingWebSocket;
-  readonly #gate: AdmissionGate;
-  readonly #dial: ClientDial;
-  readonly #pollMs: number;
-  #frameLimit: number;
-  #receiver: ConnectionReceiver | undefined;
-  #closed = false;
-  #poll: TimerHandle | undefined;
-  /** Messages that arrived before start() (an open event and a message can share a task). */
-  #early: Uint8Array[] | undefined = [];
-
-  constructor(
-    rws: ReconnectingWebSocket,
-    remote: string,
-    frameLimit: number,
-    limits: AdmissionLimits,
-    pollMs: number,
-    dial: ClientDial,
-  ) {
-    this.#rws = rws;
-    this.remote = remote;
-    this.#frameLimit = frameLimit;
-    this.#pollMs = pollMs;
-    this.#dial = dial;
-    this.#gate = new AdmissionGate(
-      {
-        buffered: () => rws.bufferedAmount,
-        write: (frame) => {
-          // With maxEnqueuedMessages: 0, false means the socket is not open: the frame is not sent.
-          if (!rws.send(frame as Uint8Array<ArrayBuffer>)) this.#lostNow();
-        },
-        blocked: () => this.#schedulePoll(),
-      },
-      limits,
-      remote,
-    );
-  }
-
-  start(receiver: ConnectionReceiver): void {
-    this.#receiver = receiver;
-    const early = this.#early ?? [];
-    this.#early = undefined;
-    for (const m of early) {
-      if (this.#closed) return;
-      this.#deliver(m);
-    }
-  }
-
-  onMessage(data: unknown): void {
-    if (this.#closed) return;
-    let bytes: Uint8Array;
-    if (data instanceof ArrayBuffer) bytes = new Uint8Array(data);
-    else if (ArrayBuffer.isView(data)) bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    else {
-      this.#refuse(
-        new TransportError(
-          'ERR_MALFORMED_ENVELOPE',
-          `non-binary WebSocket message from ${this.remote} (${typeof data}); lanemux speaks binary only`,
-        ),
-      );
-      return;
-    }
-    if (this.#early !== undefined) this.#early.push(bytes);
-    else this.#deliver(bytes);
-  }
-
-  #deliver(bytes: Uint8Array): void {
-    if (bytes.byteLength > this.#frameLimit) {
-      this.#refuse(
-        new TransportError(
-          'ERR_FRAME_TOO_LARGE',
-          `message of ${bytes.byteLength} bytes from ${this.remote} exceeds the limit of ${this.#frameLimit} bytes (${describeBytes(bytes)})`,
-        ),
-      );
-      return;
-    }
-    this.#receiver?.message(bytes);
-  }
-
-  setFrameLimit(bytes: number): void {
-    this.#frameLimit = bytes;
-  }
-
-  send(head: Uint8Array, body?: Uint8Array): Admission {
-    if (this.#closed)
-      return Promise.reject(
-        new TransportError('ERR_PEER_GONE', `websocket to ${this.remote} is closed`, { retryable: true }),
-      );
-    const frame = new Uint8Array(head.byteLength + (body?.byteLength ?? 0));
-    frame.set(head, 0);
-    if (body !== undefined) frame.set(body, head.byteLength);
-    return this.#gate.offer(frame);
-  }
-
-  #schedulePoll(): void {
-    if (this.#poll !== undefined || this.#closed) return;
-    this.#poll = setUnrefTimeout(() => {
-      this.#poll = undefined;
-      this.#gate.drain();
-      if (this.#gate.waiting > 0) this.#schedulePoll();
-    }, this.#pollMs);
-  }
-
-  bufferedAmount(): number {
-    return this.#rws.bufferedAmount + this.#gate.pendingBytes;
-  }
-
-  pause(): boolean {
-    return false;
-  }
-
-  resume(): void {}
-
-  close(reason: LanemuxError, _mode: CloseMode = 'graceful'): void {
-    if (this.#closed) return;
-    this.#finish(reason);
-    this.#dial.localClose(this, reason);
-    this.#receiver?.closed(reason);
-  }
-
-  /** The socket closed under us. */
-  remoteClosed(error: LanemuxError): void {
-    if (this.#closed) return;
-    this.#finish(error);
-    this.#receiver?.closed(error);
-  }
-
-  #finish(error: LanemuxError): void {
-    this.#closed = true;
-    this.#early = undefined;
-    if (this.#poll !== undefined) clearTimeout(this.#poll);
-    this.#gate.fail(error);
-  }
-
-  #lostNow(): void {
-    queueMicrotask(() =>
-      this.remoteClosed(
-        new TransportError('ERR_PEER_GONE', `websocket to ${this.remote} is not open`, { retryable: true }),
-      ),
-    );
-  }
-
-  #refuse(error: LanemuxError): void {
-    if (this.#closed) return;
-    this.#rws.send(encodeGoaway(error) as Uint8Array<ArrayBuffer>);
-    this.close(error, 'graceful');
   }
 }

@@ -32,7 +32,7 @@ import { FRAME_PREFIX_BYTES, FrameDecoder, writeFrame } from '../transport/frame
 import type { FramePolicy } from '../transport/frame-pool.ts';
 import { encodeGoaway } from '../transport/hello.ts';
 import type { Admission, CloseMode, Connection, ConnectionReceiver } from '../transport/port.ts';
-import { setUnrefTimeout, type TimerHandle } from '../transport/runtime.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 
 /** A WebTransport bidirectional stream as both the standard API and Deno expose it. */
 export interface WtBidiStream {
@@ -49,6 +49,8 @@ export interface WtSessionLike {
 /** The streams (lanes) of one WebTransport session, and when to close it. */
 export class WtSessionLanes<S extends WtSessionLike = WtSessionLike> {
   readonly label: string;
+  /** The node's clock and timers: the session's grace timer and its lanes' frame deadlines. */
+  readonly runtime: Runtime;
   readonly #session: S;
   readonly #graceMs: number;
   readonly #conns = new Set<WtStreamConn>();
@@ -58,9 +60,10 @@ export class WtSessionLanes<S extends WtSessionLike = WtSessionLike> {
   #opening = 0;
   #graceTimer: TimerHandle | undefined;
 
-  constructor(session: S, label: string, graceMs: number, onRetired?: () => void) {
+  constructor(session: S, label: string, graceMs: number, runtime: Runtime, onRetired?: () => void) {
     this.#session = session;
     this.label = label;
+    this.runtime = runtime;
     this.#graceMs = graceMs;
     this.#onRetired = onRetired;
     this.closedPromise = session.closed.then(
@@ -93,7 +96,7 @@ export class WtSessionLanes<S extends WtSessionLike = WtSessionLike> {
   add(conn: WtStreamConn): void {
     this.#conns.add(conn);
     if (this.#graceTimer !== undefined) {
-      clearTimeout(this.#graceTimer);
+      this.runtime.clearTimer(this.#graceTimer);
       this.#graceTimer = undefined;
     }
   }
@@ -109,7 +112,7 @@ export class WtSessionLanes<S extends WtSessionLike = WtSessionLike> {
     // A fresh session waits for its first stream (the server's idle timer bounds that wait).
     if (this.#conns.size === 0) return;
     if (allDone) this.close();
-    else this.#graceTimer ??= setUnrefTimeout(() => this.close(), this.#graceMs);
+    else this.#graceTimer ??= this.runtime.setTimer(() => this.close(), this.#graceMs);
   }
 
   /** Close the session now (its lanes see the session gone). */
@@ -139,7 +142,7 @@ export class WtSessionLanes<S extends WtSessionLike = WtSessionLike> {
 
   #retire(): void {
     this.#retired = true;
-    if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
+    if (this.#graceTimer !== undefined) this.runtime.clearTimer(this.#graceTimer);
     this.#graceTimer = undefined;
     this.#onRetired?.();
   }
@@ -196,6 +199,7 @@ export class WtStreamConn implements Connection {
     this.#decoder = new FrameDecoder(frameLimit, remote, {
       policy: framePolicy,
       onDeadline: (error) => this.#refuse(error),
+      runtime: lanes.runtime,
     });
     this.#gate = new AdmissionGate({ buffered: () => this.#inflight, write: (f) => this.#enqueue(f) }, limits, remote);
     lanes.add(this);

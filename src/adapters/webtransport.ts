@@ -46,7 +46,7 @@ import { admissionSchema } from '../transport/options.ts';
 import { parseOptions } from '../validate.ts';
 import { int, num, parse } from '../validate.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
-import { setUnrefTimeout, type TimerHandle } from '../transport/runtime.ts';
+import { randomFraction, type Runtime, type TimerHandle } from '../runtime/runtime.ts';
 import { WtSessionLanes, WtStreamConn, type WtBidiStream } from './webtransport-stream.ts';
 
 /** One entry of `serverCertificateHashes` (see `dev-cert.ts` to make a certificate and its hash). */
@@ -255,7 +255,8 @@ class WtClientAdapter implements TransportAdapter {
   async #openSession(request: DialRequest): Promise<WtStreamConn> {
     const o = this.#o;
     const init: WebTransportInit = { allowPooling: false };
-    const hashes = await this.#certificateHashes(request.address);
+    const rt = request.runtime;
+    const hashes = await this.#certificateHashes(request.address, rt);
     if (hashes !== undefined) init.serverCertificateHashes = hashes;
     if (o.congestionControl !== 'default') init.congestionControl = o.congestionControl;
     let session: WebTransportSession;
@@ -273,7 +274,7 @@ class WtClientAdapter implements TransportAdapter {
     session.ready.catch(() => {});
     this.#pending.add(session);
     try {
-      await this.#timed(session.ready, `webtransport session to ${request.address} not ready`, session);
+      await this.#timed(rt, session.ready, `webtransport session to ${request.address} not ready`, session);
     } finally {
       this.#pending.delete(session);
     }
@@ -281,7 +282,7 @@ class WtClientAdapter implements TransportAdapter {
       session.close({ closeCode: 0, reason: 'closed' });
       throw new TransportError('ERR_CLOSED', 'webtransport client transport is closed');
     }
-    const lanes = new WtSessionLanes(session, request.address, o.closeGraceMs, () => {
+    const lanes = new WtSessionLanes(session, request.address, o.closeGraceMs, rt, () => {
       this.#sessions.delete(lanes);
       if (this.#current.get(request.address) === lanes) this.#current.delete(request.address);
     });
@@ -291,7 +292,7 @@ class WtClientAdapter implements TransportAdapter {
   }
 
   /** The hashes for a new session: the fixed list, or what the function returns now (checked, bounded in time). */
-  async #certificateHashes(address: string): Promise<WebTransportHash[] | undefined> {
+  async #certificateHashes(address: string, rt: Runtime): Promise<WebTransportHash[] | undefined> {
     const source = this.#o.serverCertificateHashes;
     if (source === undefined) return undefined;
     const copy = (list: readonly WebTransportHash[]): WebTransportHash[] =>
@@ -301,6 +302,7 @@ class WtClientAdapter implements TransportAdapter {
     try {
       // Called from a promise so that a function that throws fails the attempt like one that rejects.
       got = await this.#timed(
+        rt,
         Promise.resolve().then(source),
         `serverCertificateHashes() for ${address} did not settle`,
       );
@@ -332,6 +334,7 @@ class WtClientAdapter implements TransportAdapter {
     let stream: WtBidiStream;
     try {
       stream = await this.#timed(
+        lanes.runtime,
         lanes.session.createBidirectionalStream(),
         `webtransport stream to ${request.address} not opened`,
       );
@@ -361,11 +364,11 @@ class WtClientAdapter implements TransportAdapter {
     return conn;
   }
 
-  /** `p`, or ERR_CONNECT after `connectTimeoutMs` (closing `session` if given). */
-  #timed<T>(p: Promise<T>, what: string, session?: WebTransportSession): Promise<T> {
+  /** `p`, or ERR_CONNECT after `connectTimeoutMs` on `rt`'s clock (closing `session` if given). */
+  #timed<T>(rt: Runtime, p: Promise<T>, what: string, session?: WebTransportSession): Promise<T> {
     const ms = this.#o.connectTimeoutMs;
     return new Promise<T>((resolve, reject) => {
-      const timer = setUnrefTimeout(() => {
+      const timer = rt.setTimer(() => {
         if (session !== undefined) {
           try {
             session.close({ closeCode: 0, reason: 'timeout' });
@@ -377,11 +380,11 @@ class WtClientAdapter implements TransportAdapter {
       }, ms);
       p.then(
         (v) => {
-          clearTimeout(timer);
+          rt.clearTimer(timer);
           resolve(v);
         },
         (e: unknown) => {
-          clearTimeout(timer);
+          rt.clearTimer(timer);
           reject(e);
         },
       );
@@ -403,7 +406,9 @@ class WtClientAdapter implements TransportAdapter {
     // before adapters), or after closeGraceMs.
     const sessions = [...this.#sessions];
     for (const s of sessions) s.update();
-    await Promise.all(sessions.map((s) => withDeadline(s.closedPromise, this.#o.closeGraceMs + 100, () => s.close())));
+    await Promise.all(
+      sessions.map((s) => withDeadline(s.runtime, s.closedPromise, this.#o.closeGraceMs + 100, () => s.close())),
+    );
   }
 }
 
@@ -419,6 +424,7 @@ class WtClientAdapter implements TransportAdapter {
  */
 class Redial {
   readonly #request: DialRequest;
+  readonly #rt: Runtime;
   readonly #events: DialEvents;
   readonly #o: Resolved;
   readonly #open: () => Promise<WtStreamConn>;
@@ -442,6 +448,7 @@ class Redial {
     registry: Set<Redial>,
   ) {
     this.#request = request;
+    this.#rt = request.runtime;
     this.#events = events;
     this.#o = o;
     this.#open = open;
@@ -461,7 +468,7 @@ class Redial {
         this.#sameKind = 0;
         this.#lastKind = '';
         this.#everOpened = true;
-        this.#openedAt = performance.now();
+        this.#openedAt = this.#rt.now();
         this.#conn = conn;
         conn.onClosed = () => {
           if (this.#conn === conn) this.#conn = undefined;
@@ -514,12 +521,13 @@ class Redial {
 
   #schedule(): void {
     if (this.#stopped || this.#timer !== undefined) return;
-    if (this.#openedAt > 0 && performance.now() - this.#openedAt > 5_000) this.#restarts = 0;
+    if (this.#openedAt > 0 && this.#rt.now() - this.#openedAt > 5_000) this.#restarts = 0;
     this.#openedAt = 0;
     const o = this.#o;
     const delay = Math.min(
       o.maxReconnectionDelay,
-      (o.minReconnectionDelay + Math.random() * o.reconnectionJitter) * o.reconnectionDelayGrowFactor ** this.#restarts,
+      (o.minReconnectionDelay + randomFraction(this.#rt) * o.reconnectionJitter) *
+        o.reconnectionDelayGrowFactor ** this.#restarts,
     );
     this.#restarts++;
     const retry = (): void => {
@@ -528,14 +536,14 @@ class Redial {
     };
     // Until a session first opened, a connect waits on this dial (its deadline stops the dial):
     // hold the process open so that connect settles. A reconnecting link must not hold it.
-    this.#timer = this.#everOpened ? setUnrefTimeout(retry, delay) : setTimeout(retry, delay);
+    this.#timer = this.#rt.setTimer(retry, delay, !this.#everOpened);
   }
 
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;
     this.#registry.delete(this);
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    if (this.#timer !== undefined) this.#rt.clearTimer(this.#timer);
     const conn = this.#conn;
     this.#conn = undefined;
     conn?.close(new TransportError('ERR_CLOSED', 'dial closed'), 'abort');
@@ -579,15 +587,15 @@ function certificateRefused(address: string, cause: unknown, hashes: boolean, wh
   );
 }
 
-/** Wait for `p` at most `ms`, then call `onLate` and stop waiting. */
-function withDeadline(p: Promise<void>, ms: number, onLate: () => void): Promise<void> {
+/** Wait for `p` at most `ms` on `rt`'s clock, then call `onLate` and stop waiting. */
+function withDeadline(rt: Runtime, p: Promise<void>, ms: number, onLate: () => void): Promise<void> {
   return new Promise<void>((resolve) => {
-    const timer = setUnrefTimeout(() => {
+    const timer = rt.setTimer(() => {
       onLate();
       resolve();
     }, ms);
     void p.then(() => {
-      clearTimeout(timer);
+      rt.clearTimer(timer);
       resolve();
     });
   });

@@ -134,7 +134,15 @@ class WsServerAdapter implements TransportAdapter {
       const remote = `${secure ? 'wss' : 'ws'}://${req.socket.remoteAddress ?? '?'}:${req.socket.remotePort ?? 0}`;
       const driver = new NodeWsDriver(ws, host.frameLimit, this.#conns);
       // No drain polling: `ws` reports drains.
-      const conn = new MessageSocketConnection(driver, remote, host.frameLimit, this.#limits, o.closeGraceMs, 0);
+      const conn = new MessageSocketConnection(
+        driver,
+        remote,
+        host.frameLimit,
+        this.#limits,
+        o.closeGraceMs,
+        0,
+        host.runtime,
+      );
       driver.adopt(conn);
       const hostHeader = req.headers.host ?? '127.0.0.1';
       conn.request = {

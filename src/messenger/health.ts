@@ -12,7 +12,8 @@ import { MessengerError } from './errors.ts';
 import type { Faults } from './faults.ts';
 import type { ResolvedOptions } from './options.ts';
 import type { PeerState } from './peer-state.ts';
-import { checkTimeout, clearTimer, nowMs, setUnrefTimeout } from './runtime.ts';
+import type { Runtime } from '../runtime/runtime.ts';
+import { checkTimeout } from './call-timeout.ts';
 import type { PeerInfo } from './types.ts';
 
 /** Deadline of the check a contested link gets when health checks are off (else their own deadline). */
@@ -21,10 +22,12 @@ const CONTEST_TIMEOUT_MS = 5_000;
 /** Health checks of one messenger's links. */
 export class Health {
   readonly #o: ResolvedOptions;
+  readonly #rt: Runtime;
   readonly #faults: Faults;
 
-  constructor(o: ResolvedOptions, faults: Faults) {
+  constructor(o: ResolvedOptions, rt: Runtime, faults: Faults) {
     this.#o = o;
+    this.#rt = rt;
     this.#faults = faults;
   }
 
@@ -39,21 +42,22 @@ export class Health {
   #ping(st: PeerState, timeoutMs: number): Promise<number> {
     const id = st.allocId(st.pings);
     const admission = st.link.send(0, idHead(Kind.Ping, id));
+    const rt = this.#rt;
     return new Promise<number>((resolve, reject) => {
-      const timer = setUnrefTimeout(() => {
+      const timer = rt.setTimer(() => {
         if (st.pings.delete(id))
           reject(
             new MessengerError('ERR_TIMEOUT', `ping to ${st.id} unanswered after ${timeoutMs} ms`, { retryable: true }),
           );
       }, timeoutMs);
       st.pings.set(id, {
-        start: nowMs(),
+        start: rt.now(),
         resolve: (rtt) => {
-          clearTimer(timer);
+          rt.clearTimer(timer);
           resolve(rtt);
         },
         reject: (error) => {
-          clearTimer(timer);
+          rt.clearTimer(timer);
           reject(error);
         },
       });
@@ -84,7 +88,7 @@ export class Health {
     const p = st.pings.get(id);
     if (p === undefined) return;
     st.pings.delete(id);
-    p.resolve(nowMs() - p.start);
+    p.resolve(this.#rt.now() - p.start);
   }
 
   /** One health-check round: ping every peer with no check outstanding that `filter` selects. */

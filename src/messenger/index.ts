@@ -7,17 +7,26 @@ export { createMessenger } from './messenger.ts';
 export type { MessengerOptions, HealthCheckOptions } from './options.ts';
 export type {
   Admission,
+  ConnectOptions,
   DialEndedEvent,
   HandleOptions,
   MessageHandler,
   Messenger,
   MessengerErrorEvent,
   MessengerStats,
+  PeerEvent,
+  PeerEventsOptions,
+  PeerEventsOverflow,
   PeerGoneEvent,
   PeerId,
   PeerInfo,
+  PeerStateEvent,
+  PeerStateType,
+  ReconnectOption,
+  ReconnectOptions,
   RequestHandler,
   UnsignalledRequestHandler,
+  WaitOptions,
 } from './types.ts';
 export { MessengerError, RemoteError } from './errors.ts';
 export { ConfigError } from '../errors.ts';

@@ -7,13 +7,19 @@
  * the send path (`send`, `sendBatch`) itself so a batch goes to its link with no hop in between.
  * - `options.ts`: the options and their defaults;
  * - `peers.ts`: the live link of each peer, `onPeer`/`onPeerGone`, the idle bound;
+ * - `lifecycle.ts`: each peer's `up`/`down`/`reconnecting`/`resumed`/`gone` (`onPeerState`);
+ * - `peer-events.ts`: the same as a bounded async iterator (`peerEvents`);
+ * - `readiness.ts`: `ready(address)` and `waitForPeer(peer)`;
  * - `peer-state.ts`: what is kept per link;
  * - `dispatch.ts`: ordered dispatch of each received message;
  * - `handlers.ts`: the handler tables and registration;
  * - `unary.ts`: `request` and the REQUEST/RESPONSE/ERROR_RESPONSE/CANCEL exchange;
  * - `health.ts`: PING/PONG and the periodic check;
  * - `faults.ts`: `onError`, NOTICEs, broken envelopes and `stats()`;
- * - `runtime.ts`: the clock, timers and randomness, from one place.
+ * - `call-timeout.ts`: the range of a per-call `timeoutMs`.
+ *
+ * Clock, timers and randomness come from the `runtime` option (`src/runtime/`), shared with the
+ * transport and its adapters.
  *
  * @example
  * ```ts
@@ -40,17 +46,15 @@ import { Health } from './health.ts';
 import { resolveOptions, tickMs, type MessengerOptions, type ResolvedOptions } from './options.ts';
 import type { PeerState } from './peer-state.ts';
 import { PeerTable } from './peers.ts';
+import { PeerLifecycle } from './lifecycle.ts';
+import { DEFAULT_MAX_QUEUED_EVENTS, PeerEventQueue } from './peer-events.ts';
+import { ready, waitForPeer, type ReadinessHost } from './readiness.ts';
 import { Unary } from './unary.ts';
-import {
-  checkTimeout,
-  clearUnrefInterval,
-  randomInstanceId,
-  randomU64,
-  setUnrefInterval,
-  type TimerHandle,
-} from './runtime.ts';
+import { randomHex, randomU64, systemRuntime, type Runtime, type TimerHandle } from '../runtime/runtime.ts';
+import { checkTimeout } from './call-timeout.ts';
 import type {
   Admission,
+  ConnectOptions,
   DialEndedEvent,
   HandleOptions,
   MessageHandler,
@@ -59,9 +63,13 @@ import type {
   MessengerStats,
   PeerGoneEvent,
   PeerId,
+  PeerEvent,
+  PeerEventsOptions,
   PeerInfo,
+  PeerStateEvent,
   RequestHandler,
   UnsignalledRequestHandler,
+  WaitOptions,
 } from './types.ts';
 
 export type { HealthCheckOptions, MessengerOptions } from './options.ts';
@@ -86,12 +94,15 @@ export async function createMessenger(options: MessengerOptions): Promise<Messen
 class MessengerImpl implements Messenger {
   readonly self: PeerInfo;
   readonly #o: ResolvedOptions;
+  readonly #rt: Runtime;
   readonly #transport: Transport;
   readonly #faults: Faults;
   readonly #handlers = new Handlers();
   readonly #unary: Unary;
   readonly #health: Health;
   readonly #table: PeerTable;
+  readonly #lifecycle: PeerLifecycle;
+  readonly #readiness: ReadinessHost;
   /** `#table`'s map, read directly on the send path. */
   readonly #peers: Map<PeerId, PeerState>;
   readonly #dialEndedListeners = new Set<(event: DialEndedEvent) => void>();
@@ -104,18 +115,21 @@ class MessengerImpl implements Messenger {
 
   constructor(o: ResolvedOptions) {
     this.#o = o;
+    const rt = o.runtime ?? systemRuntime();
+    this.#rt = rt;
     this.#tickMs = tickMs(o);
-    const workerId = o.workerId ?? randomU64();
+    const workerId = o.workerId ?? randomU64(rt);
     const id = workerId.toString(16).padStart(16, '0');
     this.#faults = new Faults(id);
-    this.#unary = new Unary(o, id, this.#handlers, this.#faults);
-    this.#health = new Health(o, this.#faults);
+    this.#unary = new Unary(o, rt, id, this.#handlers, this.#faults);
+    this.#health = new Health(o, rt, this.#faults);
     const dispatcher = new Dispatcher(this.#handlers, this.#unary, this.#health, this.#faults);
-    this.#table = new PeerTable(o, this.#tickMs, dispatcher, this.#faults);
+    this.#lifecycle = new PeerLifecycle(rt, this.#faults, o.downTimeoutMs, o.maxPeers);
+    this.#table = new PeerTable(o, this.#tickMs, dispatcher, this.#faults, this.#lifecycle);
     this.#peers = this.#table.byId;
     const identity = {
       workerId,
-      instanceId: o.instanceId ?? randomInstanceId(),
+      instanceId: o.instanceId ?? randomHex(rt, 8),
       lanes: o.lanes,
       maxMessageSize: o.maxMessageSize,
       transportKeys: [...o.transportKeys].sort(),
@@ -132,7 +146,10 @@ class MessengerImpl implements Messenger {
           const st = this.#table.live(link);
           if (st !== undefined) this.#health.contested(st);
         },
-        dialEnded: (address, error) => this.#dialEnded(address, error),
+        dialEnded: (address, error, worker) => this.#dialEnded(address, error, worker),
+        reconnecting: (event) => {
+          if (!this.#closed) this.#lifecycle.redial(event);
+        },
         evictable: () => this.#table.evictable(),
       },
       helloTimeoutMs: o.helloTimeoutMs,
@@ -146,7 +163,17 @@ class MessengerImpl implements Messenger {
       onRefusal: (reason) => {
         this.#faults.refused[reason]++;
       },
+      runtime: rt,
     });
+    const transport = this.#transport;
+    this.#readiness = {
+      rt,
+      lifecycle: this.#lifecycle,
+      connectTimeoutMs: o.connectTimeoutMs,
+      peer: (id) => this.#peers.get(id)?.info,
+      dialing: (address) => transport.dialing(address),
+      onDialEnded: (listener) => this.onDialEnded(listener),
+    };
     this.self = {
       id,
       workerId,
@@ -165,10 +192,13 @@ class MessengerImpl implements Messenger {
     await this.#transport.listen();
     (this.self as { address: string | undefined }).address = this.#transport.addresses[0];
     const h = this.#o.healthCheck;
-    this.#tick = setUnrefInterval(() => {
+    // Periodic: re-armed first, so a tick that throws does not stop the next.
+    const tick = (): void => {
+      this.#tick = this.#rt.setTimer(tick, this.#tickMs);
       this.#table.idleTick();
       if (h !== false) this.#health.tick(this.#peers.values(), h.timeoutMs, h.filter);
-    }, this.#tickMs);
+    };
+    if (!this.#closed) this.#tick = this.#rt.setTimer(tick, this.#tickMs);
   }
 
   get addresses(): readonly string[] {
@@ -261,7 +291,7 @@ class MessengerImpl implements Messenger {
 
   // Links and peers
 
-  async connect(address: string, options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<PeerInfo> {
+  async connect(address: string, options: ConnectOptions = {}): Promise<PeerInfo> {
     if (this.#closed) throw new MessengerError('ERR_CLOSED', 'the messenger is closed');
     if (options.timeoutMs !== undefined) {
       const badTimeout = checkTimeout(`connect to ${address}`, options.timeoutMs);
@@ -325,9 +355,43 @@ class MessengerImpl implements Messenger {
     return () => this.#dialEndedListeners.delete(listener);
   }
 
+  onPeerState(listener: (event: PeerStateEvent) => void): () => void {
+    return this.#lifecycle.on(listener);
+  }
+
+  peerEvents(options: PeerEventsOptions = {}): AsyncIterableIterator<PeerEvent> {
+    const max = options.maxQueued ?? DEFAULT_MAX_QUEUED_EVENTS;
+    if (!Number.isInteger(max) || max < 1 || max > 1_000_000)
+      throw new MessengerError(
+        'ERR_INVALID_ARGUMENT',
+        `peerEvents: maxQueued must be an integer from 1 to 1000000, got ${String(max)}`,
+      );
+    return new PeerEventQueue(
+      (push, end) => {
+        const offEvents = this.#lifecycle.on(push);
+        const offClose = this.#lifecycle.whenClosed(end);
+        return () => {
+          offEvents();
+          offClose();
+        };
+      },
+      max,
+      options.signal,
+    );
+  }
+
+  ready(address: string, options?: WaitOptions): Promise<PeerInfo> {
+    return ready(this.#readiness, address, options);
+  }
+
+  waitForPeer(peer: PeerId, options?: WaitOptions): Promise<PeerId> {
+    return waitForPeer(this.#readiness, peer, options);
+  }
+
   /** The transport stopped dialling `address` for good (never while closing). */
-  #dialEnded(address: string, error: LanemuxError): void {
+  #dialEnded(address: string, error: LanemuxError, worker: string | undefined): void {
     if (this.#closed) return;
+    this.#lifecycle.dialEnded(error, worker);
     const event: DialEndedEvent = { address, code: error.code, reason: error.message, error };
     for (const l of [...this.#dialEndedListeners]) {
       try {
@@ -349,7 +413,10 @@ class MessengerImpl implements Messenger {
 
   async #close(): Promise<void> {
     this.#closed = true;
-    if (this.#tick !== undefined) clearUnrefInterval(this.#tick);
+    this.#lifecycle.closing();
+    if (this.#tick !== undefined) this.#rt.clearTimer(this.#tick);
+    this.#tick = undefined;
     await this.#transport.close();
+    this.#lifecycle.close();
   }
 }

@@ -16,6 +16,7 @@ import {
   type TransportAdapter,
 } from '../transport/port.ts';
 import { MAX_CREDENTIAL_LENGTH, type Authenticate, type CredentialSource } from '../transport/auth.ts';
+import { RUNTIME_SHAPE, isRuntime, type Runtime } from '../runtime/runtime.ts';
 import type { PeerInfo } from './types.ts';
 
 /** Health-check settings (docs/protocol.md §6). */
@@ -58,8 +59,18 @@ export interface MessengerOptions {
   readonly maxPendingRequests?: number;
   /** Most request handlers running at once per peer; more are answered `ERR_BUSY`. Defaults to 4,096. */
   readonly maxInflightRequests?: number;
-  /** Let reconnecting transports (partysocket) re-establish a link after it dies. Defaults to true. */
+  /**
+   * Let reconnecting transports (the WebSocket and WebTransport clients) re-establish a link after
+   * it dies, unless a `connect` says otherwise. TCP and memory dials re-dial only when their
+   * `connect` asks (`reconnect: true`). Defaults to true.
+   */
   readonly reconnect?: boolean;
+  /**
+   * A peer whose link was lost while nothing re-dials it (it dialled this node, or its dial does
+   * not reconnect) stays `down` this long, waiting for it to come back, before it is reported
+   * `gone` (see `onPeerState`). 1..86,400,000 ms. Defaults to 30,000 ms.
+   */
+  readonly downTimeoutMs?: number;
   /** Messenger protocol version to speak. Defaults to the build's version; other values exist for tests. */
   readonly protocolVersion?: number;
   /**
@@ -87,6 +98,11 @@ export interface MessengerOptions {
    * to none advertised.
    */
   readonly receiveWindow?: number;
+  /**
+   * Clock, timers and randomness of the messenger, its transport and its adapters' connections (a
+   * test passes a manual clock). Defaults to the current runtime's clock and timers.
+   */
+  readonly runtime?: Runtime;
 }
 
 const healthSchema = z.object({
@@ -118,6 +134,7 @@ const optionsSchema = z.object({
   maxPendingRequests: z._default(int(1, 1 << 30), 65_536),
   maxInflightRequests: z._default(int(1, 1 << 30), 4_096),
   reconnect: z._default(z.boolean(), true),
+  downTimeoutMs: z._default(int(1, 86_400_000), 30_000),
   protocolVersion: z._default(int(0, 0xffff), PROTOCOL_VERSION),
   receiveWindow: z.optional(int(1, 2 ** 42)),
   authenticate: z.optional(z.custom<Authenticate>((v) => typeof v === 'function', 'not a function')),
@@ -129,6 +146,7 @@ const optionsSchema = z.object({
   ),
   idleTimeoutMs: z._default(int(0, 86_400_000), 600_000),
   isBusy: z.optional(z.custom<(peer: PeerInfo) => boolean>((v) => typeof v === 'function', 'not a function')),
+  runtime: z.optional(z.custom<Runtime>(isRuntime, RUNTIME_SHAPE)),
 });
 
 /** The options with every default filled in. */

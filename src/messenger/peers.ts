@@ -11,6 +11,7 @@ import { TransportError } from '../transport/errors.ts';
 import type { LinkReceiver, PeerLink } from '../transport/port.ts';
 import type { Dispatcher } from './dispatch.ts';
 import type { Faults } from './faults.ts';
+import type { PeerLifecycle } from './lifecycle.ts';
 import type { ResolvedOptions } from './options.ts';
 import { PeerState, abortInflight } from './peer-state.ts';
 import type { PeerGoneEvent, PeerId, PeerInfo } from './types.ts';
@@ -26,12 +27,14 @@ export class PeerTable {
   readonly #faults: Faults;
   readonly #peerListeners = new Set<(peer: PeerInfo) => void>();
   readonly #goneListeners = new Set<(event: PeerGoneEvent) => void>();
+  readonly #lifecycle: PeerLifecycle;
 
-  constructor(o: ResolvedOptions, tickMs: number, dispatcher: Dispatcher, faults: Faults) {
+  constructor(o: ResolvedOptions, tickMs: number, dispatcher: Dispatcher, faults: Faults, lifecycle: PeerLifecycle) {
     this.#o = o;
     this.#tickMs = tickMs;
     this.#dispatcher = dispatcher;
     this.#faults = faults;
+    this.#lifecycle = lifecycle;
   }
 
   onPeer(listener: (peer: PeerInfo) => void): () => void {
@@ -51,7 +54,7 @@ export class PeerTable {
     return st;
   }
 
-  /** The link finished its hello: tell `onPeer`. */
+  /** The link finished its hello: tell `onPeer`, then the peer's lifecycle (`up` or `resumed`). */
   ready(link: PeerLink): void {
     for (const l of [...this.#peerListeners]) {
       try {
@@ -60,6 +63,7 @@ export class PeerTable {
         this.#faults.reportError('handler', error, link.info.id, 'onPeer');
       }
     }
+    if (!link.closed) this.#lifecycle.linkUp(link);
   }
 
   /** The state of `link` if it is its peer's live link and not dead. */
@@ -68,7 +72,7 @@ export class PeerTable {
     return st === undefined || st.link !== link || st.dead ? undefined : st;
   }
 
-  /** The link ended: fail what waits on it and tell `onPeerGone`. */
+  /** The link ended: fail what waits on it, tell `onPeerGone`, then the peer's lifecycle (`down`). */
   linkGone(st: PeerState, error: LanemuxError): void {
     if (st.dead) return;
     st.dead = true;
@@ -93,6 +97,7 @@ export class PeerTable {
         this.#faults.reportError('handler', e, st.id, 'onPeerGone');
       }
     }
+    this.#lifecycle.linkDown(st.link, error);
   }
 
   /** Count ticks without traffic per link; close links idle past `idleTimeoutMs`. */

@@ -8,7 +8,10 @@
  * @packageDocumentation
  */
 
-import type { PeerIdentity } from '../transport/port.ts';
+import type { ConnectOptions, PeerIdentity } from '../transport/port.ts';
+
+export type { ConnectOptions } from '../transport/port.ts';
+export type { ReconnectOption, ReconnectOptions } from '../transport/reconnect.ts';
 
 /** A peer's key: its 64-bit worker id as 16 lower-case hex digits (cheap as a Map key). */
 export type PeerId = string;
@@ -64,9 +67,10 @@ export interface PeerGoneEvent {
 /**
  * lanemux stopped dialling an address for good: nothing dials it again until the next `connect`.
  * Emitted once per dial when the first attempt failed (refused, unreachable, a HELLO refused), when a
- * reconnecting adapter gave up (`maxRetries`, `maxSameFailures`, a terminal close code), when the
- * link was lost on an adapter that does not reconnect (TCP, memory; `disconnect` included, with
- * `ERR_CLOSED`), or when the loss was terminal (`ERR_UNAUTHENTICATED`, `ERR_VERSION_MISMATCH`, …).
+ * reconnecting dial gave up (`maxRetries`, `maxDownMs`, `maxSameFailures`, a terminal close code),
+ * when the link was lost on a dial that does not reconnect (TCP, memory without `reconnect`; and
+ * `disconnect`, with `ERR_CLOSED`, on any dial), or when the loss was terminal
+ * (`ERR_UNAUTHENTICATED`, `ERR_VERSION_MISMATCH`, …).
  * Not emitted when the node or messenger closes, nor for a crossed dial that ended because the
  * peer's own link to this node was kept.
  */
@@ -79,6 +83,68 @@ export interface DialEndedEvent {
   readonly reason: string;
   /** The full error (code, message, retryable, cause). */
   readonly error: Error;
+}
+
+/**
+ * The life of one peer instance (one worker id and instance id), in order: `up` once; then any
+ * number of `down` → `reconnecting`* → `resumed`; `gone` at most once, last. A worker that comes
+ * back as another process instance is `gone` (old instance) then `up` (new one).
+ * - `up`: a first link to this instance formed.
+ * - `down`: its link was lost (`error` says why); it may come back.
+ * - `reconnecting`: a dial to it is trying again (`attempt`, `delayMs` for lanemux's own re-dial).
+ * - `resumed`: a new link to the same worker and instance formed (new epoch).
+ * - `gone`: it will not be back: the re-dial gave up, nothing brought it back within
+ *   `downTimeoutMs`, it closed the link on purpose (its GOAWAY says `ERR_CLOSED`) or this node
+ *   did (`disconnect`, `close`), or another instance of the worker linked.
+ */
+export type PeerStateType = 'up' | 'down' | 'reconnecting' | 'resumed' | 'gone';
+
+/** One step in a peer's life (see {@link PeerStateType} for the order). */
+export interface PeerStateEvent {
+  readonly type: PeerStateType;
+  /** The peer's key (worker id, hex). */
+  readonly peer: PeerId;
+  readonly workerId: bigint;
+  /** The peer's process instance: the same for every event until `gone`. */
+  readonly instanceId: string;
+  /** The address this node dialled it at, else the address it advertises; undefined if neither. */
+  readonly address: string | undefined;
+  /** Epoch of the link that formed (`up`, `resumed`) or was lost (the others). */
+  readonly epoch: number;
+  /** `down`, `gone`: why; `reconnecting`: why the link or the last attempt failed. Else undefined. */
+  readonly error: Error | undefined;
+  /** `reconnecting` by lanemux's own re-dial: the attempt number since the link was lost, from 1. */
+  readonly attempt: number | undefined;
+  /** `reconnecting` by lanemux's own re-dial: ms until that attempt. */
+  readonly delayMs: number | undefined;
+}
+
+/** In {@link Messenger.peerEvents}: this many events were dropped (oldest first) because the reader fell behind. */
+export interface PeerEventsOverflow {
+  readonly type: 'overflow';
+  readonly dropped: number;
+}
+
+/** What {@link Messenger.peerEvents} yields. */
+export type PeerEvent = PeerStateEvent | PeerEventsOverflow;
+
+/** Options of {@link Messenger.peerEvents}. */
+export interface PeerEventsOptions {
+  /** Ends the iteration (it returns `done`). */
+  readonly signal?: AbortSignal | undefined;
+  /**
+   * Events kept for a reader that falls behind, 1..1,000,000; beyond it the oldest are dropped and
+   * the next read is a {@link PeerEventsOverflow} saying how many. Defaults to 1,024.
+   */
+  readonly maxQueued?: number | undefined;
+}
+
+/** Options of {@link Messenger.ready} and {@link Messenger.waitForPeer}. */
+export interface WaitOptions {
+  /** Aborts the wait (`ERR_ABORTED`). */
+  readonly signal?: AbortSignal | undefined;
+  /** Longest wait, 1..2^31-1 ms. Defaults: `connectTimeoutMs` (10,000) for `ready`, 10,000 for `waitForPeer`. */
+  readonly timeoutMs?: number | undefined;
 }
 
 /** Something went wrong that has no caller to reject: a handler threw, or the peer sent a notice. */
@@ -150,8 +216,11 @@ export interface Messenger {
     options?: { timeoutMs?: number; signal?: AbortSignal },
   ): Promise<unknown>;
 
-  /** Dial an address; resolves with the peer once the hello exchange completed (default timeout 10 s). */
-  connect(address: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<PeerInfo>;
+  /**
+   * Dial an address; resolves with the peer once the hello exchange completed, rejects within the
+   * timeout (default 10 s) in every case. `reconnect` keeps the link up (see {@link ConnectOptions}).
+   */
+  connect(address: string, options?: ConnectOptions): Promise<PeerInfo>;
   /** Every connected peer. */
   peers(): readonly PeerInfo[];
   /**
@@ -190,6 +259,31 @@ export interface Messenger {
    * unsubscribe function.
    */
   onDialEnded(listener: (event: DialEndedEvent) => void): () => void;
+  /**
+   * Called at each step of each peer's life (see {@link PeerStateType} for the order). Returns an
+   * unsubscribe function. Implemented by `createMessenger`'s messenger; optional for others.
+   */
+  onPeerState?(listener: (event: PeerStateEvent) => void): () => void;
+  /**
+   * The same events as an async iterator, with a bounded queue (see {@link PeerEventsOptions}):
+   * a reader that falls behind loses the oldest and is told so. Ends when `signal` aborts or the
+   * messenger closes (after the events queued before).
+   */
+  peerEvents?(options?: PeerEventsOptions): AsyncIterableIterator<PeerEvent>;
+  /**
+   * Resolves with the peer once a link to `address` (dialled there, or a peer advertising it) is
+   * up, now or after a reconnect. Rejects on timeout (`ERR_CONNECT`), abort (`ERR_ABORTED`), close
+   * (`ERR_CLOSED`), when the peer there is `gone` with no dial left to bring another, or when the
+   * dial to it ended before any link formed.
+   */
+  ready?(address: string, options?: WaitOptions): Promise<PeerInfo>;
+  /**
+   * Resolves with `peer` once it is connected: at once if it is, after its link comes back if it
+   * is `reconnecting` (a dial to it is trying again). Rejects `ERR_UNKNOWN_PEER` at once if it is
+   * neither (unknown, or `down` with nothing re-dialling it), and if it is `gone` or not back in
+   * time; `ERR_ABORTED` on abort.
+   */
+  waitForPeer?(peer: PeerId, options?: WaitOptions): Promise<PeerId>;
   /** Counters of handler failures, unknown handlers, notices and late replies. */
   stats(): MessengerStats;
 

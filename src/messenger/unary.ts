@@ -25,12 +25,14 @@ import type { Faults } from './faults.ts';
 import type { Handlers, RegisteredHandler } from './handlers.ts';
 import type { ResolvedOptions } from './options.ts';
 import { abortInflight, type Inflight, type PeerState, type PendingRequest } from './peer-state.ts';
-import { checkTimeout, clearTimer, setUnrefTimeout, type TimerHandle } from './runtime.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
+import { checkTimeout } from './call-timeout.ts';
 import type { PeerId, UnsignalledRequestHandler } from './types.ts';
 
 /** Both sides of unary calls for one messenger. */
 export class Unary {
   readonly #o: ResolvedOptions;
+  readonly #rt: Runtime;
   readonly #selfId: PeerId;
   /** Request handlers by name (the registry's own map). */
   readonly #handlers: Map<string, RegisteredHandler>;
@@ -38,8 +40,9 @@ export class Unary {
   /** Outstanding `request` calls toward every peer (bounded by `maxPendingRequests`). */
   #pendingRequests = 0;
 
-  constructor(o: ResolvedOptions, selfId: PeerId, handlers: Handlers, faults: Faults) {
+  constructor(o: ResolvedOptions, rt: Runtime, selfId: PeerId, handlers: Handlers, faults: Faults) {
     this.#o = o;
+    this.#rt = rt;
     this.#selfId = selfId;
     this.#handlers = handlers.requests;
     this.#faults = faults;
@@ -105,7 +108,7 @@ export class Unary {
         if (st.requests.get(id) !== pending) return false;
         st.requests.delete(id);
         this.#pendingRequests--;
-        if (timer !== undefined) clearTimer(timer);
+        if (timer !== undefined) this.#rt.clearTimer(timer);
         signal?.removeEventListener('abort', onAbort);
         return true;
       };
@@ -127,7 +130,7 @@ export class Unary {
         },
       };
       st.requests.set(id, pending);
-      timer = setUnrefTimeout(
+      timer = this.#rt.setTimer(
         () =>
           giveUp(
             new MessengerError('ERR_TIMEOUT', `request "${name}" to ${peer} got no reply within ${timeoutMs} ms`, {

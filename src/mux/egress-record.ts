@@ -1,8 +1,9 @@
 /**
  * The batcher's per-record helpers: how a withheld record of each `EgressKind` is appended to the
- * open batch, what it costs there (record bytes, and at most what it charges the peer window), and
- * the error a producer gets when the consumer closes its slot. Plain functions on numbers and the
- * record's value: the batcher calls them per record, so they allocate nothing.
+ * open batch, what it costs there (record bytes, and at most what it charges the peer window), what
+ * staging it answered (`EMIT_*`), and the error a producer gets when the consumer closes its slot.
+ * Plain functions on numbers and the record's value: the batcher calls them per record, so they
+ * allocate nothing.
  */
 import { BATCH_HEADER_LEN, CLOSE_RECORD_LEN, CloseReason, RECORD_HEADER_LEN } from '../wire/constants.ts';
 import type { BatchEncoder } from '../wire/encoder.ts';
@@ -56,3 +57,13 @@ export function recordBytes(kind: number, value: unknown): number {
   if (kind === EgressKind.ItemString) return RECORD_HEADER_LEN + itemStringLength(value as string);
   return RECORD_HEADER_LEN + bodyUpperBound(kind, value);
 }
+
+// What staging one record answered (the batcher's files pass it up to `offer` and the release loop).
+/** Staged. */
+export const EMIT_OK = 0;
+/** Nothing staged: a flush parked the batcher, or the record waits for staging room. */
+export const EMIT_PARKED = 1;
+/** The record can never go (over `stagedPayloadMax`): its slot was failed. */
+export const EMIT_TOO_LARGE = 2;
+/** The peer window is full: nothing staged, the slot waits for a release. */
+export const EMIT_WINDOW = 3;

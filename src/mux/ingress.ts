@@ -6,23 +6,25 @@
  *
  * One state machine per slot (open → delivering, holding ahead of sequence, close deferred behind
  * a gap or a staged record → retired) over the table's shared epoch, hold budgets and window, hence
- * one file; the slot table itself is slot-table.ts, the bind it fills bind.ts.
+ * one class: a record's every step reads the table's private state, so it stays here, on the hot
+ * path, with no call out per record. Beside it: the slot's own state in ingress-slot.ts, the peer
+ * window it charges in ingress-window.ts, the slot table slot-table.ts, the bind it fills bind.ts.
  */
-import { ByteBudget, reservePair, releasePair } from '../credit/byte-budget.ts';
+import { type ByteBudget, reservePair, releasePair } from '../credit/byte-budget.ts';
 import { CreditClass } from '../credit/classify.ts';
-import { ReceiverAccount } from '../credit/receiver-account.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import { DropReason } from '../metrics/mux-metrics.ts';
 import type { PeerId } from '../messenger/types.ts';
 import { CloseReason, MPSC_ANCHOR_BIT, RecordType } from '../wire/constants.ts';
 import type { BatchReader } from '../wire/decoder.ts';
-import { FRAME_HEARTBEAT, FrameKind, decodeFrameAt } from '../wire/frame.ts';
+import { FrameKind, decodeFrameAt } from '../wire/frame.ts';
 import type { DecodedFrame } from '../wire/frame.ts';
 import { seqGap, seqNewer } from '../wire/seq.ts';
 import { slotIndex } from '../wire/slot-id.ts';
 import type { Bind, BindEnd, BoundSlot } from './bind.ts';
+import { IngressSlot } from './ingress-slot.ts';
+import { HEARTBEAT_BODY, INERT_WINDOW, type IngressWindow, releaseRecord, releaseUnkept } from './ingress-window.ts';
 import { MAX_QUEUED_TRANSFERS } from './rendezvous.ts';
-import type { WindowSink } from './slot-buffer.ts';
 import { SlotTable } from './slot-table.ts';
 
 /** Receiver bound: indices per (peer, lane) table. */
@@ -35,30 +37,6 @@ export const MAX_INGRESS_SLOTS_PER_PEER = 65_536;
  * peer cannot inflate the gap counter by 2^31 per batch.
  */
 export const MAX_PLAUSIBLE_SEQ_GAP = MAX_QUEUED_TRANSFERS;
-
-/** Body length of the `Heartbeat` frame: a Data record with exactly this body never counts against the peer window. */
-const HEARTBEAT_BODY = FRAME_HEARTBEAT.byteLength;
-
-/**
- * The receive window of one peer's link as ingress uses it (the mux's account; see
- * `ReceiveWindow`). Every Data body but a heartbeat is charged when kept (slot buffer or hold),
- * released when it leaves, or reported as dropped when it is not kept: the sender counted it.
- */
-export interface IngressWindow extends WindowSink {
-  /** Holding `bytes` more would exceed the window plus one batch (a sender that ignores the window). */
-  overruns(bytes: number): boolean;
-  charge(bytes: number): void;
-  release(bytes: number): void;
-  dropped(bytes: number): void;
-}
-
-/** A window that counts nothing and limits nothing (tables built without a mux). */
-export const INERT_WINDOW: IngressWindow = Object.freeze({
-  overruns: () => false,
-  charge: () => {},
-  release: () => {},
-  dropped: () => {},
-});
 
 /** What an ingress table needs from its mux. */
 export interface IngressHost {
@@ -87,81 +65,6 @@ export interface IngressHost {
   ownedLifecycle(peer: PeerId, lane: number, slot: number, session: bigint, cancel: boolean): void;
   /** A consumer drained a slot of this table: ring the doorbell (at most once per floor). */
   ringDoorbell(table: IngressTable): void;
-}
-
-/** A record waiting in the hold (ahead of sequence). */
-interface Held {
-  kind: number;
-  value: unknown;
-  terminal: boolean;
-  bytes: number;
-  /** Charged to the slot and peer hold budgets (false: held behind an announced rendezvous record). */
-  reserved: boolean;
-  /** Charged to the peer window. */
-  charged: boolean;
-}
-
-/** One live ingress slot. */
-export class IngressSlot implements BoundSlot {
-  readonly id: number;
-  readonly table: IngressTable;
-  readonly bind: Bind;
-  readonly account: ReceiverAccount;
-  readonly holdBudget: ByteBudget;
-  /** The peer window this slot's records are charged to (its link's; outlives the slot in its buffer). */
-  readonly window: IngressWindow;
-  nextSeq: number;
-  hold: Map<number, Held> | null = null;
-  pendingCloseSeq = -1;
-  pendingCloseReason = 0;
-  /** Records delivered (watchdog liveness). */
-  arrivals = 0;
-  /** Watchdog: arrivals seen at the last window, and dead windows in a row. */
-  lastArrivals = 0;
-  deadWindows = 0;
-  /** Drain signal: records and bytes taken since the last reconcile. */
-  drained = 0;
-  drainedBytes = 0;
-  listed = false;
-  touched = false;
-  terminalDelivered = false;
-  closed = false;
-  /**
-   * Rendezvous records announced for this slot and not yet delivered or refused. Behind one the
-   * sender goes on within its credit alone, so its later records are bounded by credit (as in the
-   * slot buffer), not by the hold's byte budgets.
-   */
-  stagedPending = 0;
-
-  constructor(id: number, table: IngressTable, bind: Bind, nextSeq: number) {
-    this.id = id;
-    this.table = table;
-    this.bind = bind;
-    this.window = table.window;
-    this.nextSeq = nextSeq;
-    this.account = new ReceiverAccount(bind.limit, { watermark: bind.slotByteBudget });
-    this.holdBudget = new ByteBudget(bind.slotByteBudget);
-  }
-
-  /** The peer the slot arrived from. */
-  get peer(): PeerId {
-    return this.table.peer;
-  }
-
-  /** The lane it arrived on. */
-  get lane(): number {
-    return this.table.lane;
-  }
-
-  /** The consumer is gone: retire the slot and tell the owner `CloseSlot{UnknownSlot}`. */
-  consumerGone(): void {
-    this.table.consumerGone(this);
-  }
-
-  /** True when the sender holds no data credit and nothing waits behind a gap (watchdog exemption). */
-  get senderStarved(): boolean {
-    return this.account.remaining === 0 && (this.hold === null || this.hold.size === 0);
-  }
 }
 
 const scratchFrame: DecodedFrame = { kind: 0, value: undefined, terminal: false };
@@ -662,30 +565,4 @@ export class IngressTable {
     bind.closeBuffer(dropped);
     this.#host.bindEnded(bind, end ?? (dropped ? 'dropped' : 'terminal'));
   }
-}
-
-/** True if the record's body is exactly the `Heartbeat` frame (checked without decoding). */
-function isHeartbeatRecord(r: BatchReader): boolean {
-  if (r.bodyLength !== HEARTBEAT_BODY) return false;
-  const buf = r.payload;
-  const off = r.bodyOffset;
-  for (let i = 0; i < HEARTBEAT_BODY; i++) if (buf[off + i] !== FRAME_HEARTBEAT[i]) return false;
-  return true;
-}
-
-/** Release one dropped record's body to the window, as the sender charged it (heartbeats never count). */
-function releaseRecord(r: BatchReader, w: IngressWindow): void {
-  if (r.type === RecordType.Data && !isHeartbeatRecord(r)) w.dropped(r.bodyLength);
-}
-
-/**
- * A batch dropped whole (stale epoch, wrong lane): release what the sender charged for it, the
- * whole length of a staged batch or each Data body of a lane batch. `reader` must be at its start.
- */
-export function releaseUnkept(reader: BatchReader, w: IngressWindow, staged: number): void {
-  if (staged > 0) {
-    w.dropped(staged);
-    return;
-  }
-  while (reader.next()) releaseRecord(reader, w);
 }

@@ -1,53 +1,41 @@
 /**
  * The mux of one node: a batcher per (peer, lane) for egress, an ingress table per (peer, lane),
- * the binds that OpenSlots claim, the credit sweep, doorbells, watchdogs, heartbeats and health
- * checks (docs/protocol.md §8, §10). One sweep timer per node, one doorbell timer per dirty table: never
- * a timer per stream.
- *
- * Longer than the other files: it is the hub every part reports to (BatcherHost, IngressHost,
- * PeerWindowHost) and the one timer's state machine (sweep, watchdog windows, heartbeats, health
- * checks, peer loss) over the same per-peer maps. What stands alone is beside it: heartbeats.ts,
- * lane-load.ts, deadline-queue.ts, rendezvous.ts, peer-window.ts, peer-egress.ts.
+ * and the hub every part reports to (BatcherHost, IngressHost): it wires them to the messenger,
+ * routes replies and owned control between a lane's table and its batcher, walks them on the
+ * sweep tick, and fails them when a peer is lost (docs/protocol.md §8, §10). One sweep timer per
+ * node, one doorbell timer per dirty table: never a timer per stream. The parts with state of
+ * their own are beside it: the batchers and tables by peer (peer-lanes.ts), the binds and their
+ * lane load (bind-registry.ts), the node's one timer and its heartbeats (node-timer.ts), the peer
+ * windows both ways (peer-windows.ts), the stream watchdogs (watchdog.ts), rendezvous
+ * (rendezvous.ts).
  */
-import { ByteBudget } from '../credit/byte-budget.ts';
-import { ReceiveWindow } from '../credit/peer-window.ts';
 import type { LanemuxError } from '../errors.ts';
 import { LanemuxError as LanemuxErrorClass } from '../errors.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import { DropReason } from '../metrics/mux-metrics.ts';
-import { FrameKind } from '../wire/frame.ts';
-import type { Messenger, PeerGoneEvent, PeerId } from '../messenger/types.ts';
-import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
-import { randomU64 } from '../runtime/runtime.ts';
-import { CloseReason, MAX_LANES, MPSC_ANCHOR_BIT } from '../wire/constants.ts';
+import type { Admission, Messenger, PeerGoneEvent, PeerId } from '../messenger/types.ts';
+import type { Runtime } from '../runtime/runtime.ts';
+import { CloseReason, MAX_LANES } from '../wire/constants.ts';
 import { BatchReader } from '../wire/decoder.ts';
 import { laneForKey } from '../wire/lane-hash.ts';
-import { Batcher } from './batcher.ts';
-import type { BatchSink, BatcherHost } from './batcher.ts';
-import { Bind } from './bind.ts';
-import { DeadlineQueue } from './deadline-queue.ts';
-import { HEARTBEAT_FLOOR_MS, HeartbeatSchedule, type HeartbeatSender } from './heartbeats.ts';
-import { LaneLoad, leastLoaded } from './lane-load.ts';
-import { PeerEgress } from './peer-egress.ts';
-import type { BindEnd, BindOwner } from './bind.ts';
+import type { Batcher } from './batcher.ts';
+import type { BatchSink, BatcherHost } from './batcher-host.ts';
+import type { Bind, BindEnd, BindOwner } from './bind.ts';
+import { BindRegistry } from './bind-registry.ts';
 import type { ResolvedMuxConfig } from './config.ts';
 import type { EgressSlot, EgressSlotOwner } from './egress-slot.ts';
 import { MuxError } from './errors.ts';
-import { IngressTable, releaseUnkept } from './ingress.ts';
-import {
-  PeerWindowIn,
-  WINDOW_HANDLER,
-  WINDOW_UPDATE_BYTES,
-  decodeWindowUpdate,
-  encodeWindowUpdate,
-} from './peer-window.ts';
-import type { PeerWindowHost } from './peer-window.ts';
+import type { HeartbeatSender } from './heartbeats.ts';
+import type { IngressHost, IngressTable } from './ingress.ts';
+import { releaseUnkept } from './ingress-window.ts';
+import { leastLoaded } from './lane-load.ts';
+import { NodeTimer } from './node-timer.ts';
+import type { PeerEgress } from './peer-egress.ts';
+import { WINDOW_HANDLER } from './peer-window.ts';
+import { PeerLanes } from './peer-lanes.ts';
+import { PeerWindows } from './peer-windows.ts';
 import { PULL_HANDLER, STAGE_HANDLER, StageIn, StageOut } from './rendezvous.ts';
-import type { Admission } from '../messenger/types.ts';
-import type { IngressHost, IngressSlot } from './ingress.ts';
-
-/** A bind waits for its accept deadline until an OpenSlot claims it or it ends. */
-const bindWaiting = (b: Bind): boolean => !b.claimed && !b.ended;
+import { Watchdog } from './watchdog.ts';
 
 /** Options of {@link Mux}. */
 export interface MuxOptions {
@@ -66,59 +54,20 @@ export interface MuxOptions {
 
 const CONNECT_ATTEMPTS = 3;
 
-/** Session ids key the bind map by their low 52 bits (a Number); a lookup checks the exact pair. */
-const SESSION_KEY_MASK = (1n << 52n) - 1n;
-const sessionKey = (session: bigint): number => Number(session & SESSION_KEY_MASK);
-
 /** The mux of one node. */
-export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
+export class Mux implements BatcherHost, IngressHost {
   readonly config: ResolvedMuxConfig;
   readonly metrics: MuxMetrics;
   readonly runtime: Runtime;
   readonly sink: BatchSink;
   readonly #messenger: Messenger;
-  #batchers = new Map<PeerId, Array<Batcher | undefined>>();
-  #tables = new Map<PeerId, Array<IngressTable | undefined>>();
-  /** Flat lists for the sweep: index loops, so a tick on an idle node allocates nothing. */
-  #batcherList: Batcher[] = [];
-  #tableList: IngressTable[] = [];
-  #budgets = new Map<PeerId, ByteBudget>();
-  #egress = new Map<PeerId, PeerEgress>();
-  /**
-   * Live binds by the low 52 bits of their session id (a Number key is cheaper than a string built
-   * from two bigints). Sessions are random u64s, drawn again on a key collision, so a key names at
-   * most one live bind; a lookup checks the exact pair.
-   */
-  #binds = new Map<number, Bind>();
-  /** The window this node advertised (undefined: none). */
-  readonly #receiveWindow: number | undefined;
-  /** Receive accounts by peer, for the peer's current link. */
-  #windowsIn = new Map<PeerId, PeerWindowIn>();
-  /** The update body, reused (the messenger copies what it is given). */
-  readonly #windowBody = new Uint8Array(WINDOW_UPDATE_BYTES);
-  /** When each peer was last pinged because the window kept its silent slots from counting as dead. */
-  #windowPings = new Map<PeerId, number>();
-  /** Accept deadlines: one FIFO per constant window (attach binds, pre-binds). */
-  #attachDeadlines = new DeadlineQueue<Bind>(bindWaiting);
-  #prebindDeadlines = new DeadlineQueue<Bind>(bindWaiting);
-  /** Lane load per sender (binds answered + live slots) and per node (every bind and live slot). */
-  readonly #load = new LaneLoad();
+  readonly #lanes: PeerLanes;
+  readonly #binds: BindRegistry;
+  readonly #windows: PeerWindows;
+  readonly #timer: NodeTimer;
+  readonly #watchdog: Watchdog;
   #epoch = 0n;
   #reader = new BatchReader();
-  /** The node's one timer: armed for the next sweep or the earliest heartbeat due, whichever is first. */
-  #sweepTimer: TimerHandle | null = null;
-  #timerAt = Number.NaN;
-  /** When the next sweep runs (NaN: none scheduled). */
-  #sweepDue = Number.NaN;
-  #lastWatchdog = 0;
-  #heartbeats = new HeartbeatSchedule();
-  /**
-   * Attach binds the consumer cancelled before their OpenSlot arrived, by session key, until that
-   * OpenSlot (answered with the cancel, docs/protocol.md §10.3) or their accept deadline.
-   */
-  #cancelledAttaches = new Map<number, Bind>();
-  /** Scratch list of the watchdog's silent attach binds (reused). */
-  #silentBinds: Bind[] = [];
   #closed = false;
   #unsubscribe: Array<() => void> = [];
   readonly #stageOut: StageOut;
@@ -130,7 +79,33 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     this.runtime = options.runtime;
     this.#messenger = options.messenger;
     const messenger = options.messenger;
-    this.#receiveWindow = options.receiveWindow ?? messenger.self.window;
+    this.#binds = new BindRegistry(this.config, this.metrics, this.runtime);
+    this.#windows = new PeerWindows(
+      messenger,
+      this.runtime,
+      this.metrics,
+      this.config.peerByteBudget,
+      options.receiveWindow ?? messenger.self.window,
+      // A newer link's account: every table of the peer charges it from now on.
+      (peer, w) => {
+        for (const t of this.#lanes.tablesOf(peer)) if (t !== undefined) t.window = w;
+      },
+    );
+    this.#lanes = new PeerLanes(
+      this,
+      this.config.peerByteBudget,
+      (peer) => this.#windows.inFor(peer),
+      () => this.#timer.armSweep(),
+    );
+    this.#watchdog = new Watchdog(this.config, this.metrics, this.runtime, this.#windows, this.#binds, (peer) =>
+      this.#healthCheck(peer),
+    );
+    this.#timer = new NodeTimer(
+      this.runtime,
+      this.config.creditSweepInterval,
+      () => this.sweep(),
+      () => this.#hasWork(),
+    );
     this.sink = {
       // The link epoch pins a batch to the connection it was encoded for: after a reconnect the
       // messenger refuses it (epoch death) rather than sending it on the new connection.
@@ -161,9 +136,9 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
         refuse: (peer, lane, epoch, slot, session, message) =>
           this.#refuseStaged(peer, lane, epoch, slot, session, message),
         // A transfer that will never be applied: the sender charged its window for it.
-        unkept: (peer, size) => this.#windowIn(peer).dropped(size),
+        unkept: (peer, size) => this.#windows.inFor(peer).dropped(size),
         pendingChanged: (peer, lane, epoch, slot, session, delta) =>
-          this.#tables.get(peer)?.[lane]?.stagedPendingChanged(epoch, slot, session, delta),
+          this.#lanes.tableAt(peer, lane)?.stagedPendingChanged(epoch, slot, session, delta),
         bytesChanged: (delta) => {
           metrics.stagedInBytes += delta;
         },
@@ -171,15 +146,14 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       this.config.stagedPayloadMax,
     );
     messenger.on(STAGE_HANDLER, (from, lane, payload) => this.#stageIn.onDescriptor(from, lane, payload));
-    messenger.on(WINDOW_HANDLER, (from, _lane, payload) => this.#onWindowUpdate(from, payload));
+    messenger.on(WINDOW_HANDLER, (from, _lane, payload) => this.#windows.onUpdate(from, payload));
     messenger.handle(PULL_HANDLER, (from, body) => this.#stageOut.onPull(from, body), { signal: false });
     // Every node registers all 16 lane handlers, whatever its own lane count.
     for (let lane = 0; lane < MAX_LANES; lane++) {
       messenger.registerBatchHandler(lane, (from, _lane, payload) => this.#ingress(from, lane, payload));
     }
     this.#unsubscribe.push(messenger.onPeerGone((ev) => this.#peerGone(ev)));
-    this.#lastWatchdog = this.runtime.now();
-    this.#armSweep();
+    this.#timer.armSweep();
   }
 
   // ───────────────────────── epochs, batchers, tables ─────────────────────────
@@ -200,53 +174,14 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
 
   /** The batcher for (peer, lane), created on first use. */
   batcherFor(peer: PeerId, lane: number): Batcher {
-    let arr = this.#batchers.get(peer);
-    if (!arr) {
-      arr = [];
-      this.#batchers.set(peer, arr);
-    }
-    let b = arr[lane];
-    if (b === undefined || b.retired) {
-      b = new Batcher(this, peer, lane);
-      arr[lane] = b;
-      this.#batcherList.push(b);
-      this.#armSweep();
-    }
-    return b;
-  }
-
-  #existingBatcher(peer: PeerId, lane: number): Batcher | undefined {
-    const b = this.#batchers.get(peer)?.[lane];
-    return b !== undefined && !b.retired ? b : undefined;
-  }
-
-  #table(peer: PeerId, lane: number): IngressTable {
-    let arr = this.#tables.get(peer);
-    if (!arr) {
-      arr = [];
-      this.#tables.set(peer, arr);
-    }
-    let t = arr[lane];
-    if (t === undefined) {
-      let budget = this.#budgets.get(peer);
-      if (!budget) {
-        budget = new ByteBudget(this.config.peerByteBudget);
-        this.#budgets.set(peer, budget);
-      }
-      t = new IngressTable(this, peer, lane, budget);
-      t.window = this.#windowIn(peer);
-      arr[lane] = t;
-      this.#tableList.push(t);
-      this.#armSweep();
-    }
-    return t;
+    return this.#lanes.batcherFor(peer, lane);
   }
 
   /** A batch from its lane, or (`staged`) an assembled rendezvous singleton. */
   #ingress(from: PeerId, lane: number, payload: Uint8Array, staged = false): void {
     if (this.#closed) return;
     // Per batch, not per record: the account follows the peer's current link.
-    const window = this.#windowIn(from);
+    const window = this.#windows.inFor(from);
     const r = this.#reader;
     if (!r.reset(payload)) {
       this.metrics.decodeErrors++;
@@ -259,109 +194,36 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       releaseUnkept(r, window, staged ? payload.byteLength : 0);
       return;
     }
-    this.#table(from, lane).handleBatch(r, staged ? payload.byteLength : 0);
+    this.#lanes.table(from, lane).handleBatch(r, staged ? payload.byteLength : 0);
     if (r.error) this.metrics.decodeErrors++;
   }
 
-  // ───────────────────────── peer window ─────────────────────────
-
-  /** The receive account of `peer`'s current link (a newer link replaces it). */
-  #windowIn(peer: PeerId): PeerWindowIn {
-    const info = this.#messenger.peer(peer);
-    const epoch = info?.epoch ?? 0;
-    let w = this.#windowsIn.get(peer);
-    if (w !== undefined && w.epoch === epoch) return w;
-    if (w !== undefined) w.dead = true;
-    // Active only when both sides advertised a window: the peer then limits what it sends and
-    // expects updates; an older peer (no window) keeps today's behaviour, counted but not limited.
-    const active = this.#receiveWindow !== undefined && info?.window !== undefined;
-    const size = this.#receiveWindow ?? Math.min(this.config.peerByteBudget, 0xffff_ffff);
-    // A batch from the peer is at most its max message size toward us (the transport refuses more).
-    w = new PeerWindowIn(
-      this,
-      peer,
-      epoch,
-      new ReceiveWindow(size, Math.max(0, this.#messenger.maxMessageSize(peer)), active),
-    );
-    this.#windowsIn.set(peer, w);
-    for (const t of this.#tables.get(peer) ?? []) if (t !== undefined) t.window = w;
-    return w;
-  }
+  // ───────────────────────── peer windows (peer-windows.ts) ─────────────────────────
 
   /** Data-record bytes this node holds for `peer`'s current link (slot buffers, holds, unread records of retired slots). */
   receiverHeldBytes(peer: PeerId): number {
-    return this.#windowsIn.get(peer)?.account.held ?? 0;
+    return this.#windows.heldBytes(peer);
   }
 
   /** Bytes this node has in flight toward `peer` against its window. */
   senderInflightBytes(peer: PeerId): number {
-    return this.#egress.get(peer)?.sendWindow.inflight ?? 0;
+    return this.#windows.inflightBytes(peer);
   }
 
   /** The window `peer` advertised, if both sides advertised one (else `Infinity`: no limit). */
   sendWindow(peer: PeerId): number {
-    if (this.#receiveWindow === undefined) return Number.POSITIVE_INFINITY;
-    return this.#messenger.peer(peer)?.window ?? Number.POSITIVE_INFINITY;
+    return this.#windows.sendWindow(peer);
   }
 
-  /** PeerWindowHost: send the update from a macrotask, so a burst of takes makes one update. */
-  reportDue(w: PeerWindowIn): void {
-    this.runtime.macrotask(() => this.#sendWindowUpdate(w));
-  }
-
-  #sendWindowUpdate(w: PeerWindowIn): void {
-    w.pending = false;
-    if (this.#closed || w.dead) return;
-    const n = w.account.takeReport();
-    if (n === 0) return;
-    let admission: Admission;
-    try {
-      admission = this.#messenger.send(w.peer, 0, WINDOW_HANDLER, encodeWindowUpdate(n, this.#windowBody));
-    } catch (e) {
-      admission = Promise.reject(e);
-    }
-    this.metrics.windowUpdatesSent++;
-    if (admission === true) return;
-    admission.then(undefined, () => {
-      this.metrics.windowUpdateSendFailed++;
-      // Not sent: still owed. The sweep sends it again while this link lives.
-      if (!w.dead && !this.#closed) w.account.unreported += n;
-    });
-  }
-
-  /** A peer released bytes of its window: give them back to every lane toward it. */
-  #onWindowUpdate(from: PeerId, payload: Uint8Array): void {
-    if (this.#closed) return;
-    const n = decodeWindowUpdate(payload);
-    if (n < 0) {
-      this.metrics.windowUpdateMalformed++;
-      return;
-    }
-    this.metrics.windowUpdatesReceived++;
-    const e = this.#egress.get(from);
-    if (e === undefined) {
-      this.metrics.windowOverRelease++;
-      return;
-    }
-    e.sync(this.#messenger.peer(from)?.epoch ?? 0, this.sendWindow(from));
-    // Releasing more than is in flight is the peer's error: counted, and clamped at 0.
-    if (e.release(n) > 0) this.metrics.windowOverRelease++;
+  peerEgress(peer: PeerId): PeerEgress {
+    return this.#windows.egress(peer);
   }
 
   // ───────────────────────── rendezvous ─────────────────────────
 
   stage(peer: PeerId, lane: number, payload: Uint8Array, muxSlot: string): { id: number; admission: Admission } {
-    this.#armSweep();
+    this.#timer.armSweep();
     return this.#stageOut.stage(peer, lane, payload, muxSlot);
-  }
-
-  peerEgress(peer: PeerId): PeerEgress {
-    let e = this.#egress.get(peer);
-    if (e === undefined) {
-      e = new PeerEgress(this.config.peerByteBudget, this.metrics);
-      this.#egress.set(peer, e);
-    }
-    return e;
   }
 
   stageRoom(peer: PeerId, size: number): boolean {
@@ -375,43 +237,27 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
   /** A staged transfer was refused or failed: end just its stream, and cancel its producer. */
   #refuseStaged(peer: PeerId, lane: number, epoch: bigint, slot: number, session: bigint, message: string): void {
     this.metrics.stagedRefused++;
-    const table = this.#tables.get(peer)?.[lane];
+    const table = this.#lanes.tableAt(peer, lane);
     if (table === undefined || !table.refuseStaged(epoch, slot, session, message)) return;
     // LifecycleSlot names the session: a late CloseSlot could end a later stream that reuses the id.
-    if (this.peerAlive(peer)) this.batcherFor(peer, lane).inbox.postReplyLifecycle(slot, session, true);
+    if (this.peerAlive(peer)) this.#lanes.batcherFor(peer, lane).inbox.postReplyLifecycle(slot, session, true);
   }
 
   // ───────────────────────── IngressHost ─────────────────────────
 
   findBind(anchorId: bigint, sessionId: bigint, peer: PeerId): Bind | undefined {
-    const b = this.#binds.get(sessionKey(sessionId));
-    if (b === undefined || b.sessionId !== sessionId || b.anchorId !== anchorId || b.claimed || b.ended)
-      return undefined;
-    // An attach bind belongs to the peer it was answered to; a pre-bind to whoever holds its ticket.
-    return b.peer === null || b.peer === peer ? b : undefined;
+    return this.#binds.find(anchorId, sessionId, peer);
   }
 
   bindClaimed(bind: Bind): void {
-    const slot = bind.slot;
-    if (slot === null) return;
-    // A pre-bind becomes a live slot of the peer that claimed it.
-    if (bind.peer === null) this.#load.of(slot.peer)[bind.lane]! += 1;
-    else this.#load.node[bind.lane]! += 1;
+    if (bind.slot === null) return;
+    this.#binds.claimed(bind);
     // A stop or cancel made before the OpenSlot is delivered at claim (docs/protocol.md §10.3).
     if (bind.earlySignal > 0) this.signalLifecycle(bind, bind.earlySignal === 2);
   }
 
   bindEnded(bind: Bind, end: BindEnd): void {
-    if (bind.ended) return;
-    bind.ended = true;
-    this.#binds.delete(sessionKey(bind.sessionId));
-    if (bind.peer === null || bind.claimed) this.#load.node[bind.lane]! -= 1;
-    const peer = bind.peer ?? bind.slot?.peer ?? null;
-    if (peer !== null) {
-      const load = this.#load.peek(peer);
-      if (load) load[bind.lane]! -= 1;
-    }
-    bind.owner.onEnded(bind, end);
+    this.#binds.ended(bind, end);
   }
 
   repostCredit(peer: PeerId, lane: number, credit: readonly number[]): void {
@@ -425,36 +271,37 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
 
   replyCredit(peer: PeerId, lane: number, peerSlot: number, delta: number): void {
     if (!this.peerAlive(peer)) return; // the stream died with its peer: nothing is owed
-    if (!this.batcherFor(peer, lane).inbox.postReplyCredit(peerSlot, delta)) {
+    if (!this.#lanes.batcherFor(peer, lane).inbox.postReplyCredit(peerSlot, delta)) {
       // The inbox closed under us (retiring batcher): re-resolve once.
-      if (this.batcherFor(peer, lane).inbox.postReplyCredit(peerSlot, delta)) this.metrics.creditReposted += delta;
+      if (this.#lanes.batcherFor(peer, lane).inbox.postReplyCredit(peerSlot, delta))
+        this.metrics.creditReposted += delta;
       else this.metrics.creditLost += delta;
     }
   }
 
   replyClose(peer: PeerId, lane: number, peerSlot: number, reason: number): void {
     if (!this.peerAlive(peer)) return;
-    if (!this.batcherFor(peer, lane).inbox.postReplyClose(peerSlot, reason))
-      this.batcherFor(peer, lane).inbox.postReplyClose(peerSlot, reason);
+    if (!this.#lanes.batcherFor(peer, lane).inbox.postReplyClose(peerSlot, reason))
+      this.#lanes.batcherFor(peer, lane).inbox.postReplyClose(peerSlot, reason);
   }
 
   replyReject(peer: PeerId, lane: number, peerSlot: number, reason: number): void {
     if (!this.peerAlive(peer)) return;
-    if (!this.batcherFor(peer, lane).inbox.postReject(peerSlot, reason)) this.metrics.controlRefused++;
+    if (!this.#lanes.batcherFor(peer, lane).inbox.postReject(peerSlot, reason)) this.metrics.controlRefused++;
   }
 
   ownedCredit(peer: PeerId, lane: number, slot: number, delta: number): void {
-    const b = this.#existingBatcher(peer, lane);
+    const b = this.#lanes.batcher(peer, lane);
     if (!b || !b.inbox.postCredit(slot, delta)) this.metrics.controlRefused++;
   }
 
   ownedClose(peer: PeerId, lane: number, slot: number, reason: number): void {
-    const b = this.#existingBatcher(peer, lane);
+    const b = this.#lanes.batcher(peer, lane);
     if (!b || !b.inbox.postClose(slot, reason)) this.metrics.controlRefused++;
   }
 
   ownedLifecycle(peer: PeerId, lane: number, slot: number, session: bigint, cancel: boolean): void {
-    const b = this.#existingBatcher(peer, lane);
+    const b = this.#lanes.batcher(peer, lane);
     if (!b || !b.inbox.postLifecycle(slot, session, cancel)) this.metrics.controlRefused++;
   }
 
@@ -481,7 +328,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     const lanes = peer === null ? Math.max(1, Math.min(this.#messenger.self.lanes, MAX_LANES)) : this.lanes(peer);
     if (lanes === 1) return 0;
     if (key !== undefined) return laneForKey(key, lanes);
-    return leastLoaded(peer === null ? this.#load.node : this.#load.of(peer), lanes);
+    return leastLoaded(peer === null ? this.#binds.load.node : this.#binds.load.of(peer), lanes);
   }
 
   /**
@@ -489,30 +336,8 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
    * mints a pre-bind (`peer` null). The bind owns the C+1 buffer the consumer reads.
    */
   bind(anchorId: bigint, owner: BindOwner, peer: PeerId | null, key?: bigint): Bind {
-    const lane = this.chooseLane(peer, key);
-    // The session is the claim's secret (a pre-bind's ticket is its only proof): random, nonzero,
-    // and unique among live binds by its map key. A counter let an OpenSlot guess it.
-    let session: bigint;
-    do session = randomU64(this.runtime);
-    while (session === 0n || this.#binds.has(sessionKey(session)) || this.#cancelledAttaches.has(sessionKey(session)));
-    const window = peer === null ? this.config.prebindTimeout : this.config.acceptWindow;
-    const bind = new Bind(
-      anchorId,
-      session,
-      this.config.initialCredit,
-      this.config.slotByteBudget,
-      lane,
-      peer,
-      owner,
-      this.runtime.now() + window,
-    );
-    this.#binds.set(sessionKey(session), bind);
-    (peer === null ? this.#prebindDeadlines : this.#attachDeadlines).push(bind);
-    // Node load (the pre-bind choice) is live slots from every peer plus unclaimed pre-binds (docs/protocol.md §10.6):
-    // an answered attach counts there only once its OpenSlot claims it.
-    if (peer === null) this.#load.node[lane]! += 1;
-    else this.#load.of(peer)[lane]! += 1;
-    this.#armSweep();
+    const bind = this.#binds.add(anchorId, owner, peer, this.chooseLane(peer, key));
+    this.#timer.armSweep();
     return bind;
   }
 
@@ -523,33 +348,25 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     if (slot !== null) slot.consumerGone();
     else {
       bind.buffer.close();
-      this.bindEnded(bind, 'released');
+      this.#binds.ended(bind, 'released');
       // An attach cancelled before its OpenSlot arrived: its producer is told the cancel when the
       // OpenSlot comes, not a bare UnknownSlot (docs/protocol.md §10.3).
       if (bind.earlySignal === 2 && bind.peer !== null && this.peerAlive(bind.peer)) {
-        this.#cancelledAttaches.set(sessionKey(bind.sessionId), bind);
-        this.#armSweep();
+        this.#binds.cancelled(bind);
+        this.#timer.armSweep();
       }
     }
   }
 
   /** IngressHost: an OpenSlot for an attach its consumer already cancelled gets the cancel. */
   claimCancelled(anchorId: bigint, sessionId: bigint, peer: PeerId, lane: number, slot: number): boolean {
-    const key = sessionKey(sessionId);
-    const b = this.#cancelledAttaches.get(key);
-    if (b === undefined || b.sessionId !== sessionId || b.anchorId !== anchorId || b.peer !== peer) return false;
-    this.#cancelledAttaches.delete(key);
+    if (!this.#binds.takeCancelled(anchorId, sessionId, peer)) return false;
     // Both replies in one inbox, so they go as a pair in one batch. batcherFor never returns a
     // retired batcher, and only retirement closes an inbox.
-    const inbox = this.batcherFor(peer, lane).inbox;
+    const inbox = this.#lanes.batcherFor(peer, lane).inbox;
     inbox.postReplyClose(slot, CloseReason.UnknownSlot);
     inbox.postReplyLifecycle(slot, sessionId, true);
     return true;
-  }
-
-  /** Cancelled attaches whose accept deadline passed: a later OpenSlot is refused as unknown. */
-  #expireCancelled(now: number): void {
-    for (const [key, b] of this.#cancelledAttaches) if (b.deadline <= now) this.#cancelledAttaches.delete(key);
   }
 
   /** A consumer stop (cancel=false) or cancel for a claimed bind: a LifecycleSlot to the owner. */
@@ -559,7 +376,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       bind.earlySignal = Math.max(bind.earlySignal, cancel ? 2 : 1);
       return;
     }
-    this.batcherFor(slot.peer, slot.lane).inbox.postReplyLifecycle(slot.id, bind.sessionId, cancel);
+    this.#lanes.batcherFor(slot.peer, slot.lane).inbox.postReplyLifecycle(slot.id, bind.sessionId, cancel);
   }
 
   // ───────────────────────── egress: opening slots ─────────────────────────
@@ -578,7 +395,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     let last: unknown;
     for (let attempt = 0; attempt < CONNECT_ATTEMPTS; attempt++) {
       try {
-        return await this.batcherFor(peer, l).openSlot(anchorId, sessionId, credit, owner, slotByteBudget);
+        return await this.#lanes.batcherFor(peer, l).openSlot(anchorId, sessionId, credit, owner, slotByteBudget);
       } catch (e) {
         last = e;
         if (!(e instanceof MuxError && e.code === 'ERR_CLOSED')) throw e;
@@ -589,23 +406,21 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
 
   /**
    * Register a producer for heartbeats at its consumer-advertised interval (at least
-   * {@link HEARTBEAT_FLOOR_MS}); the first is due one interval from now. The node's one timer wakes
+   * `HEARTBEAT_FLOOR_MS`); the first is due one interval from now. The node's one timer wakes
    * for the earliest heartbeat due, so a stream beats at its interval (up to a tenth early, when
    * that lets it share a wake), not on the sweep tick.
    */
   addHeartbeat(sender: HeartbeatSender): void {
-    if (this.#closed) return;
-    const due = this.#heartbeats.add(sender, this.runtime.now());
-    if (!Number.isNaN(due) && (this.#sweepTimer === null || due < this.#timerAt)) this.#arm();
+    this.#timer.addHeartbeat(sender);
   }
 
   removeHeartbeat(sender: HeartbeatSender): void {
-    this.#heartbeats.remove(sender);
+    this.#timer.removeHeartbeat(sender);
   }
 
   /** `flushBatch()`: kick every batcher. Synchronous; never throws. */
   flushBatch(): void {
-    for (const arr of this.#batchers.values()) {
+    for (const arr of this.#lanes.allBatchers()) {
       for (const b of arr) {
         if (b === undefined || b.retired) continue;
         try {
@@ -619,56 +434,15 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
 
   // ───────────────────────── sweep ─────────────────────────
 
-  /** Arm the node timer if it is not armed (the sweep is due one interval from now). */
-  #armSweep(): void {
-    if (this.#sweepTimer !== null || this.#closed) return;
-    this.#arm();
-  }
-
-  /** (Re)arm the node timer for the next sweep or the earliest heartbeat, whichever is first. */
-  #arm(): void {
-    if (this.#closed) return;
-    const now = this.runtime.now();
-    if (Number.isNaN(this.#sweepDue)) this.#sweepDue = now + this.config.creditSweepInterval;
-    const at = Math.min(this.#sweepDue, this.#heartbeats.next());
-    if (this.#sweepTimer !== null) {
-      if (this.#timerAt <= at) return;
-      this.runtime.clearTimer(this.#sweepTimer);
-    }
-    this.#timerAt = at;
-    this.#sweepTimer = this.runtime.setTimer(this.#onTimer, Math.max(0, at - now));
-  }
-
-  #onTimer = (): void => {
-    this.#sweepTimer = null;
-    this.#timerAt = Number.NaN;
-    const now = this.runtime.now();
-    const sweeping = now >= this.#sweepDue;
-    try {
-      if (sweeping) {
-        this.#sweepDue = Number.NaN;
-        this.sweep();
-      } else this.#heartbeats.run(now);
-    } finally {
-      // One failing visit must not stop bind expiry, watchdogs and the backstop credit walk.
-      if (!sweeping || this.#hasWork()) this.#arm();
-    }
-  };
-
   #hasWork(): boolean {
     return (
-      this.#batcherList.length > 0 ||
-      this.#tableList.length > 0 ||
-      this.#binds.size > 0 ||
-      this.#heartbeats.size > 0 ||
-      this.#cancelledAttaches.size > 0 ||
-      this.#stageOut.pending > 0
+      this.#lanes.batchers.length > 0 || this.#lanes.tables.length > 0 || this.#binds.busy || this.#stageOut.pending > 0
     );
   }
 
   /** Keep the sweep running while the node has work (called when work appears). */
   touch(): void {
-    this.#armSweep();
+    this.#timer.armSweep();
   }
 
   /**
@@ -679,106 +453,19 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
   sweep(): void {
     if (this.#closed) return;
     const now = this.runtime.now();
-    const tables = this.#tableList;
+    const tables = this.#lanes.tables;
     for (let i = 0; i < tables.length; i++) if (tables[i]!.liveSlots > 0) tables[i]!.sweep();
-    if (this.#attachDeadlines.pending || this.#prebindDeadlines.pending) this.#expireBinds(now);
-    if (this.#cancelledAttaches.size > 0) this.#expireCancelled(now);
-    // A window is the advertised interval, on the sweep tick: never shorter than a producer beats.
-    if (now - this.#lastWatchdog >= Math.max(HEARTBEAT_FLOOR_MS, this.config.heartbeatInterval)) {
-      this.#lastWatchdog = now;
-      this.#watchdogWindow();
-    }
-    if (this.#heartbeats.size > 0) this.#heartbeats.run(now);
+    this.#binds.expire(now);
+    this.#watchdog.tick(now, tables);
+    this.#timer.beat(now);
     // Backstop for records larger than a batch: released bytes the immediate conditions kept back.
-    if (this.#windowsIn.size > 0) for (const w of this.#windowsIn.values()) w.flushIfPending();
+    this.#windows.flushPending();
     this.#stageOut.expire(now);
     this.#checkBatchers(now);
   }
 
-  #expireBinds(now: number): void {
-    const live = this.#binds.size;
-    this.#attachDeadlines.expire(now, live, this.#expireBind);
-    this.#prebindDeadlines.expire(now, live, this.#expireBind);
-  }
-
-  #expireBind = (b: Bind): void => {
-    this.metrics.unclaimedBindReaped++;
-    b.buffer.pushForced(FrameKind.Dropped, undefined);
-    b.buffer.close();
-    this.bindEnded(b, 'expired');
-  };
-
-  /** One heartbeat window of every stream watchdog (docs/protocol.md §10.8 "Watchdog"). */
-  #watchdogWindow(): void {
-    const limit = this.config.detectionMultiplier;
-    const tables = this.#tableList;
-    // A sender blocked by this node's window cannot heartbeat (its heartbeat would overtake its
-    // queue), like one without credit: no window of a peer whose window may block it counts as dead.
-    // Any record up to stagedPayloadMax may be the one blocked, so with the default (64 MiB > the
-    // window) that is any peer this node holds or owes released bytes for.
-    const largest = this.config.stagedPayloadMax;
-    for (let i = 0; i < tables.length; i++) {
-      {
-        const t = tables[i]!;
-        if (t.liveSlots === 0) continue;
-        const w = this.#windowsIn.get(t.peer);
-        const windowWait = w !== undefined && w.account.mayBlock(Math.max(largest, w.account.maxBatch));
-        const fire: IngressSlot[] = [];
-        let excused = false;
-        for (const s of t.slots()) {
-          const silent = s.arrivals === s.lastArrivals && !s.senderStarved;
-          if (silent && windowWait) excused = true;
-          s.lastArrivals = s.arrivals;
-          s.deadWindows = silent && !windowWait ? s.deadWindows + 1 : 0;
-          if (s.deadWindows >= limit) fire.push(s);
-        }
-        for (const s of fire) t.watchdogFire(s);
-        // Excused slots prove nothing about their sender: the peer itself must answer a ping.
-        if (excused) this.#windowHealthCheck(t.peer);
-      }
-    }
-    // An answered attach whose OpenSlot never arrives is a silent stream like any other: the same
-    // watchdog ends it after the same windows, not the accept window a minute later.
-    if (this.#attachDeadlines.pending) {
-      this.#attachDeadlines.forEachWaiting(this.#watchBind);
-      const silent = this.#silentBinds;
-      for (let i = 0; i < silent.length; i++) this.#dropSilentBind(silent[i]!);
-      silent.length = 0;
-    }
-  }
-
-  /** One watchdog window of an unclaimed attach bind: excused while its peer's window may block it. */
-  #watchBind = (b: Bind): void => {
-    const peer = b.peer!;
-    const w = this.#windowsIn.get(peer);
-    if (w !== undefined && w.account.mayBlock(Math.max(this.config.stagedPayloadMax, w.account.maxBatch))) {
-      b.deadWindows = 0;
-      this.#windowHealthCheck(peer);
-      return;
-    }
-    if (++b.deadWindows >= this.config.detectionMultiplier) this.#silentBinds.push(b);
-  };
-
-  /** The watchdog ends an attach whose OpenSlot never came: Dropped to its consumer, counted as a firing. */
-  #dropSilentBind(b: Bind): void {
-    if (b.claimed || b.ended) return;
-    if ((b.anchorId & MPSC_ANCHOR_BIT) === 0n) this.metrics.watchdogFirings++;
-    b.buffer.clear();
-    b.buffer.pushForced(FrameKind.Dropped, undefined);
-    b.buffer.close();
-    this.bindEnded(b, 'dropped');
-  }
-
-  /** A health check of a peer whose silent slots the window excused, at most once per health-check interval. */
-  #windowHealthCheck(peer: PeerId): void {
-    const now = this.runtime.now();
-    if (now - (this.#windowPings.get(peer) ?? Number.NEGATIVE_INFINITY) < this.config.healthCheckInterval) return;
-    this.#windowPings.set(peer, now);
-    this.#healthCheck(peer);
-  }
-
   #checkBatchers(now: number): void {
-    const list = this.#batcherList;
+    const list = this.#lanes.batchers;
     if (list.length === 0) return;
     const idleTicks = Math.max(1, Math.floor(this.config.batcherIdleTtl / this.config.creditSweepInterval));
     let healthPeer: PeerId | null = null;
@@ -792,11 +479,11 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       const { peer, lane } = b;
       if (b.liveSlots > 0 && now - b.lastHealthCheck >= this.config.healthCheckInterval) {
         // One health check per peer per interval, whatever its lane count.
-        for (const x of this.#batchers.get(peer) ?? []) if (x !== undefined) x.lastHealthCheck = now;
+        for (const x of this.#lanes.batchersOf(peer)) if (x !== undefined) x.lastHealthCheck = now;
         if (healthPeer !== peer) this.#healthCheck(peer);
         healthPeer = peer;
       }
-      const ingressLive = this.#tables.get(peer)?.[lane]?.liveSlots ?? 0;
+      const ingressLive = this.#lanes.tableAt(peer, lane)?.liveSlots ?? 0;
       if (b.idle && ingressLive === 0) {
         if (++b.idleTicks >= idleTicks) {
           const left = b.retire();
@@ -805,16 +492,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
         }
       } else b.idleTicks = 0;
     }
-    if (removed) this.#pruneBatchers();
-  }
-
-  /** Drop retired batchers from the registry and the sweep list. */
-  #pruneBatchers(): void {
-    this.#batcherList = this.#batcherList.filter((b) => !b.retired);
-    for (const [peer, arr] of this.#batchers) {
-      for (let lane = 0; lane < arr.length; lane++) if (arr[lane]?.retired) arr[lane] = undefined;
-      if (arr.every((b) => b === undefined)) this.#batchers.delete(peer);
-    }
+    if (removed) this.#lanes.prune();
   }
 
   #healthCheck(peer: PeerId): void {
@@ -828,7 +506,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
       );
       try {
         // The code travels in the GOAWAY: the peer learns it failed a health check (docs/protocol.md
-        // docs/protocol.md §3.4), not that this node closed normally.
+        // §3.4), not that this node closed normally.
         this.#messenger.disconnect(
           peer,
           new LanemuxErrorClass('ERR_HEALTH_CHECK_FAILED', `health check of ${peer} failed`, {
@@ -850,7 +528,7 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
     if (current !== undefined && current.epoch !== ev.epoch) {
       // An older link of a peer that is connected again: only batches pinned to that link are
       // lost. Its batchers die an epoch (their slots fail once); the new link's ingress stays.
-      for (const b of this.#batchers.get(ev.peer) ?? []) {
+      for (const b of this.#lanes.batchersOf(ev.peer)) {
         if (b !== undefined && !b.retired && b.linkEpoch !== undefined && b.linkEpoch !== current.epoch)
           b.epochDeath(error);
       }
@@ -861,41 +539,21 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
 
   /** Epoch death on every lane toward `peer`; with `ingressToo`, retire its ingress tables (Dropped each). */
   #failPeer(peer: PeerId, error: LanemuxError, ingressToo: boolean): void {
-    const arr = this.#batchers.get(peer);
-    if (arr) for (const b of arr) if (b !== undefined && !b.retired && b.liveSlots > 0) b.epochDeath(error);
+    const arr = this.#lanes.batchersOf(peer);
+    for (const b of arr) if (b !== undefined && !b.retired && b.liveSlots > 0) b.epochDeath(error);
     if (!ingressToo) return;
     this.#stageOut.peerGone(peer);
     this.#stageIn.peerGone(peer);
-    if (arr) {
+    if (arr.length > 0) {
       for (const b of arr) if (b !== undefined && !b.retired) b.retire(error);
-      this.#pruneBatchers();
+      this.#lanes.prune();
     }
-    // Binds this peer was answered and never claimed: its link (and the batcher that would open
-    // them) is gone, so they end now (Dropped), not an accept window later against a reconnected
-    // peer's fresh lane load.
-    for (const b of [...this.#binds.values()]) {
-      if (b.peer !== peer || b.claimed) continue;
-      b.buffer.pushForced(FrameKind.Dropped, undefined);
-      b.buffer.close();
-      this.bindEnded(b, 'dropped');
-    }
-    for (const [key, b] of this.#cancelledAttaches) if (b.peer === peer) this.#cancelledAttaches.delete(key);
-    const tables = this.#tables.get(peer);
-    if (tables) {
-      for (const t of tables) if (t !== undefined) t.retireAll();
-      this.#tables.delete(peer);
-      this.#tableList = this.#tableList.filter((t) => t.peer !== peer);
-      this.#budgets.delete(peer);
-      this.#load.forget(peer);
-    }
-    this.#egress.get(peer)?.close();
-    this.#egress.delete(peer);
-    const w = this.#windowsIn.get(peer);
-    if (w !== undefined) {
-      w.dead = true;
-      this.#windowsIn.delete(peer);
-    }
-    this.#windowPings.delete(peer);
+    // Binds answered to this peer and never claimed: its link (and the batcher that would open
+    // them) is gone, so they end now (Dropped).
+    this.#binds.peerGone(peer);
+    if (this.#lanes.retireTables(peer)) this.#binds.load.forget(peer);
+    this.#windows.forget(peer);
+    this.#watchdog.forget(peer);
   }
 
   /**
@@ -903,9 +561,8 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
    * answered to it. Such a link must not be closed as idle or evicted (the messenger asks).
    */
   busy(peer: PeerId): boolean {
-    for (const b of this.#batchers.get(peer) ?? []) if (b !== undefined && b.liveSlots > 0) return true;
-    for (const t of this.#tables.get(peer) ?? []) if (t !== undefined && t.liveSlots > 0) return true;
-    const load = this.#load.peek(peer);
+    if (this.#lanes.live(peer)) return true;
+    const load = this.#binds.load.peek(peer);
     if (load !== undefined) for (let i = 0; i < load.length; i++) if (load[i]! > 0) return true;
     return false;
   }
@@ -919,29 +576,15 @@ export class Mux implements BatcherHost, IngressHost, PeerWindowHost {
   close(): void {
     if (this.#closed) return;
     // Stop sending first: what producers handed over before close() is written, then retired.
-    for (const b of this.#batcherList) if (!b.retired) b.kick();
-    for (const arr of this.#batchers.values()) for (const b of arr) if (b !== undefined && !b.retired) b.retire();
-    this.#batchers.clear();
-    this.#batcherList = [];
-    for (const t of this.#tableList) t.retireAll();
-    this.#tables.clear();
-    this.#tableList = [];
-    for (const b of [...this.#binds.values()]) {
-      b.buffer.pushForced(FrameKind.Dropped, undefined);
-      b.buffer.close();
-      this.bindEnded(b, 'dropped');
-    }
-    for (const w of this.#windowsIn.values()) w.dead = true;
-    this.#windowsIn.clear();
-    for (const e of this.#egress.values()) e.close();
+    this.#lanes.close();
+    this.#binds.dropAll();
+    this.#windows.close();
     // Staged transfers die with the node: nothing would expire them once the sweep stops.
     this.#stageOut.close();
     this.#stageIn.close();
     this.#closed = true;
-    if (this.#sweepTimer !== null) this.runtime.clearTimer(this.#sweepTimer);
-    this.#sweepTimer = null;
+    this.#timer.close();
     for (const u of this.#unsubscribe) u();
-    this.#heartbeats.clear();
-    this.#cancelledAttaches.clear();
+    this.#binds.clearCancelled();
   }
 }

@@ -16,7 +16,7 @@
 import type { ReceiveWindow } from '../credit/peer-window.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import type { PeerId } from '../messenger/types.ts';
-import type { IngressWindow } from './ingress.ts';
+import type { IngressWindow } from './ingress-window.ts';
 
 /** Handler name of the peer-window update (one-way; body: u64 big-endian released bytes). */
 export const WINDOW_HANDLER = '_stream_window';

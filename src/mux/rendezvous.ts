@@ -1,7 +1,7 @@
 /**
  * Rendezvous transfers: a record larger than the batch cap goes alone, in a singleton batch that
- * the receiver pulls in chunks instead of the sender pushing it down the ordered lane (seed
- * chapter "The batch size cap", "Ordering is per slot", "A record refused for its size").
+ * the receiver pulls in chunks instead of the sender pushing it down the ordered lane
+ * (docs/protocol.md §8.1).
  *
  * Sender: the singleton's bytes are kept here, and a small descriptor (`_rv_stage`) goes on the
  * slot's lane. The descriptor's admission is the singleton's resolution: it lifts the slot's fence,

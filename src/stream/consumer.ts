@@ -13,6 +13,7 @@ import type { DecodedFrame } from '../wire/frame.ts';
 import { StreamAnchor } from './anchor.ts';
 import type { AnchorHost, WaitingFeed } from './anchor.ts';
 import { attachOk, attachRequestSchema, anchorRefSchema } from './attach-messages.ts';
+import { muxTerms, pendPerStream, perStreamTerms } from './attach-answer.ts';
 import { encodeTicket } from './ticket.ts';
 import { StreamError } from './errors.ts';
 import { formatHandle, parseHandle } from './handle.ts';
@@ -252,14 +253,7 @@ export class ConsumerSide implements AnchorHost {
         }
         // Adopt the unclaimed pre-bind: the ticket's session and terms.
         this.#s.metrics.anchorOperation('attach', 'success', 'mux');
-        return attachOk({
-          key: MESSENGER_MUX_KEY,
-          heartbeatMs: this.#s.config.heartbeatInterval,
-          session: bind.sessionId,
-          credit: bind.limit,
-          budget: bind.slotByteBudget,
-          lane: bind.lane,
-        });
+        return attachOk(muxTerms(this.#s, bind));
       }
       return refuse(
         this.#s.metrics,
@@ -271,48 +265,21 @@ export class ConsumerSide implements AnchorHost {
       const bind = mux!.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey);
       anchor._feed(bind.buffer, 'mux', bind);
       this.#s.metrics.anchorOperation('attach', 'success', 'mux');
-      return attachOk({
-        key: MESSENGER_MUX_KEY,
-        heartbeatMs: this.#s.config.heartbeatInterval,
-        session: bind.sessionId,
-        credit: bind.limit,
-        budget: bind.slotByteBudget,
-        lane: bind.lane,
-      });
+      return attachOk(muxTerms(this.#s, bind));
     }
     if (this.#s.perStreamEndpoint !== null && (keys.length === 0 || keys.includes(TCP_STREAM_KEY))) {
-      const session = randomU64(this.#s.runtime);
       // The anchor waits on the buffer the connection will fill, so a reader parked on it is woken by
       // the first frame; feeding it also marks the anchor taken (a second attach is refused).
       const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
-      const key = `${anchor.localId}:${session}`;
       const pending: PendingPerStream = { anchor, buffer };
-      this.#s.perStreamBinds.set(key, pending);
-      // The accept window: a producer that never dials must not leave the anchor waiting forever.
-      // (The legacy path keeps one timer per pending attach, as it did per stream.)
-      this.#s.runtime.setTimer(() => {
-        const pending = this.#s.perStreamBinds.get(key);
-        if (pending === undefined || pending.anchor !== anchor) return;
-        this.#s.perStreamBinds.delete(key);
-        this.#s.metrics.unclaimedBindReaped++;
-        buffer.pushForced(FrameKind.Dropped, undefined);
-        buffer.close();
-      }, this.#s.config.acceptWindow);
+      const { session, key } = pendPerStream(this.#s, pending);
       anchor._feed(buffer, 'legacy', null, null, session, from, (error) => {
         // A waiting sender the anchor will never read: forget its pending attach, or drop its connection.
         if (this.#s.perStreamBinds.get(key) === pending) this.#s.perStreamBinds.delete(key);
         pending.abort?.(error);
       });
       this.#s.metrics.anchorOperation('attach', 'success', TCP_STREAM_KEY);
-      return attachOk({
-        key: TCP_STREAM_KEY,
-        heartbeatMs: this.#s.config.heartbeatInterval,
-        session,
-        credit: 0,
-        budget: 0,
-        lane: 0,
-        endpoint: this.#s.perStreamEndpoint,
-      });
+      return attachOk(perStreamTerms(this.#s, session, this.#s.perStreamEndpoint));
     }
     return refuse(this.#s.metrics, `no common streaming transport (offered: ${keys.join(', ') || 'none'})`);
   }

@@ -9,7 +9,6 @@ import type { BindOwner } from '../mux/bind.ts';
 import { SlotBuffer } from '../mux/slot-buffer.ts';
 import { randomU64 } from '../runtime/runtime.ts';
 import { MESSENGER_MUX_KEY, MPSC_ANCHOR_BIT, TCP_STREAM_KEY } from '../wire/constants.ts';
-import { FrameKind } from '../wire/frame.ts';
 import {
   MPSC_ATTACH_HANDLER,
   attachRequestSchema,
@@ -18,6 +17,7 @@ import {
   mpscCancelRequestSchema,
   mpscDetachRequestSchema,
 } from './attach-messages.ts';
+import { muxTerms, pendPerStream, perStreamTerms } from './attach-answer.ts';
 import { StreamError } from './errors.ts';
 import { formatHandle, parseHandle } from './handle.ts';
 import { MPSC_MAX_SENDERS, MpscAnchor, MpscFeed } from './mpsc-anchor.ts';
@@ -25,7 +25,7 @@ import type { MpscAnchorOptions, MpscHost } from './mpsc-anchor.ts';
 import { MpscSender } from './mpsc-sender.ts';
 import { LocalPort } from './port.ts';
 import type { StreamSender } from './sender.ts';
-import { ANCHOR_CHANNEL_DEPTH, refuse, type NodeState } from './node-state.ts';
+import { ANCHOR_CHANNEL_DEPTH, refuse, type NodeState, type PendingPerStream } from './node-state.ts';
 import type { UnattachedReaper } from './unattached.ts';
 import type { ProducerSide, AttachOptions } from './producer.ts';
 
@@ -99,52 +99,22 @@ export class MpscHostSide implements MpscHost {
       feed.lifecycle = (cancel) => mux.signalLifecycle(bind, cancel);
       anchor._add(feed);
       this.#s.metrics.anchorOperation('attach', 'success', 'mux');
-      return mpscAttachOk({
-        key: MESSENGER_MUX_KEY,
-        heartbeatMs: this.#s.config.heartbeatInterval,
-        session: bind.sessionId,
-        credit: bind.limit,
-        budget: bind.slotByteBudget,
-        lane: bind.lane,
-        senderId,
-      });
+      return mpscAttachOk({ ...muxTerms(this.#s, bind), senderId });
     }
     if (this.#s.perStreamEndpoint !== null && (keys.length === 0 || keys.includes(TCP_STREAM_KEY))) {
       const senderId = anchor._nextSenderId();
-      const session = randomU64(this.#s.runtime);
       const buffer = new SlotBuffer(ANCHOR_CHANNEL_DEPTH);
       const feed = new MpscFeed(senderId, 'legacy', buffer, from, null);
-      const key = `${anchor.localId}:${session}`;
-      const pending: { anchor: MpscAnchor<unknown>; buffer: SlotBuffer; feed: MpscFeed; stop?: boolean } = {
-        anchor,
-        buffer,
-        feed,
-      };
-      this.#s.perStreamBinds.set(key, pending);
+      const pending: PendingPerStream = { anchor, buffer, feed };
+      const { session, key } = pendPerStream(this.#s, pending);
       // Until the connection arrives, closing the feed just forgets the pending attach, and a stop waits for it.
       feed.release = () => this.#s.perStreamBinds.delete(key);
       feed.lifecycle = (cancel) => {
         if (!cancel) pending.stop = true;
       };
-      this.#s.runtime.setTimer(() => {
-        if (this.#s.perStreamBinds.get(key)?.feed !== feed) return;
-        this.#s.perStreamBinds.delete(key);
-        this.#s.metrics.unclaimedBindReaped++;
-        buffer.pushForced(FrameKind.Dropped, undefined);
-        buffer.close();
-      }, this.#s.config.acceptWindow);
       anchor._add(feed);
       this.#s.metrics.anchorOperation('attach', 'success', TCP_STREAM_KEY);
-      return mpscAttachOk({
-        key: TCP_STREAM_KEY,
-        heartbeatMs: this.#s.config.heartbeatInterval,
-        session,
-        credit: 0,
-        budget: 0,
-        lane: 0,
-        endpoint: this.#s.perStreamEndpoint,
-        senderId,
-      });
+      return mpscAttachOk({ ...perStreamTerms(this.#s, session, this.#s.perStreamEndpoint), senderId });
     }
     return refuse(this.#s.metrics, `no common streaming transport (offered: ${keys.join(', ') || 'none'})`);
   }
@@ -182,7 +152,7 @@ export class MpscHostSide implements MpscHost {
     if ((h.localId & MPSC_ANCHOR_BIT) === 0n)
       throw new StreamError('ERR_ATTACH_REFUSED', 'the handle is not an MPSC anchor: use attachAnchor');
     if (h.workerId === this.#s.workerId) return this.#attachMpscLocal<T>(h.localId, options);
-    const peer = this.#producer.peerOf(h);
+    const peer = await this.#producer.peerOf(h, options);
     const raw = await this.#producer.requestAttach(peer, MPSC_ATTACH_HANDLER, h, options);
     const parsed = mpscAttachResponseSchema.safeParse(raw);
     if (!parsed.success)

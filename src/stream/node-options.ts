@@ -19,7 +19,7 @@ import {
   MESSENGER_MUX_KEY,
   MIN_MAX_MESSAGE_SIZE,
 } from '../wire/constants.ts';
-import { systemRuntime, type Runtime } from '../runtime/runtime.ts';
+import { RUNTIME_SHAPE, isRuntime, systemRuntime, type Runtime } from '../runtime/runtime.ts';
 import type { NodeOptions } from './node.ts';
 
 /** Longest `unattachedTimeout`, ms: one day, like the mux's accept windows (and far below the 2^31 − 1 ms a timer can wait). */
@@ -38,14 +38,7 @@ const withMethods = <T>(what: string, names: readonly string[]) =>
     `not ${what} (needs ${names.join(', ')})`,
   );
 
-const runtimeSchema = withMethods<Runtime>('a Runtime', [
-  'now',
-  'setTimer',
-  'clearTimer',
-  'macrotask',
-  'randomBytes',
-  'env',
-]);
+const runtimeSchema = z.custom<Runtime>(isRuntime, RUNTIME_SHAPE);
 
 const MESSENGER_METHODS = [
   'on',
@@ -138,7 +131,7 @@ export function validateNodeOptions(options: NodeOptions): ResolvedMuxConfig {
     add('transports', 'give a messenger or at least one transport');
   }
   const given = o['runtime'];
-  const runtime = given !== undefined && runtimeSchema.safeParse(given).success ? (given as Runtime) : systemRuntime();
+  const runtime = isRuntime(given) ? given : systemRuntime();
   const killSwitch = runtime.env('LANEMUX_MUX_DISABLE') ?? runtime.env('VELO_MESSENGER_MUX_DISABLE');
   let config: ResolvedMuxConfig | undefined;
   try {

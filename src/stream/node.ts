@@ -17,7 +17,17 @@
 import type { Authenticate, CredentialSource } from '../transport/auth.ts';
 import { defineAsyncDispose } from '../runtime/dispose.ts';
 import { MuxMetrics } from '../metrics/mux-metrics.ts';
-import type { DialEndedEvent, Messenger, PeerId } from '../messenger/types.ts';
+import type {
+  ConnectOptions,
+  DialEndedEvent,
+  Messenger,
+  PeerEvent,
+  PeerEventsOptions,
+  PeerId,
+  PeerStateEvent,
+  WaitOptions,
+} from '../messenger/types.ts';
+import { onPeerState, peerEvents, readyAt } from './peer-wait.ts';
 import { validateNodeOptions } from './node-options.ts';
 import { createMessenger } from '../messenger/messenger.ts';
 import type { TransportAdapter } from '../transport/port.ts';
@@ -80,7 +90,10 @@ export interface NodeOptions {
   readonly perStream?: PerStreamTransport;
   /** Metrics registry. Defaults to a new `MuxMetrics` with the reference's names. */
   readonly metrics?: MuxMetrics;
-  /** Clock, timers and randomness. Defaults to the current runtime's. */
+  /**
+   * Clock, timers and randomness of the whole node: the mux and streams, and the messenger it builds
+   * with its transport and adapters (a messenger passed in keeps its own). Defaults to the current runtime's.
+   */
   readonly runtime?: Runtime;
 }
 
@@ -176,8 +189,12 @@ export class LanemuxNode {
     return this.#s.config;
   }
 
-  /** Connect to a peer node; resolves with its worker id (hex) once the hello exchange is done. */
-  async connect(address: string, options: { signal?: AbortSignal } = {}): Promise<PeerId> {
+  /**
+   * Connect to a peer node; resolves with its worker id (hex) once the hello exchange is done, and
+   * rejects within `timeoutMs` (default 10,000) otherwise. `reconnect: true` keeps the link up on
+   * every transport (TCP and memory too), see `ConnectOptions`.
+   */
+  async connect(address: string, options: ConnectOptions = {}): Promise<PeerId> {
     const peer = await this.#s.messenger.connect(address, options);
     this.#s.mux?.touch();
     return peer.id;
@@ -190,6 +207,28 @@ export class LanemuxNode {
    */
   onDialEnded(listener: (event: DialEndedEvent) => void): () => void {
     return this.#s.messenger.onDialEnded(listener);
+  }
+
+  /**
+   * Resolves with the peer's worker id once a link to `address` is up, now or after a reconnect;
+   * rejects on timeout (default 10,000 ms), abort, close, or when the peer there is gone with
+   * nothing left to dial it (see `Messenger.ready`).
+   */
+  ready(address: string, options?: WaitOptions): Promise<PeerId> {
+    return readyAt(this.#s.messenger, address, options);
+  }
+
+  /**
+   * Called at each step of each peer's life — `up`, `down`, `reconnecting`, `resumed`, `gone`, in
+   * that order (see `PeerStateType`). Returns an unsubscribe function.
+   */
+  onPeerState(listener: (event: PeerStateEvent) => void): () => void {
+    return onPeerState(this.#s.messenger, listener);
+  }
+
+  /** The peer lifecycle as an async iterator with a bounded queue (see `Messenger.peerEvents`). */
+  peerEvents(options?: PeerEventsOptions): AsyncIterableIterator<PeerEvent> {
+    return peerEvents(this.#s.messenger, options);
   }
 
   /** @internal True while streams with `peer` are live or answered (the messenger keeps such links). */
@@ -372,6 +411,8 @@ export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
       ...(options.credential !== undefined ? { credential: options.credential } : {}),
       // The sender toward us keeps at most this many bytes of mux data unreleased (docs/protocol.md §3.3).
       ...(config.enabled ? { receiveWindow: config.peerByteBudget } : {}),
+      // One clock for the whole node: the messenger, its transport and the adapters' connections too.
+      runtime,
     });
   }
   const node = new LanemuxNode(

@@ -5,7 +5,8 @@
  */
 import type { LanemuxError } from '../errors.ts';
 import { resolveLimits } from '../credit/negotiate.ts';
-import type { PeerId } from '../messenger/types.ts';
+import type { PeerId, WaitOptions } from '../messenger/types.ts';
+import { waitForPeer } from './peer-wait.ts';
 import type { EgressSlot, EgressSlotOwner, Retirement } from '../mux/egress-slot.ts';
 import type { HeartbeatSender } from '../mux/heartbeats.ts';
 import { SlotBuffer } from '../mux/slot-buffer.ts';
@@ -110,7 +111,7 @@ export class ProducerSide {
     if ((h.localId & MPSC_ANCHOR_BIT) !== 0n)
       throw new StreamError('ERR_ATTACH_REFUSED', 'the handle is an MPSC anchor: use attachMpscAnchor');
     if (h.workerId === this.#s.workerId) return this.#attachLocal<T>(h.localId, options);
-    const peer = this.peerOf(h);
+    const peer = await this.peerOf(h, options);
     const raw = await this.requestAttach(peer, ATTACH_HANDLER, h, options);
     const parsed = attachResponseSchema.safeParse(raw);
     if (!parsed.success)
@@ -129,13 +130,9 @@ export class ProducerSide {
     );
   }
 
-  /** The connected peer of the handle's worker; throws `ERR_UNKNOWN_PEER`. */
-  peerOf(h: AnchorHandle): PeerId {
-    const peer = workerKey(h.workerId);
-    if (this.#s.messenger.peer(peer) === undefined) {
-      throw new StreamError('ERR_UNKNOWN_PEER', `no connected peer has worker id ${peer}; connect to it first`);
-    }
-    return peer;
+  /** The connected peer of the handle's worker, waiting for one whose link is coming back; rejects `ERR_UNKNOWN_PEER`. */
+  peerOf(h: AnchorHandle, options: WaitOptions = {}): Promise<PeerId> {
+    return waitForPeer(this.#s.messenger, workerKey(h.workerId), options);
   }
 
   /** Send an attach request (`_anchor_attach` or `_mpsc_anchor_attach`) offering this node's transports. */
@@ -267,7 +264,9 @@ export class ProducerSide {
     }
     const peer = workerKey(h.workerId);
     if (this.#s.messenger.peer(peer) === undefined)
-      throw new StreamError('ERR_UNKNOWN_PEER', `no connected peer has worker id ${peer}`);
+      return waitForPeer(this.#s.messenger, peer, { signal }).then(() =>
+        this.#openFromTicket<T>(handle, ticket, signal),
+      );
     const noMux = this.#noMuxToward(peer);
     if (noMux !== null) throw noMux;
     const limits = resolveLimits(

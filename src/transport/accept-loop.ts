@@ -6,6 +6,7 @@
  * the next success (as Go's `net/http` server does); the loop ends only when its owner stopped it
  * or the runtime says the listener itself is gone.
  */
+import { systemRuntime, type Runtime, type TimerHandle } from '../runtime/runtime.ts';
 
 /** Error names (Deno's `Deno.errors.*`) that mean the listener is closed, not that one accept failed. */
 const LISTENER_GONE = new Set(['BadResource', 'Interrupted', 'NotConnected']);
@@ -22,8 +23,10 @@ export interface AcceptLoopOptions<C> {
   onAccepted(conn: C): void;
   /** True once the owner closed or replaced the listener: the loop ends. */
   stopped(): boolean;
-  /** Pause between retries (a timer by default; tests inject their own). */
+  /** Pause between retries (a timer of `runtime` by default; tests inject their own). */
   sleep?(ms: number): Promise<void>;
+  /** Clock and timers of the default pause. Defaults to the current runtime's. */
+  readonly runtime?: Runtime | undefined;
 }
 
 /** A running accept loop. */
@@ -36,16 +39,18 @@ export interface AcceptLoop {
 
 /** A back-off pause of the default sleep, so `wake` can end it early. */
 interface Pause {
-  readonly timer: ReturnType<typeof setTimeout>;
+  readonly timer: TimerHandle;
   readonly resolve: () => void;
 }
 
 /** Accept until stopped. */
 export function acceptLoop<C>(o: AcceptLoopOptions<C>): AcceptLoop {
   let pending: Pause | null = null;
+  const rt = o.runtime ?? systemRuntime();
+  // Kept alive like the listener it serves.
   const timerSleep = (ms: number): Promise<void> =>
     new Promise((resolve) => {
-      pending = { timer: setTimeout(resolve, ms), resolve };
+      pending = { timer: rt.setTimer(resolve, ms, true), resolve };
     });
   const sleep = o.sleep ?? timerSleep;
   const done = (async () => {
@@ -75,7 +80,7 @@ export function acceptLoop<C>(o: AcceptLoopOptions<C>): AcceptLoop {
       const p: Pause | null = pending;
       if (p === null) return;
       pending = null;
-      clearTimeout(p.timer);
+      rt.clearTimer(p.timer);
       p.resolve();
     },
   };

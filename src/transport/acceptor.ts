@@ -11,13 +11,8 @@ import { ConnPort, swallow, type HandshakeOwner } from './conn-port.ts';
 import { TransportError } from './errors.ts';
 import { KIND_GOAWAY, decodeGoaway, decodeHello, encodeHello, type Hello } from './hello.ts';
 import type { CloseMode, Connection, TransportAdapter } from './port.ts';
-import { randomBytes, setUnrefTimeout, toHex, type TimerHandle } from './runtime.ts';
+import { randomHex, type TimerHandle } from '../runtime/runtime.ts';
 import type { TransportImpl } from './transport.ts';
-
-/** A fresh claim token: 128 bits from the CSPRNG, as 32 lower-case hex digits. */
-function newClaimToken(): string {
-  return toHex(randomBytes(16));
-}
 
 interface Group {
   readonly key: string;
@@ -79,7 +74,7 @@ export class Acceptor implements HandshakeOwner {
     }
     this.#pending.set(
       port,
-      setUnrefTimeout(() => {
+      this.#t.runtime.setTimer(() => {
         // ERR_CONNECT, not ERR_HANDSHAKE: a slow hello (or a slow authenticate) is worth a retry, and a
         // reconnecting client treats ERR_HANDSHAKE as terminal.
         this.#fail(
@@ -234,7 +229,8 @@ export class Acceptor implements HandshakeOwner {
       lanes,
       ports: new Array<ConnPort | undefined>(lanes).fill(undefined),
       filled: 0,
-      claim: newClaimToken(),
+      // A fresh claim token: 128 bits from the CSPRNG, as 32 lower-case hex digits.
+      claim: randomHex(this.#t.runtime, 16),
       claims: h.claim !== undefined,
       identity,
     };
@@ -325,7 +321,7 @@ export class Acceptor implements HandshakeOwner {
   #clearPending(port: ConnPort): void {
     const timer = this.#pending.get(port);
     if (timer !== undefined) {
-      clearTimeout(timer);
+      this.#t.runtime.clearTimer(timer);
       this.#pending.delete(port);
     }
   }

@@ -1,7 +1,9 @@
 /**
  * The dialler side of the hello (docs/protocol.md §3.3): one dial per address, shared by every
  * `connect` to it; lane 0 first, then lanes 1..L-1, early messages buffered (bounded) until the link
- * is established; reconnects of a reconnecting adapter start a new session (docs/protocol.md §3.5).
+ * is established; every reconnect starts a new session (docs/protocol.md §3.5). A reconnecting
+ * adapter (WebSocket, WebTransport) re-opens lane 0 by itself; for the others a dial with a
+ * {@link ReconnectPolicy} re-dials lane 0 here, with jittered exponential back-off on the runtime.
  *
  * @packageDocumentation
  */
@@ -9,10 +11,20 @@ import { ConfigError, LanemuxError } from '../errors.ts';
 import { MAX_CREDENTIAL_LENGTH } from './auth.ts';
 import { ConnPort, swallow, type HandshakeOwner } from './conn-port.ts';
 import { TransportError, asTransportError, describeThrown } from './errors.ts';
+import { failDial } from './fail-dial.ts';
 import { KIND_GOAWAY, decodeGoaway, decodeHello, encodeGoaway, encodeHello, type Hello } from './hello.ts';
 import { duplicateLink, remoteGoaway, type Link } from './link.ts';
-import { HELLO_FRAME_LIMIT, type Connection, type DialHandle, type TransportAdapter } from './port.ts';
-import { deferred, randomBytes, setUnrefTimeout, type Deferred, type TimerHandle } from './runtime.ts';
+import {
+  HELLO_FRAME_LIMIT,
+  type Connection,
+  type DialEvents,
+  type DialHandle,
+  type DialRequest,
+  type TransportAdapter,
+} from './port.ts';
+import { reconnectDelay, type ReconnectPolicy } from './reconnect.ts';
+import { deferred, type Deferred } from '../runtime/deferred.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import type { TransportImpl } from './transport.ts';
 
 /** Codes after which a dial never retries: the peer will refuse us again the same way (or our own configuration is wrong). */
@@ -25,9 +37,19 @@ const TERMINAL_CODES: ReadonlySet<string> = new Set([
   'ERR_INVALID_CONFIG',
 ]);
 
+/** A link that stayed up this long starts the back-off over (as the WebSocket client's). */
+const STABLE_LINK_MS = 5_000;
+
+/** Whether lanemux's own re-dial may try again after `error` (a terminal refusal or a local close may not). */
+function retryable(error: LanemuxError): boolean {
+  if (error.code === 'ERR_CLOSED') return false;
+  return !TERMINAL_CODES.has(error.code) || error.retryable;
+}
+
 /** A dialler's link-attempt number: 53 random bits (never a guessable counter), nonzero. */
-function randomSession(): number {
-  const b = randomBytes(7);
+function randomSession(rt: Runtime): number {
+  const b = new Uint8Array(7);
+  rt.randomBytes(b);
   const n =
     (b[0]! & 0x1f) * 2 ** 48 +
     b[1]! * 2 ** 40 +
@@ -55,8 +77,24 @@ interface Attempt {
 export class Dial implements HandshakeOwner {
   readonly address: string;
   readonly #t: TransportImpl;
+  readonly #rt: Runtime;
   readonly #adapter: TransportAdapter;
+  /** Ask the adapter to keep lane 0 alive (`DialRequest.reconnect`). */
   readonly #reconnect: boolean;
+  /** lanemux's own re-dial, for an adapter that does not reconnect by itself; undefined: none. */
+  #policy: ReconnectPolicy | undefined;
+  #retryTimer: TimerHandle | undefined;
+  /** Back-off exponent: failed attempts since the last link that stayed up. */
+  #step = 0;
+  /** Attempts in a row that formed no link (bounded by `maxRetries`). */
+  #failures = 0;
+  /** When the link was lost (or the first retry began); undefined while linked. */
+  #downSince: number | undefined;
+  /** Lane 0 opened a connection at least once: the address was reachable. */
+  #everOpened = false;
+  /** A link formed at least once: later losses are re-dialled, and no caller's deadline stops the dial. */
+  #everLinked = false;
+  #linkedAt = 0;
   #lane0: DialHandle | undefined;
   #attempt: Attempt | undefined;
   #link: Link | undefined;
@@ -68,11 +106,25 @@ export class Dial implements HandshakeOwner {
   #remoteWorker: string | undefined;
   #stopped = false;
 
-  constructor(t: TransportImpl, adapter: TransportAdapter, address: string) {
+  /** `reconnect`: the connect's option, resolved (undefined: not given). */
+  constructor(
+    t: TransportImpl,
+    adapter: TransportAdapter,
+    address: string,
+    reconnect: ReconnectPolicy | false | undefined,
+  ) {
     this.#t = t;
+    this.#rt = t.runtime;
     this.#adapter = adapter;
     this.address = address;
-    this.#reconnect = t.options.reconnect;
+    this.#reconnect = reconnect === undefined ? t.options.reconnect : reconnect !== false;
+    this.setPolicy(reconnect);
+  }
+
+  /** The re-dial policy of a later `connect` that gave `reconnect` (an adapter that reconnects keeps its own). */
+  setPolicy(reconnect: ReconnectPolicy | false | undefined): void {
+    if (reconnect === undefined || this.#adapter.reconnects === true) return;
+    this.#policy = reconnect === false ? undefined : reconnect;
   }
 
   /** The established link, if any. */
@@ -112,25 +164,45 @@ export class Dial implements HandshakeOwner {
    */
   leave(error?: LanemuxError): void {
     this.#waiters--;
-    if (error !== undefined && this.#waiters === 0 && this.#link === undefined) this.stop(error);
+    // A dial that keeps a link up outlives the callers waiting for its next link.
+    if (error !== undefined && this.#waiters === 0 && this.#link === undefined && !this.#keepsUp()) this.stop(error);
+  }
+
+  /** A link formed once and the dial re-dials after a loss (by itself or through the adapter). */
+  #keepsUp(): boolean {
+    return this.#everLinked && (this.#policy !== undefined || (this.#reconnect && this.#adapter.reconnects === true));
   }
 
   #dialLane(lane: number): DialHandle {
     const id = this.#t.options.identity;
-    const handle: DialHandle = this.#adapter.dial(
-      {
-        address: this.address,
-        lane,
-        frameLimit: HELLO_FRAME_LIMIT,
-        maxMessageSize: id.maxMessageSize,
-        reconnect: lane === 0 && this.#reconnect,
-        framePolicy: this.#t.framePolicy,
-      },
-      {
-        open: (conn) => this.#onOpen(lane, conn, handle),
-        fail: (error) => this.#onDialFail(lane, error, handle),
-      },
-    );
+    const request: DialRequest = {
+      address: this.address,
+      lane,
+      frameLimit: HELLO_FRAME_LIMIT,
+      maxMessageSize: id.maxMessageSize,
+      reconnect: lane === 0 && this.#reconnect,
+      framePolicy: this.#t.framePolicy,
+      runtime: this.#rt,
+    };
+    let handle: DialHandle | undefined;
+    // Adapters never report from inside dial(); one that does is deferred until its handle is known.
+    const withHandle = (fn: (h: DialHandle) => void): void => {
+      if (handle !== undefined) fn(handle);
+      else queueMicrotask(() => handle !== undefined && fn(handle));
+    };
+    const events: DialEvents = {
+      open: (conn) => withHandle((h) => this.#onOpen(lane, conn, h)),
+      fail: (error) => withHandle((h) => this.#onDialFail(lane, error, h)),
+    };
+    try {
+      handle = this.#adapter.dial(request, events);
+    } catch (cause) {
+      // An adapter that throws fails the dial as a refusal would, so the connect settles at once.
+      handle = failDial(
+        events,
+        asTransportError('ERR_CONNECT', `the ${this.#adapter.name} adapter threw dialling ${this.address}`, cause),
+      );
+    }
     return handle;
   }
 
@@ -142,9 +214,10 @@ export class Dial implements HandshakeOwner {
     }
     let attempt = this.#attempt;
     if (lane === 0) {
+      this.#everOpened = true;
       if (attempt !== undefined)
         this.#failAttempt(new TransportError('ERR_HANDSHAKE', 'lane 0 reconnected during a hello'));
-      const session = randomSession();
+      const session = randomSession(this.#rt);
       attempt = {
         session,
         ports: [],
@@ -154,7 +227,7 @@ export class Dial implements HandshakeOwner {
         answered: 0,
         early: [],
         earlyBytes: 0,
-        timer: setUnrefTimeout(() => {
+        timer: this.#rt.setTimer(() => {
           if (this.#attempt?.session === session) {
             this.#failAttempt(
               new TransportError(
@@ -351,7 +424,7 @@ export class Dial implements HandshakeOwner {
   }
 
   #establish(attempt: Attempt): void {
-    clearTimeout(attempt.timer);
+    this.#rt.clearTimer(attempt.timer);
     const remote = attempt.remote as Hello;
     // The node we dialled names a worker id that already has a live link from another process: the
     // address is not proof of identity, so the live link is kept (and checked), this dial refused.
@@ -362,8 +435,14 @@ export class Dial implements HandshakeOwner {
     }
     this.#attempt = undefined;
     const ports = attempt.ports as ConnPort[];
-    const link = this.#t.register(attempt.remote as Hello, attempt.lanes, ports, (error) =>
-      this.#onLinkGone(link, error, attempt),
+    const link = this.#t.register(
+      attempt.remote as Hello,
+      attempt.lanes,
+      ports,
+      (error) => this.#onLinkGone(link, error, attempt),
+      undefined,
+      undefined,
+      this.address,
     );
     if (ports[0]?.link !== link) {
       // A crossed dial lost the tie-break: `link` is the peer's surviving link to us, and ours was
@@ -376,7 +455,10 @@ export class Dial implements HandshakeOwner {
       return;
     }
     this.#link = link;
-    link.dialAddress = this.address;
+    this.#everLinked = true;
+    this.#linkedAt = this.#rt.now();
+    this.#failures = 0;
+    this.#downSince = undefined;
     for (const [lane, bytes] of attempt.early) {
       if (link.closed) break;
       link.deliver(lane, bytes);
@@ -389,7 +471,9 @@ export class Dial implements HandshakeOwner {
   #onLinkGone(link: Link, error: LanemuxError, attempt: Attempt): void {
     if (this.#link === link) this.#link = undefined;
     for (let lane = 1; lane < attempt.handles.length; lane++) attempt.handles[lane]?.close();
-    this.#afterLoss(error);
+    if (this.#rt.now() - this.#linkedAt >= STABLE_LINK_MS) this.#step = 0;
+    this.#downSince = this.#rt.now();
+    this.#afterLoss(error, false);
   }
 
   #onDialFail(lane: number, error: LanemuxError, handle: DialHandle): void {
@@ -401,7 +485,10 @@ export class Dial implements HandshakeOwner {
     }
     if (handle !== this.#lane0) return;
     this.#lane0 = undefined;
-    this.stop(asTransportError('ERR_CONNECT', `cannot connect to ${this.address}`, error));
+    const err = asTransportError('ERR_CONNECT', `cannot connect to ${this.address}`, error);
+    // A first connect that cannot reach the address fails at once; a re-dial tries again.
+    if (this.#policy !== undefined && this.#everOpened) this.#redial(err, true);
+    else this.stop(err);
   }
 
   /** Abandon the hello in progress. `telling`: send the peer a GOAWAY saying why (it broke the hello). */
@@ -409,7 +496,7 @@ export class Dial implements HandshakeOwner {
     const attempt = this.#attempt;
     if (attempt === undefined) return;
     this.#attempt = undefined;
-    clearTimeout(attempt.timer);
+    this.#rt.clearTimer(attempt.timer);
     for (let lane = 1; lane < attempt.handles.length; lane++) attempt.handles[lane]?.close();
     for (const p of attempt.ports) {
       if (p === undefined) continue;
@@ -417,10 +504,11 @@ export class Dial implements HandshakeOwner {
       if (telling) swallow(p.conn.send(encodeGoaway(error)));
       p.conn.close(error, telling ? 'graceful' : 'abort');
     }
-    this.#afterLoss(error);
+    this.#afterLoss(error, true);
   }
 
-  #afterLoss(error: LanemuxError): void {
+  /** The link was lost, or an attempt failed after lane 0 opened (`failed`): retry or stop. */
+  #afterLoss(error: LanemuxError, failed: boolean): void {
     if (this.#stopped) return;
     const worker = this.#remoteWorker;
     if (error.code === 'ERR_WORKER_ID_IN_USE' && this.#next !== undefined) {
@@ -441,11 +529,69 @@ export class Dial implements HandshakeOwner {
       this.#next = undefined;
       this.#t.whenLinked(worker).then(next.resolve, next.reject);
     }
+    if (this.#policy !== undefined) {
+      this.#redial(error, failed);
+      return;
+    }
     // A reconnecting adapter (partysocket) opens lane 0 again by itself after its back-off; every
     // other case ends the dial. connect() keeps waiting across retries until its own deadline.
-    // A terminal code marked retryable (a hello that timed out) is worth another try.
-    if (!this.#reconnect || !this.#adapterReconnects() || (TERMINAL_CODES.has(error.code) && !error.retryable))
+    // A terminal code marked retryable (a hello that timed out) is worth another try; a local close
+    // (`disconnect`) is not.
+    if (!this.#reconnect || !this.#adapterReconnects() || !retryable(error)) {
       this.stop(error);
+      return;
+    }
+    if (!failed)
+      this.#t.reconnecting({
+        address: this.address,
+        worker: this.#remoteWorker,
+        attempt: undefined,
+        delayMs: undefined,
+        error,
+      });
+  }
+
+  /**
+   * lanemux's own re-dial: open lane 0 again after a jittered, growing delay, or give up (the
+   * policy's bounds, a terminal error). `failed`: an attempt failed (counted against `maxRetries`).
+   */
+  #redial(error: LanemuxError, failed: boolean): void {
+    const p = this.#policy as ReconnectPolicy;
+    if (!retryable(error)) {
+      this.stop(error);
+      return;
+    }
+    if (failed) this.#failures++;
+    const now = this.#rt.now();
+    this.#downSince ??= now;
+    const down = now - this.#downSince;
+    if (this.#failures >= p.maxRetries || down >= p.maxDownMs) {
+      this.stop(
+        new TransportError(
+          'ERR_CONNECT',
+          `gave up re-dialling ${this.address} after ${this.#failures} failed attempts over ${Math.round(down)} ms (reconnect maxRetries ${p.maxRetries}, maxDownMs ${p.maxDownMs}): ${error.message}`,
+          { cause: error, retryable: true },
+        ),
+      );
+      return;
+    }
+    // The adapter's one-shot handle is spent; the timer opens a new one.
+    this.#lane0?.close();
+    this.#lane0 = undefined;
+    const delayMs = Math.min(reconnectDelay(p, this.#step, this.#rt), p.maxDownMs - down);
+    this.#step++;
+    // Unref'd: a waiting connect's own timer keeps the process alive; a re-dial alone must not.
+    this.#retryTimer = this.#rt.setTimer(() => {
+      this.#retryTimer = undefined;
+      if (!this.#stopped) this.#lane0 = this.#dialLane(0);
+    }, delayMs);
+    this.#t.reconnecting({
+      address: this.address,
+      worker: this.#remoteWorker,
+      attempt: this.#failures + 1,
+      delayMs,
+      error,
+    });
   }
 
   #adapterReconnects(): boolean {
@@ -464,7 +610,7 @@ export class Dial implements HandshakeOwner {
     const attempt = this.#attempt;
     if (attempt !== undefined) {
       this.#attempt = undefined;
-      clearTimeout(attempt.timer);
+      this.#rt.clearTimer(attempt.timer);
       for (let lane = 1; lane < attempt.handles.length; lane++) attempt.handles[lane]?.close();
       for (const p of attempt.ports) {
         if (p === undefined) continue;
@@ -472,12 +618,15 @@ export class Dial implements HandshakeOwner {
         p.conn.close(error, 'abort');
       }
     }
+    if (this.#retryTimer !== undefined) this.#rt.clearTimer(this.#retryTimer);
+    this.#retryTimer = undefined;
     this.#lane0?.close();
     this.#lane0 = undefined;
     const next = this.#next;
     this.#next = undefined;
     next?.reject(error);
     // Last, once the dial is fully down: a listener may connect to the address again at once.
-    if (!linked && !this.#t.isClosed && error.code !== 'ERR_DUPLICATE_LINK') this.#t.dialEnded(this.address, error);
+    if (!linked && !this.#t.isClosed && error.code !== 'ERR_DUPLICATE_LINK')
+      this.#t.dialEnded(this.address, error, this.#remoteWorker);
   }
 }

@@ -13,7 +13,7 @@
  */
 import { TransportError } from './errors.ts';
 import { defaultFramePolicy, type FramePolicy } from './frame-pool.ts';
-import { nowMs, setUnrefTimeout, type TimerHandle } from './runtime.ts';
+import { systemRuntime, type Runtime, type TimerHandle } from '../runtime/runtime.ts';
 
 /** Bytes of the length prefix. */
 export const FRAME_PREFIX_BYTES = 4;
@@ -55,6 +55,8 @@ export interface FrameDecoderOptions {
    * released its bytes: close the connection with the error. Without it, the next push returns it.
    */
   readonly onDeadline?: ((error: TransportError) => void) | undefined;
+  /** Clock and timers of the split-frame deadline. Defaults to the current runtime's. */
+  readonly runtime?: Runtime | undefined;
 }
 
 const EMPTY = new Uint8Array(0);
@@ -67,6 +69,7 @@ export class FrameDecoder {
   readonly #copy: boolean;
   readonly #policy: FramePolicy;
   readonly #onDeadline: ((error: TransportError) => void) | undefined;
+  readonly #rt: Runtime;
   // Partial length prefix (0..3 bytes seen so far).
   readonly #prefix = new Uint8Array(FRAME_PREFIX_BYTES);
   #prefixFill = 0;
@@ -97,6 +100,7 @@ export class FrameDecoder {
     this.#copy = options.copy ?? false;
     this.#policy = options.policy ?? defaultFramePolicy();
     this.#onDeadline = options.onDeadline;
+    this.#rt = options.runtime ?? systemRuntime();
   }
 
   /** True while a handler asked to pause and the held bytes wait for {@link resume}. */
@@ -155,9 +159,9 @@ export class FrameDecoder {
    */
   suspendDeadline(): void {
     if (this.#deadline === undefined) return;
-    clearTimeout(this.#deadline);
+    this.#rt.clearTimer(this.#deadline);
     this.#deadline = undefined;
-    this.#deadlineLeft = Math.max(0, this.#deadlineAt - nowMs());
+    this.#deadlineLeft = Math.max(0, this.#deadlineAt - this.#rt.now());
   }
 
   /** Reading resumed: the suspended deadline runs again for the time it had left. */
@@ -286,7 +290,7 @@ export class FrameDecoder {
 
   /** Forget the split frame (complete or abandoned): release its bytes and its deadline. */
   #endBody(): void {
-    if (this.#deadline !== undefined) clearTimeout(this.#deadline);
+    if (this.#deadline !== undefined) this.#rt.clearTimer(this.#deadline);
     this.#deadline = undefined;
     this.#deadlineLeft = -1;
     if (this.#body.byteLength > 0) this.#policy.pool.release(this.#body.byteLength);
@@ -297,8 +301,8 @@ export class FrameDecoder {
 
   #arm(ms: number): void {
     this.#deadlineLeft = -1;
-    this.#deadlineAt = nowMs() + ms;
-    this.#deadline = setUnrefTimeout(this.#expire, ms);
+    this.#deadlineAt = this.#rt.now() + ms;
+    this.#deadline = this.#rt.setTimer(this.#expire, ms);
   }
 
   readonly #expire = (): void => {

@@ -40,3 +40,5 @@ export { createTransport } from './transport.ts';
 export type { TransportOptions } from './transport.ts';
 export type { PerStreamConnection, PerStreamSink, PerStreamTransport } from './per-stream-port.ts';
 export { TCP_STREAM_KEY } from '../wire/constants.ts';
+/** The clock and timers an adapter gets in `ListenHost.runtime` and `DialRequest.runtime`. */
+export type { Runtime, TimerHandle } from '../runtime/runtime.ts';

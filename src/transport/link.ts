@@ -9,7 +9,7 @@ import { type ConnPort, swallow } from './conn-port.ts';
 import { TransportError } from './errors.ts';
 import { KIND_GOAWAY, KIND_HELLO, TRANSPORT_KIND_MIN, encodeGoaway, parseGoaway } from './hello.ts';
 import type { Admission, CloseMode, LinkReceiver, PeerIdentity, PeerLink } from './port.ts';
-import { setUnrefTimeout, type TimerHandle } from './runtime.ts';
+import type { TimerHandle } from '../runtime/runtime.ts';
 import type { TransportImpl } from './transport.ts';
 
 /**
@@ -138,7 +138,7 @@ export class Link implements PeerLink {
       this.close(reason);
       return;
     }
-    this.#goawayTimer ??= setUnrefTimeout(() => this.close(reason), GOAWAY_CLOSE_GRACE_MS);
+    this.#goawayTimer ??= this.#transport.runtime.setTimer(() => this.close(reason), GOAWAY_CLOSE_GRACE_MS);
   }
 
   connClosed(lane: number, error: LanemuxError): void {
@@ -154,7 +154,7 @@ export class Link implements PeerLink {
 
   #teardown(reason: LanemuxError, deadLane: number, mode: CloseMode = 'graceful'): void {
     this.#closed = true;
-    if (this.#goawayTimer !== undefined) clearTimeout(this.#goawayTimer);
+    if (this.#goawayTimer !== undefined) this.#transport.runtime.clearTimer(this.#goawayTimer);
     for (const p of this.#ports) {
       if (p.lane === deadLane) continue;
       if (mode === 'graceful') swallow(p.conn.send(encodeGoaway(reason)));

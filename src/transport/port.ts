@@ -17,8 +17,10 @@
  * @packageDocumentation
  */
 import type { LanemuxError } from '../errors.ts';
+import type { Runtime } from '../runtime/runtime.ts';
 import type { Authenticate, CredentialSource, UpgradeRequest } from './auth.ts';
 import type { FramePolicy } from './frame-pool.ts';
+import type { ReconnectOption } from './reconnect.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Constants (docs/protocol.md §7)
@@ -117,6 +119,12 @@ export interface ListenHost {
   accept(conn: Connection): void;
   /** Bounds on incomplete frames, for adapters that frame a byte stream. */
   readonly framePolicy?: FramePolicy;
+  /**
+   * The node's clock, timers and macrotasks (its `runtime` option, else the current runtime's). Every
+   * timer of the adapter's accepted connections (close grace, drain polls, handshake deadlines) and
+   * every deferred delivery goes through it, so a test with a manual clock drives the adapter too.
+   */
+  readonly runtime: Runtime;
 }
 
 /** One dial of one lane. */
@@ -133,6 +141,11 @@ export interface DialRequest {
   readonly reconnect: boolean;
   /** Bounds on incomplete frames, for adapters that frame a byte stream. */
   readonly framePolicy?: FramePolicy;
+  /**
+   * The node's clock, timers and macrotasks, as in {@link ListenHost.runtime}: the dial's connect
+   * deadline, its reconnect back-off and its connection's timers use it.
+   */
+  readonly runtime: Runtime;
 }
 
 /** What a dial reports. */
@@ -242,6 +255,8 @@ export interface PeerLink {
   readonly maxMessageSize: number;
   /** True once the link is gone. */
   readonly closed: boolean;
+  /** The address this node dialled to form the link (as given to `connect`); undefined if the peer dialled. */
+  readonly dialAddress?: string | undefined;
   /** Send one message `head ‖ body` on a lane (0..lanes-1, not checked here). Copies before returning. */
   send(lane: number, head: Uint8Array, body?: Uint8Array): Admission;
   /** Bytes taken on a lane but not yet written to the wire. */
@@ -269,9 +284,49 @@ export interface LinkHandler {
   /**
    * A dial stopped for good (see `Messenger.onDialEnded`): nothing will dial `address` again until
    * the next `connect`. Not called when the transport closes, nor for the dial of a crossed pair
-   * that ended because the peer's own link to us was kept (`ERR_DUPLICATE_LINK`).
+   * that ended because the peer's own link to us was kept (`ERR_DUPLICATE_LINK`). `worker`: the
+   * peer (worker id, hex) the dial last reached, if any.
    */
-  dialEnded?(address: string, error: LanemuxError): void;
+  dialEnded?(address: string, error: LanemuxError, worker?: string): void;
+  /** A dial whose link or last attempt failed is trying again (see {@link RedialEvent}). */
+  reconnecting?(event: RedialEvent): void;
+}
+
+/** A dial trying again after its link was lost or an attempt failed. */
+export interface RedialEvent {
+  /** The address dialled (as given to `connect`). */
+  readonly address: string;
+  /** The peer (worker id, hex) the dial last reached; undefined if it never reached one. */
+  readonly worker: string | undefined;
+  /**
+   * Attempt number since the link was lost, from 1. Undefined when the adapter re-dials by itself
+   * (WebSocket, WebTransport clients): it is reported once, when the link is lost.
+   */
+  readonly attempt: number | undefined;
+  /** How long until this attempt, ms (lanemux's own back-off); undefined when the adapter re-dials by itself. */
+  readonly delayMs: number | undefined;
+  /** Why the link or the previous attempt failed. */
+  readonly error: LanemuxError;
+}
+
+/** Options of a `connect`. */
+export interface ConnectOptions {
+  /** Aborts the connect (`ERR_ABORTED`); a link already formed stays. */
+  readonly signal?: AbortSignal | undefined;
+  /** Time allowed for the link to form, 1..2^31-1 ms. Defaults to the messenger's `connectTimeoutMs` (10,000). */
+  readonly timeoutMs?: number | undefined;
+  /**
+   * Keep the link up: when it is lost, dial the address again. An adapter that reconnects by itself
+   * (the WebSocket and WebTransport clients) uses its own back-off; for the others (TCP, memory)
+   * lanemux re-dials with jittered exponential back-off (`true`: the defaults of
+   * `ReconnectOptions`; an object tunes them). The re-dial presents the last link's claim
+   * token, so the peer takes it for the same node at once (docs/protocol.md §3.6). `false`: never
+   * re-dial, not even on a reconnecting adapter. Defaults to the messenger's `reconnect` option for
+   * reconnecting adapters (true) and to no re-dial for the others. A first connect that cannot
+   * reach the address fails at once either way. A later `connect` to an address already being
+   * dialled that gives `reconnect` replaces lanemux's own re-dial policy of that dial.
+   */
+  readonly reconnect?: ReconnectOption | undefined;
 }
 
 /** Per-link receiver. */
@@ -290,11 +345,14 @@ export interface Transport {
   /** Start every listening adapter. */
   listen(): Promise<void>;
   /**
-   * Dial `address` and complete the hello on every lane. Resolves with the established link. A
-   * reconnecting adapter (partysocket) keeps the dial alive afterwards: each re-established link is
-   * reported to {@link LinkHandler.established} with a fresh epoch.
+   * Dial `address` and complete the hello on every lane. Resolves with the established link, or
+   * rejects within the timeout, in every case. A reconnecting dial (see
+   * {@link ConnectOptions.reconnect}) stays alive afterwards: each re-established link is reported
+   * to {@link LinkHandler.established} with a fresh epoch.
    */
-  connect(address: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<PeerLink>;
+  connect(address: string, options?: ConnectOptions): Promise<PeerLink>;
+  /** True while a dial to `address` is alive (linked, forming, or waiting to re-dial). */
+  dialing(address: string): boolean;
   /** Close every link, dial and listener. */
   close(): Promise<void>;
 }

@@ -1,7 +1,7 @@
 /**
  * The peer-level transport, implemented once for every adapter: the hello exchange on each lane
  * connection, grouping 1..16 lanes into one {@link PeerLink}, epochs, superseding a stale link from the
- * same worker, GOAWAY reasons, and reconnects driven by a reconnecting adapter (partysocket).
+ * same worker, GOAWAY reasons, and reconnects (a reconnecting adapter's, or the dial's own re-dial).
  *
  * Runtime-agnostic: no `node:*`, no `Buffer`, no `process`.
  *
@@ -39,15 +39,19 @@ import { encodeGoaway, type Hello } from './hello.ts';
 import { Link, duplicateLink } from './link.ts';
 import {
   HELLO_FRAME_LIMIT,
+  type ConnectOptions,
   type Connection,
   type LinkHandler,
   type LocalIdentity,
   type PeerIdentity,
   type PeerLink,
+  type RedialEvent,
   type Transport,
   type TransportAdapter,
 } from './port.ts';
-import { deferred, type Deferred } from './runtime.ts';
+import { resolveReconnect, type ReconnectPolicy } from './reconnect.ts';
+import { deferred, type Deferred } from '../runtime/deferred.ts';
+import { systemRuntime, type Runtime } from '../runtime/runtime.ts';
 
 /** Options of {@link createTransport} (already validated by the messenger). */
 export interface TransportOptions {
@@ -64,7 +68,7 @@ export interface TransportOptions {
   readonly maxHandshakes: number;
   /** Most bytes a dialler buffers from lanes answered before its link is established. */
   readonly maxEarlyBytes: number;
-  /** Let reconnecting adapters keep a dial alive after its link dies. */
+  /** Let reconnecting adapters keep a dial alive after its link dies (a `connect` may say otherwise). */
   readonly reconnect: boolean;
   /** Bounds on incomplete frames, handed to every adapter. */
   readonly framePolicy?: FramePolicy;
@@ -74,6 +78,8 @@ export interface TransportOptions {
   readonly credential?: CredentialSource | undefined;
   /** Counts refusals and evictions (bounded labels: the reason). */
   readonly onRefusal?: ((reason: RefusalReason) => void) | undefined;
+  /** Clock, timers and randomness of the transport and its adapters. Defaults to the current runtime's. */
+  readonly runtime?: Runtime | undefined;
 }
 
 /**
@@ -100,6 +106,8 @@ export class TransportImpl implements Transport {
   readonly identity: LocalIdentity;
   readonly selfId: string;
   readonly framePolicy: FramePolicy;
+  /** Clock, timers and randomness: the hello and GOAWAY timers, the adapters' connections. */
+  readonly runtime: Runtime;
   readonly #links = new Map<string, Link>();
   readonly #dials = new Map<string, Dial>();
   /** Dials waiting for a link to a worker (crossed dials, see {@link TransportImpl.whenLinked}). */
@@ -114,6 +122,7 @@ export class TransportImpl implements Transport {
   constructor(options: TransportOptions) {
     this.options = options;
     this.identity = options.identity;
+    this.runtime = options.runtime ?? systemRuntime();
     this.selfId = options.identity.workerId.toString(16).padStart(16, '0');
     this.framePolicy = options.framePolicy ?? {
       pool: new IncompleteFramePool(DEFAULT_INCOMPLETE_FRAME_BYTES),
@@ -145,12 +154,26 @@ export class TransportImpl implements Transport {
   }
 
   /** A dial stopped for good: tell the handler (never throws into the dial). */
-  dialEnded(address: string, error: LanemuxError): void {
+  dialEnded(address: string, error: LanemuxError, worker: string | undefined): void {
     try {
-      this.options.handler.dialEnded?.(address, error);
+      this.options.handler.dialEnded?.(address, error, worker);
     } catch {
       // The handler reports its own listeners' failures; nothing may break the dial's teardown.
     }
+  }
+
+  /** A dial is trying again: tell the handler (never throws into the dial). */
+  reconnecting(event: RedialEvent): void {
+    try {
+      this.options.handler.reconnecting?.(event);
+    } catch {
+      // As for dialEnded: the handler reports its own listeners' failures.
+    }
+  }
+
+  dialing(address: string): boolean {
+    const dial = this.#dials.get(address);
+    return dial !== undefined && !dial.stopped;
   }
 
   /**
@@ -263,14 +286,21 @@ export class TransportImpl implements Transport {
           maxMessageSize: id.maxMessageSize,
           accept: (conn: Connection) => this.#acceptor.accept(conn, adapter),
           framePolicy: this.framePolicy,
+          runtime: this.runtime,
         }),
       ),
     );
     this.#addresses = addresses.filter((a): a is string => a !== undefined);
   }
 
-  connect(address: string, options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<PeerLink> {
+  connect(address: string, options: ConnectOptions = {}): Promise<PeerLink> {
     if (this.#closed) return Promise.reject(new TransportError('ERR_CLOSED', 'transport is closed'));
+    let reconnect: ReconnectPolicy | false | undefined;
+    try {
+      reconnect = resolveReconnect(options.reconnect);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     const signal = options.signal;
     if (signal?.aborted)
       return Promise.reject(
@@ -289,24 +319,31 @@ export class TransportImpl implements Transport {
           ),
         );
       }
-      dial = new Dial(this, adapter, address);
+      dial = new Dial(this, adapter, address, reconnect);
       this.#dials.set(address, dial);
       own = true;
+    } else {
+      dial.setPolicy(reconnect);
     }
     const d = dial;
     const next = d.nextLink();
     const timeoutMs = options.timeoutMs ?? this.options.connectTimeoutMs;
+    const rt = this.runtime;
     d.join();
     const result = new Promise<PeerLink>((resolve, reject) => {
       let waiting = true;
       // A ref'd timer: a pending connect keeps the process alive until it settles (an unref'd one let
       // `await node.connect(…)` end the process with exit code 13 and no output). Cleared on settle.
-      const timer = setTimeout(() => {
-        const err = new TransportError('ERR_CONNECT', `no link with ${address} within ${timeoutMs} ms`, {
-          retryable: true,
-        });
-        if (cleanup(err)) reject(err);
-      }, timeoutMs);
+      const timer = rt.setTimer(
+        () => {
+          const err = new TransportError('ERR_CONNECT', `no link with ${address} within ${timeoutMs} ms`, {
+            retryable: true,
+          });
+          if (cleanup(err)) reject(err);
+        },
+        timeoutMs,
+        true,
+      );
       const onAbort = (): void => {
         const err = new TransportError('ERR_ABORTED', `connect to ${address} aborted`, { cause: signal?.reason });
         if (cleanup(err)) reject(err);
@@ -315,7 +352,7 @@ export class TransportImpl implements Transport {
       const cleanup = (error?: LanemuxError): boolean => {
         if (!waiting) return false;
         waiting = false;
-        clearTimeout(timer);
+        rt.clearTimer(timer);
         signal?.removeEventListener('abort', onAbort);
         d.leave(error);
         return true;
@@ -349,6 +386,7 @@ export class TransportImpl implements Transport {
     onGone: ((error: LanemuxError) => void) | undefined,
     claimToken?: string,
     identity?: string,
+    dialAddress?: string,
   ): Link {
     const dialledBy = onGone !== undefined ? this.selfId : hello.worker;
     const old = this.#links.get(hello.worker);
@@ -390,6 +428,8 @@ export class TransportImpl implements Transport {
       identity,
     };
     const link = new Link(info, dialledBy, ports, this, this.identity.maxMessageSize, onGone, claimToken);
+    // Before the handler hears of the link: it reports the address the link was dialled at.
+    link.dialAddress = dialAddress;
     this.#links.set(hello.worker, link);
     link.setReceiver(this.options.handler.established(link));
     if (!link.closed) {

@@ -160,6 +160,7 @@ export function tapped(inner: TransportAdapter, tap: Tap): TransportAdapter {
           return host.maxMessageSize;
         },
         accept: (conn) => host.accept(tapConnection(conn, tap)),
+        runtime: host.runtime,
       }),
     dial: (request, events) =>
       inner.dial(request, {

@@ -8,8 +8,10 @@ import { Faults } from '../../src/messenger/faults.ts';
 import { Handlers } from '../../src/messenger/handlers.ts';
 import { Health } from '../../src/messenger/health.ts';
 import { resolveOptions } from '../../src/messenger/options.ts';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 import type { PeerState } from '../../src/messenger/peer-state.ts';
 import { PeerTable } from '../../src/messenger/peers.ts';
+import { PeerLifecycle } from '../../src/messenger/lifecycle.ts';
 import type { MessengerErrorEvent } from '../../src/messenger/types.ts';
 import { Unary } from '../../src/messenger/unary.ts';
 import { PROTOCOL_VERSION, type PeerLink, type TransportAdapter } from '../../src/transport/port.ts';
@@ -24,9 +26,11 @@ function wired() {
   });
   const faults = new Faults(SELF);
   const handlers = new Handlers();
-  const unary = new Unary(o, SELF, handlers, faults);
-  const health = new Health(o, faults);
-  const table = new PeerTable(o, 5_000, new Dispatcher(handlers, unary, health, faults), faults);
+  const rt = systemRuntime();
+  const unary = new Unary(o, rt, SELF, handlers, faults);
+  const health = new Health(o, rt, faults);
+  const lifecycle = new PeerLifecycle(rt, faults, o.downTimeoutMs, o.maxPeers);
+  const table = new PeerTable(o, 5_000, new Dispatcher(handlers, unary, health, faults), faults, lifecycle);
   const sent: { lane: number; bytes: Uint8Array }[] = [];
   const closed: LanemuxError[] = [];
   const link: PeerLink = {

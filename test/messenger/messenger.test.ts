@@ -9,6 +9,7 @@ import { LanemuxError, isLanemuxError } from '../../src/errors.ts';
 import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
 import type { Messenger, MessengerErrorEvent } from '../../src/messenger/types.ts';
 import { decodeGoaway, encodeHello } from '../../src/transport/hello.ts';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
 import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { PROTOCOL_VERSION, type Connection, type TransportAdapter } from '../../src/transport/port.ts';
@@ -191,7 +192,14 @@ describe('envelope errors', () => {
     const r = await new Promise<{ conn: Connection; messages: Uint8Array[]; closed: Promise<LanemuxError> }>(
       (resolve, reject) => {
         adapter.dial(
-          { address, lane: 0, frameLimit: 1 << 20, maxMessageSize: 1 << 20, reconnect: false },
+          {
+            address,
+            lane: 0,
+            frameLimit: 1 << 20,
+            maxMessageSize: 1 << 20,
+            reconnect: false,
+            runtime: systemRuntime(),
+          },
           {
             open(conn) {
               const messages: Uint8Array[] = [];

@@ -2,7 +2,7 @@
  * Batcher rules (BATCH-01..20): reject lane, sequencing, instruments, clamps, flush gate.
  */
 import { describe, expect, it, vi } from 'vitest';
-import { batchCap } from '../../src/mux/batcher.ts';
+import { batchCap } from '../../src/mux/batcher-host.ts';
 import { MuxError } from '../../src/mux/errors.ts';
 import { FlushGate, StagedKind } from '../../src/mux/flush-gate.ts';
 import { CloseReason } from '../../src/wire/constants.ts';

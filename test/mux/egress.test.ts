@@ -612,7 +612,7 @@ describe('replies and opens queued behind a parked write', () => {
   });
 
   it('at most 64 opens wait behind a parked write; later opens wait for room, then all ack in order', async () => {
-    const { OPEN_QUEUE_DEPTH } = await import('../../src/mux/batcher.ts');
+    const { OPEN_QUEUE_DEPTH } = await import('../../src/mux/batcher-slots.ts');
     const h = egress();
     h.sink.mode = 'stall';
     const first = h.batcher.openSlot(1n, 1n, 4, noop); // parks on its own OpenSlot batch

@@ -17,7 +17,7 @@ import type { LanemuxError } from '../../src/errors.ts';
 import { MuxMetrics, WakeSource } from '../../src/metrics/mux-metrics.ts';
 import type { Admission, PeerId } from '../../src/messenger/types.ts';
 import { Batcher } from '../../src/mux/batcher.ts';
-import type { BatchSink, BatcherHost } from '../../src/mux/batcher.ts';
+import type { BatchSink, BatcherHost } from '../../src/mux/batcher-host.ts';
 import { Bind } from '../../src/mux/bind.ts';
 import type { BindEnd, BindOwner } from '../../src/mux/bind.ts';
 import { resolveMuxConfig } from '../../src/mux/config.ts';

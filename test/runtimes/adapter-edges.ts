@@ -5,18 +5,20 @@ import { expect, it } from 'vitest';
 import { isLanemuxError } from '../../src/errors.ts';
 import type { LanemuxError } from '../../src/errors.ts';
 import { TransportError } from '../../src/transport/errors.ts';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 import type { ListenHost, TransportAdapter } from '../../src/transport/port.ts';
 
 const host: ListenHost = {
   frameLimit: 4096,
   maxMessageSize: 1 << 20,
   accept: (c) => c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort'),
+  runtime: systemRuntime(),
 };
 
 function dialOnce(adapter: TransportAdapter, address: string): Promise<LanemuxError> {
   return new Promise<LanemuxError>((resolve, reject) => {
     adapter.dial(
-      { address, lane: 0, frameLimit: 4096, maxMessageSize: 1 << 20, reconnect: false },
+      { address, lane: 0, frameLimit: 4096, maxMessageSize: 1 << 20, reconnect: false, runtime: host.runtime },
       { open: () => reject(new Error(`dial to ${address} opened`)), fail: resolve },
     );
   });

@@ -5,6 +5,7 @@
 import net from 'node:net';
 import { expect, it } from 'vitest';
 import type { Connection, TransportAdapter } from '../../src/transport/port.ts';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 
 const HIGH_WATER_MARK = 64 * 1024;
 const MAX_PENDING = 256 * 1024;
@@ -20,6 +21,7 @@ export function wsServerAdmission(
     const address = await server.listen({
       frameLimit: 1 << 20,
       maxMessageSize: 1 << 20,
+      runtime: systemRuntime(),
       accept(c) {
         c.start({ message() {}, closed() {} });
         accepted(c);

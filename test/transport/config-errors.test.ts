@@ -12,6 +12,7 @@ import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.
 import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import type { ListenHost, TransportAdapter } from '../../src/transport/port.ts';
 import { TransportError } from '../../src/transport/errors.ts';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
 import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 
@@ -19,6 +20,7 @@ const host: ListenHost = {
   frameLimit: 4096,
   maxMessageSize: 1 << 20,
   accept: (c) => c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort'),
+  runtime: systemRuntime(),
 };
 
 const adapters: TransportAdapter[] = [];

@@ -6,6 +6,7 @@ import { isLanemuxError } from '../../src/errors.ts';
 import { createMessenger, type MessengerOptions } from '../../src/messenger/messenger.ts';
 import type { Messenger, PeerInfo } from '../../src/messenger/types.ts';
 import { encodeHello } from '../../src/transport/hello.ts';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 import {
   HELLO_FRAME_LIMIT,
   PROTOCOL_VERSION,
@@ -86,7 +87,7 @@ export function transportConformance(h: Harness): void {
     adapters.push(adapter);
     return new Promise<Raw>((resolve, reject) => {
       adapter.dial(
-        { address, lane: 0, frameLimit: 1 << 20, maxMessageSize: 1 << 20, reconnect: false },
+        { address, lane: 0, frameLimit: 1 << 20, maxMessageSize: 1 << 20, reconnect: false, runtime: systemRuntime() },
         {
           open(conn) {
             const messages: Uint8Array[] = [];

@@ -5,6 +5,7 @@ import net from 'node:net';
 import { expect, it } from 'vitest';
 import { isLanemuxError } from '../../src/errors.ts';
 import { TransportError } from '../../src/transport/errors.ts';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
 import { createDevCertificate, type DevCertificate } from '../../src/adapters/dev-cert.ts';
 import type { ListenHost, TransportAdapter } from '../../src/transport/port.ts';
@@ -117,6 +118,7 @@ export function tlsSuite(h: TlsHarness): void {
       frameLimit: 16 * 1024,
       maxMessageSize: 1 << 20,
       accept: (c) => (accepted.push(c.remote), c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort')),
+      runtime: systemRuntime(),
     };
     const address = (await adapter.listen(host)) as string;
     const u = new URL(address);
@@ -143,6 +145,7 @@ export function tlsSuite(h: TlsHarness): void {
       frameLimit: 16 * 1024,
       maxMessageSize: 1 << 20,
       accept: (c) => (accepted.push(c.remote), c.close(new TransportError('ERR_CLOSED', 'unused'), 'abort')),
+      runtime: systemRuntime(),
     };
     const address = (await adapter.listen(host)) as string;
     const u = new URL(address);

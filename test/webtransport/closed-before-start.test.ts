@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { webTransportClientTransport, type WebTransportSession } from '../../src/adapters/webtransport.ts';
 import type { Connection } from '../../src/transport/port.ts';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 
 function fakeCtor(hops: number) {
   return class FakeWt implements WebTransportSession {
@@ -45,7 +46,14 @@ describe('webtransport client: session lost before start()', () => {
         let closedReported = false;
         let failed = false;
         adapter.dial(
-          { address: 'https://x.test/lanemux', lane: 0, frameLimit: 4096, maxMessageSize: 1 << 20, reconnect },
+          {
+            address: 'https://x.test/lanemux',
+            lane: 0,
+            frameLimit: 4096,
+            maxMessageSize: 1 << 20,
+            reconnect,
+            runtime: systemRuntime(),
+          },
           {
             open(c) {
               opened ??= c;

@@ -4,6 +4,7 @@
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 
 afterEach(() => {
   delete (globalThis as { Deno?: unknown }).Deno;
@@ -69,7 +70,7 @@ describe('Deno WebTransport server: certificate rotation', () => {
     const fake = fakeDeno();
     const { webTransportServerTransport } = await import('../../src/adapters/deno-webtransport.ts');
     const adapter = webTransportServerTransport({ cert: PEM(1), key: PEM(11) });
-    await adapter.listen({ frameLimit: 1 << 20, maxMessageSize: 1 << 20, accept: () => {} });
+    await adapter.listen({ frameLimit: 1 << 20, maxMessageSize: 1 << 20, accept: () => {}, runtime: systemRuntime() });
     const endpoint = fake.endpoints[0]!;
     expect(endpoint.serverConfig).toBe(PEM(1));
     adapter.setCertificate({ cert: PEM(2), key: PEM(12) });

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { createDevCertificate } from '../../src/adapters/dev-cert.ts';
 import { webTransportServerTransport } from '../../src/adapters/deno-webtransport.ts';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 
 declare const Deno: { connectQuic(options: Record<string, unknown>): Promise<{ close(): void }> };
 
@@ -21,6 +22,7 @@ describe('deno webtransport server: handshake deadline', () => {
     const url = (await adapter.listen({
       frameLimit: 4096,
       maxMessageSize: 1 << 20,
+      runtime: systemRuntime(),
       accept(c) {
         c.start({ message() {}, closed() {} });
       },

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import type { LanemuxError } from '../../src/errors.ts';
 import type { DialRequest } from '../../src/transport/port.ts';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 import {
   webTransportClientTransport,
   type WebTransportClientTransportOptions,
@@ -20,6 +21,7 @@ const REQUEST: DialRequest = {
   frameLimit: 4096,
   maxMessageSize: 1 << 20,
   reconnect: true,
+  runtime: systemRuntime(),
 };
 const FAST = { minReconnectionDelay: 1, reconnectionJitter: 0, maxReconnectionDelay: 2 };
 const hash = (byte: number): WebTransportHash => ({ algorithm: 'sha-256', value: new Uint8Array(32).fill(byte) });

@@ -12,6 +12,7 @@ import {
 } from '../../src/adapters/webtransport.ts';
 import { WtSessionLanes, WtStreamConn, type WtBidiStream } from '../../src/adapters/webtransport-stream.ts';
 import { waitFor } from '../support/wait-for.ts';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 
 const PEM = { cert: '-----BEGIN CERTIFICATE-----\n', key: '-----BEGIN PRIVATE KEY-----\n' };
 
@@ -82,6 +83,7 @@ describe('WebTransport client adapter', () => {
           frameLimit: 4096,
           maxMessageSize: 1 << 20,
           reconnect: false,
+          runtime: systemRuntime(),
         },
         events,
       );
@@ -122,7 +124,14 @@ describe('WebTransport client adapter: reconnecting lane-0 dial', () => {
     expect(adapter.reconnects).toBe(true);
     const failed = await new Promise<LanemuxError>((resolve, reject) => {
       adapter.dial(
-        { address: 'https://127.0.0.1:1/lanemux', lane: 0, frameLimit: 4096, maxMessageSize: 1 << 20, reconnect: true },
+        {
+          address: 'https://127.0.0.1:1/lanemux',
+          lane: 0,
+          frameLimit: 4096,
+          maxMessageSize: 1 << 20,
+          reconnect: true,
+          runtime: systemRuntime(),
+        },
         { open: () => reject(new Error('opened')), fail: resolve },
       );
     });
@@ -164,8 +173,9 @@ function pipePair(limits = { highWaterMark: 16 * 1024, maxPendingBytes: 64 * 102
     };
     return s;
   });
-  const la = new WtSessionLanes({ closed: sessions[0]!.closedP, close: () => sessions[0]!.close() }, 'a', 1_000);
-  const lb = new WtSessionLanes({ closed: sessions[1]!.closedP, close: () => sessions[1]!.close() }, 'b', 1_000);
+  const rt = systemRuntime();
+  const la = new WtSessionLanes({ closed: sessions[0]!.closedP, close: () => sessions[0]!.close() }, 'a', 1_000, rt);
+  const lb = new WtSessionLanes({ closed: sessions[1]!.closedP, close: () => sessions[1]!.close() }, 'b', 1_000, rt);
   const a = new WtStreamConn({ readable: tap(ba, wire[1]!), writable: ab.writable }, 'a', 1024, limits, la);
   const b = new WtStreamConn({ readable: tap(ab, wire[0]!), writable: ba.writable }, 'b', 1024, limits, lb);
   return { a, b, sessions, wire };

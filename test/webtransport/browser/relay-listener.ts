@@ -44,6 +44,7 @@ export function relayListenerTransport(o: RelayListenerOptions): TransportAdapte
       s,
       `${o.relay}/accept/${o.id}/${k}`,
       o.closeGraceMs,
+      host.runtime,
       () => {
         sessions.delete(lanes);
       },

@@ -1,0 +1,87 @@
+/**
+ * One live ingress slot (docs/protocol.md §10.2, §10.7): the receiver's credit account and hold
+ * budget for one claimed bind, its next expected frame_seq, the hold of records ahead of sequence,
+ * a close deferred behind a gap, and the counters the watchdog and the drain signal read. Its
+ * transitions are its table's (ingress.ts), which owns the shared epoch, budgets and window.
+ */
+import { ByteBudget } from '../credit/byte-budget.ts';
+import { ReceiverAccount } from '../credit/receiver-account.ts';
+import type { PeerId } from '../messenger/types.ts';
+import type { Bind, BoundSlot } from './bind.ts';
+import type { IngressTable } from './ingress.ts';
+import type { IngressWindow } from './ingress-window.ts';
+
+/** A record waiting in the hold (ahead of sequence). */
+export interface Held {
+  kind: number;
+  value: unknown;
+  terminal: boolean;
+  bytes: number;
+  /** Charged to the slot and peer hold budgets (false: held behind an announced rendezvous record). */
+  reserved: boolean;
+  /** Charged to the peer window. */
+  charged: boolean;
+}
+
+/** One live ingress slot. */
+export class IngressSlot implements BoundSlot {
+  readonly id: number;
+  readonly table: IngressTable;
+  readonly bind: Bind;
+  readonly account: ReceiverAccount;
+  readonly holdBudget: ByteBudget;
+  /** The peer window this slot's records are charged to (its link's; outlives the slot in its buffer). */
+  readonly window: IngressWindow;
+  nextSeq: number;
+  hold: Map<number, Held> | null = null;
+  pendingCloseSeq = -1;
+  pendingCloseReason = 0;
+  /** Records delivered (watchdog liveness). */
+  arrivals = 0;
+  /** Watchdog: arrivals seen at the last window, and dead windows in a row. */
+  lastArrivals = 0;
+  deadWindows = 0;
+  /** Drain signal: records and bytes taken since the last reconcile. */
+  drained = 0;
+  drainedBytes = 0;
+  listed = false;
+  touched = false;
+  terminalDelivered = false;
+  closed = false;
+  /**
+   * Rendezvous records announced for this slot and not yet delivered or refused. Behind one the
+   * sender goes on within its credit alone, so its later records are bounded by credit (as in the
+   * slot buffer), not by the hold's byte budgets.
+   */
+  stagedPending = 0;
+
+  constructor(id: number, table: IngressTable, bind: Bind, nextSeq: number) {
+    this.id = id;
+    this.table = table;
+    this.bind = bind;
+    this.window = table.window;
+    this.nextSeq = nextSeq;
+    this.account = new ReceiverAccount(bind.limit, { watermark: bind.slotByteBudget });
+    this.holdBudget = new ByteBudget(bind.slotByteBudget);
+  }
+
+  /** The peer the slot arrived from. */
+  get peer(): PeerId {
+    return this.table.peer;
+  }
+
+  /** The lane it arrived on. */
+  get lane(): number {
+    return this.table.lane;
+  }
+
+  /** The consumer is gone: retire the slot and tell the owner `CloseSlot{UnknownSlot}`. */
+  consumerGone(): void {
+    this.table.consumerGone(this);
+  }
+
+  /** True when the sender holds no data credit and nothing waits behind a gap (watchdog exemption). */
+  get senderStarved(): boolean {
+    return this.account.remaining === 0 && (this.hold === null || this.hold.size === 0);
+  }
+}
