@@ -313,12 +313,9 @@ export function checkSource(src: string): Violation[] {
 /** Timer and clock globals: only `src/runtime/` touches them; every other file takes a `Runtime`. */
 const CLOCK_GLOBALS = ['setTimeout', 'setInterval', 'clearTimeout', 'clearInterval', 'setImmediate', 'performance'];
 
-/**
- * Files outside `src/runtime/` that may still use the clock globals: the per-stream TCP transport
- * (`node-tcp-stream*.ts`) is not a transport adapter, so no `ListenHost` or `DialRequest` hands it a runtime.
- */
+/** Files that may use the clock globals: `src/runtime/` alone (the per-stream TCP transport gets the node's runtime through `setRuntime`). */
 export function ownsItsClock(rel: string): boolean {
-  return rel.startsWith('runtime/') || /^adapters\/node-tcp-stream[^/]*\.ts$/.test(rel);
+  return rel.startsWith('runtime/');
 }
 
 /** Where one source text reads a clock or sets a timer itself instead of through a `Runtime`. */
@@ -335,6 +332,9 @@ export function checkClockUse(src: string): Violation[] {
   }
   for (const m of code.matchAll(/\bglobalThis\s*(?:\.|\?\.)\s*(setTimeout|setInterval|setImmediate|performance)\b/g))
     found.push({ line: lineOf(src, m.index), what: `uses 'globalThis.${m[1]}' (take the clock from a Runtime)` });
+  // Randomness too: a seeded runtime must replay jitter and ids (randomFraction, randomU64, randomHex).
+  for (const m of code.matchAll(/\bMath\s*\.\s*random\b/g))
+    found.push({ line: lineOf(src, m.index), what: "uses 'Math.random' (take randomness from a Runtime)" });
   return found;
 }
 
@@ -457,6 +457,7 @@ describe('core purity', () => {
   it('the clock checker flags timers and clocks used directly, and passes the Runtime, comments and strings', () => {
     for (const snippet of [
       'const t = setTimeout(run, 5);',
+      'const jitter = Math.random() * 2_500;',
       'clearTimeout(t);',
       'const i = setInterval(tick, 1000);',
       'clearInterval(i);',
@@ -473,12 +474,18 @@ describe('core purity', () => {
       "const msg = 'performance.now() is not monotonic everywhere';",
       'interface Timers { setTimeout?: (fn: () => void) => unknown }',
       'const o = { performance: 1 };',
+      "const why = 'Math.random is not seeded';",
     ]) {
       expect(checkClockUse(snippet), snippet).toEqual([]);
     }
     expect(ownsItsClock('runtime/runtime.ts')).toBe(true);
-    expect(ownsItsClock('adapters/node-tcp-stream-inbound.ts')).toBe(true);
-    for (const rel of ['transport/dial.ts', 'messenger/health.ts', 'adapters/memory.ts', 'adapters/deno-tcp.ts'])
+    for (const rel of [
+      'adapters/node-tcp-stream-inbound.ts',
+      'transport/dial.ts',
+      'messenger/health.ts',
+      'adapters/memory.ts',
+      'adapters/deno-tcp.ts',
+    ])
       expect(ownsItsClock(rel), rel).toBe(false);
   });
 

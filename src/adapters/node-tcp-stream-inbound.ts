@@ -6,6 +6,7 @@
  */
 import type net from 'node:net';
 import type { LanemuxError } from '../errors.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { FrameDecoder } from '../transport/frame.ts';
 import type { PerStreamSink } from '../transport/per-stream-port.ts';
 import type { ResolvedTcpStreamOptions } from './node-tcp-stream-options.ts';
@@ -16,6 +17,8 @@ import { TcpStreamError } from './tcp-stream-errors.ts';
 /** What an accepted connection needs from its transport. */
 export interface InboundOwner {
   readonly options: ResolvedTcpStreamOptions;
+  /** The runtime the preface deadline runs on. */
+  readonly runtime: Runtime;
   forgetInbound(conn: Inbound): void;
 }
 
@@ -31,7 +34,7 @@ export class Inbound {
   readonly #maxFrameBytes: number;
   readonly #preface = Buffer.alloc(TCP_STREAM_PREFACE_BYTES);
   #prefaceFill = 0;
-  #prefaceTimer: ReturnType<typeof setTimeout> | null;
+  #prefaceTimer: TimerHandle | null;
   #sink: PerStreamSink | null = null;
   /** Frames after the preface; it holds what arrives while the sink has paused us. */
   readonly #decoder: FrameDecoder;
@@ -58,14 +61,14 @@ export class Inbound {
       copy: true,
       policy: owner.options.framePolicy,
       onDeadline: (e) => this.#fail(e),
+      runtime: owner.runtime,
     });
     const timeoutMs = owner.options.prefaceTimeoutMs;
-    this.#prefaceTimer = setTimeout(() => {
+    this.#prefaceTimer = owner.runtime.setTimer(() => {
       this.#fail(
         new TcpStreamError('ERR_PREFACE', `no tcp-stream preface from ${peerOf(socket)} within ${timeoutMs} ms`),
       );
     }, timeoutMs);
-    this.#prefaceTimer.unref();
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('end', () => {
       this.#eof = true;
@@ -110,7 +113,7 @@ export class Inbound {
   /** The preface is complete: ask the listener. False when refused (the socket is reset). */
   #onPreface(): boolean {
     if (this.#prefaceTimer !== null) {
-      clearTimeout(this.#prefaceTimer);
+      this.#owner.runtime.clearTimer(this.#prefaceTimer);
       this.#prefaceTimer = null;
     }
     const anchorId = this.#preface.readBigUInt64BE(0);
@@ -204,7 +207,7 @@ export class Inbound {
   #onClose(): void {
     this.#socketClosed = true;
     if (this.#prefaceTimer !== null) {
-      clearTimeout(this.#prefaceTimer);
+      this.#owner.runtime.clearTimer(this.#prefaceTimer);
       this.#prefaceTimer = null;
     }
     // A clean FIN while we still hold stashed frames: the sink gets them (and its end) on resume.
@@ -231,7 +234,7 @@ export class Inbound {
     this.#finished = true;
     this.#decoder.stop();
     if (this.#prefaceTimer !== null) {
-      clearTimeout(this.#prefaceTimer);
+      this.#owner.runtime.clearTimer(this.#prefaceTimer);
       this.#prefaceTimer = null;
     }
     const sink = this.#sink;

@@ -40,6 +40,7 @@ import type { LanemuxError } from '../errors.ts';
 import { defaultFramePolicy } from '../transport/frame-pool.ts';
 import type { PerStreamConnection, PerStreamSink, PerStreamTransport } from '../transport/per-stream-port.ts';
 import { parseOptions } from '../validate.ts';
+import { systemRuntime, type Runtime } from '../runtime/runtime.ts';
 import { TCP_STREAM_KEY as TCP_STREAM_TRANSPORT_KEY } from '../wire/constants.ts';
 import { Inbound, type InboundOwner } from './node-tcp-stream-inbound.ts';
 import {
@@ -70,6 +71,8 @@ export { TCP_STREAM_PREFACE_BYTES, TCP_STREAM_PREFIX_BYTES } from './node-tcp-st
 
 /** A {@link PerStreamTransport} over Node TCP, with a few read-only gauges for operators and tests. */
 export interface TcpStreamTransport extends PerStreamTransport {
+  /** Run the dial and preface deadlines on `runtime` (createNode gives its own). Defaults to the current runtime's. */
+  setRuntime(runtime: Runtime): void;
   /** The endpoint producers dial (`tcp-stream://host:port`), once `listen` resolved; else null. */
   readonly endpoint: string | null;
   /** True while the listener accepts connections. */
@@ -111,8 +114,15 @@ class NodeTcpStreamTransport implements TcpStreamTransport, InboundOwner, Outbou
   /** Dials in progress: each entry fails its dial. */
   readonly #dials = new Set<(error: LanemuxError) => void>();
 
+  /** Timers run here: the node's runtime once `setRuntime` gave it (createNode does). */
+  runtime: Runtime = systemRuntime();
+
   constructor(options: ResolvedTcpStreamOptions) {
     this.options = options;
+  }
+
+  setRuntime(runtime: Runtime): void {
+    this.runtime = runtime;
   }
 
   get writes(): number {
@@ -237,7 +247,7 @@ class NodeTcpStreamTransport implements TcpStreamTransport, InboundOwner, Outbou
       let settled = false;
       const cleanup = (): void => {
         settled = true;
-        clearTimeout(timer);
+        this.runtime.clearTimer(timer);
         signal?.removeEventListener('abort', onAbort);
         this.#dials.delete(fail);
         socket.off('error', onError);
@@ -258,7 +268,7 @@ class NodeTcpStreamTransport implements TcpStreamTransport, InboundOwner, Outbou
         );
       const onAbort = (): void =>
         fail(new TcpStreamError('ERR_ABORTED', `dial of ${endpoint} aborted`, { cause: signal?.reason }));
-      const timer = setTimeout(
+      const timer = this.runtime.setTimer(
         () =>
           fail(
             new TcpStreamError(
@@ -269,7 +279,6 @@ class NodeTcpStreamTransport implements TcpStreamTransport, InboundOwner, Outbou
           ),
         o.connectTimeoutMs,
       );
-      timer.unref();
       socket.on('error', onError);
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#dials.add(fail);

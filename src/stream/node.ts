@@ -122,6 +122,8 @@ export class LanemuxNode {
     const metrics = options.metrics ?? new MuxMetrics();
     const runtime = options.runtime ?? systemRuntime();
     const perStream = options.perStream ?? null;
+    // Its dial and preface deadlines run on the node's clock too.
+    perStream?.setRuntime?.(runtime);
     const mux = config.enabled ? new Mux({ config, metrics, runtime, messenger }) : null;
     const keys: string[] = [];
     if (mux !== null) keys.push(MESSENGER_MUX_KEY);

@@ -5,6 +5,7 @@
  *
  * @packageDocumentation
  */
+import type { Runtime } from '../runtime/runtime.ts';
 import type { LanemuxError } from '../errors.ts';
 
 /** Where the consumer side of one per-stream connection delivers. */
@@ -49,6 +50,12 @@ export interface PerStreamConnection {
 export interface PerStreamTransport {
   /** The transport key (`tcp-stream`). */
   readonly key: string;
+  /**
+   * The node's runtime, given by `createNode` before `listen` or `connect`: the transport's timers
+   * (dial and preface deadlines) run on it, so a manual clock drives them too. Optional: a transport
+   * without timers leaves it out; one that is never given a runtime uses the current runtime's.
+   */
+  setRuntime?(runtime: Runtime): void;
   /** Start listening; resolves with the endpoint consumers put in attach answers. */
   listen(accept: (anchorId: bigint, sessionId: bigint) => PerStreamSink | null): Promise<string>;
   /** Dial a consumer's endpoint for (anchor, session). */

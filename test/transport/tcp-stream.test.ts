@@ -12,6 +12,7 @@ import { tcpStreamTransport } from '../../src/adapters/node-tcp-stream.ts';
 import type { TcpStreamTransport, TcpStreamTransportOptions } from '../../src/adapters/node-tcp-stream.ts';
 import { isSettled, within } from './helpers.ts';
 import { waitFor } from '../support/wait-for.ts';
+import { ManualRuntime } from '../support/manual-runtime.ts';
 
 const transports: TcpStreamTransport[] = [];
 const rawSockets: net.Socket[] = [];
@@ -409,6 +410,22 @@ describe('tcp-stream transport: refusal and bad input', () => {
     await within(socketClosed(raw), 5_000, 'raw socket close');
     expect(acc.calls).toEqual([]);
     await waitFor(() => consumer.openSockets === 0, 5_000, 'the listener to forget the socket');
+  });
+
+  it('the preface deadline runs on the runtime the node gives it (setRuntime): a manual clock decides', async () => {
+    // A minute: real time never reaches it within the test, only the manual clock does.
+    const consumer = make({ prefaceTimeoutMs: 60_000 });
+    const rt = new ManualRuntime();
+    consumer.setRuntime(rt);
+    const acc = acceptor();
+    const raw = await rawConnect(await consumer.listen(acc.accept));
+    const closedP = socketClosed(raw);
+    await waitFor(() => rt.timerCount > 0, 5_000, 'the preface timer on the manual clock');
+    await rt.advance(59_999);
+    expect(await isSettled(closedP)).toBe(false);
+    await rt.advance(1);
+    await within(closedP, 5_000, 'raw socket close');
+    expect(acc.calls).toEqual([]);
   });
 
   it('connections beyond maxConnections are refused; held ones keep working', async () => {
