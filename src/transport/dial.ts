@@ -5,6 +5,10 @@
  * adapter (WebSocket, WebTransport) re-opens lane 0 by itself; for the others a dial with a
  * {@link ReconnectPolicy} re-dials lane 0 here, with jittered exponential back-off on the runtime.
  *
+ * A little over 600 lines, and kept whole: it is one state machine, the dial of one address (lanes
+ * dialled → HELLOs → established → lost → re-dialled or stopped), every step on the same per-dial state;
+ * what stands alone is beside it (the back-off arithmetic in `reconnect.ts`, the HELLO codec in `hello.ts`).
+ *
  * @packageDocumentation
  */
 import { ConfigError, LanemuxError } from '../errors.ts';
