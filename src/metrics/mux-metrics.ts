@@ -100,6 +100,10 @@ export class MuxMetrics {
   readonly batcherWakes = new Float64Array(WAKE_NAMES.length);
   readonly recordsPerBatchSent = new Histogram(RECORDS_PER_BATCH_BUCKETS);
   readonly recordsPerBatchReceived = new Histogram(RECORDS_PER_BATCH_BUCKETS);
+  /** `resumed_streams_total`: streams this node resumed after a lost link (as producer or consumer). */
+  resumedStreams = 0;
+  /** `resume_failed_total{reason}`: streams that lost their link and could not be resumed, by reason. */
+  readonly resumeFailures = new Map<string, number>();
   /** `anchor_operations_total{operation, outcome, transport_scheme}` (not per record). */
   readonly anchorOperations = new Map<string, number>();
 
@@ -121,6 +125,11 @@ export class MuxMetrics {
     }
     const key = labels[outcome];
     this.anchorOperations.set(key, (this.anchorOperations.get(key) ?? 0) + 1);
+  }
+
+  /** Count one failed resume (`window`, `evicted`, `restarted`, `refused`, `closed`). */
+  resumeFailed(reason: string): void {
+    this.resumeFailures.set(reason, (this.resumeFailures.get(reason) ?? 0) + 1);
   }
 
   /** Sum of `records_dropped_total` over every reason, or for one reason. */
@@ -190,6 +199,8 @@ export class MuxMetrics {
       s[`${mux}records_per_batch_count{direction="${dir}"}`] = h.count;
     }
     for (const [labels, v] of this.anchorOperations) s[`${p}streaming_anchor_operations_total{${labels}}`] = v;
+    s[`${p}streaming_resumed_streams_total`] = this.resumedStreams;
+    for (const [reason, v] of this.resumeFailures) s[`${p}streaming_resume_failed_total{reason="${reason}"}`] = v;
     return s;
   }
 

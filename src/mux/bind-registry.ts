@@ -68,7 +68,7 @@ export class BindRegistry {
    * Reserve (anchor, new session) on `lane` for an OpenSlot to claim: an attach answered to `peer`,
    * or (`peer` null) a pre-bind. The bind owns the C+1 buffer the consumer reads.
    */
-  add(anchorId: bigint, owner: BindOwner, peer: PeerId | null, lane: number): Bind {
+  add(anchorId: bigint, owner: BindOwner, peer: PeerId | null, lane: number, limit?: number): Bind {
     // The session is the claim's secret (a pre-bind's ticket is its only proof): random, nonzero,
     // and unique among live binds by its map key. A counter let an OpenSlot guess it.
     let session: bigint;
@@ -79,7 +79,7 @@ export class BindRegistry {
     const bind = new Bind(
       anchorId,
       session,
-      config.initialCredit,
+      limit ?? config.initialCredit,
       config.slotByteBudget,
       lane,
       peer,
@@ -105,6 +105,12 @@ export class BindRegistry {
       return undefined;
     // An attach bind belongs to the peer it was answered to; a pre-bind to whoever holds its ticket.
     return b.peer === null || b.peer === peer ? b : undefined;
+  }
+
+  /** The live bind of `session`, claimed or not. */
+  get(sessionId: bigint): Bind | undefined {
+    const b = this.#binds.get(sessionKey(sessionId));
+    return b !== undefined && b.sessionId === sessionId && !b.ended ? b : undefined;
   }
 
   /** An OpenSlot claimed `bind`: its lane load becomes a live slot's. */
@@ -179,8 +185,15 @@ export class BindRegistry {
    * `peer` is gone: binds answered to it and never claimed end now (Dropped), not an accept window
    * later against a reconnected peer's fresh lane load; its cancelled attaches are forgotten.
    */
-  peerGone(peer: PeerId): void {
-    for (const b of [...this.#binds.values()]) if (b.peer === peer && !b.claimed) this.#drop(b, 'dropped');
+  peerGone(peer: PeerId, linkLost = false): void {
+    for (const b of [...this.#binds.values()]) {
+      if (b.peer !== peer || b.claimed) continue;
+      // An answered attach kept for a resume (docs/protocol.md §8.3) ends suspended, not Dropped.
+      if (linkLost && b.owner.suspend?.(b) === true) {
+        b.buffer.close();
+        this.ended(b, 'suspended');
+      } else this.#drop(b, 'dropped');
+    }
     for (const [key, b] of this.#cancelled) if (b.peer === peer) this.#cancelled.delete(key);
   }
 

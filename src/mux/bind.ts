@@ -18,7 +18,9 @@ export type BindEnd =
   /** The accept window expired before an OpenSlot claimed the bind. */
   | 'expired'
   /** The consumer released it (cancel, detach, same-worker attach). */
-  | 'released';
+  | 'released'
+  /** The link was lost and the owner keeps the stream for a resume (docs/protocol.md §8.3): no Dropped. */
+  | 'suspended';
 
 /** The anchor side of a bind. */
 export interface BindOwner {
@@ -26,6 +28,12 @@ export interface BindOwner {
   onClaimed(bind: Bind): void;
   /** The bind ended; its buffer is closed (unread frames stay readable unless discarded). */
   onEnded(bind: Bind, end: BindEnd): void;
+  /**
+   * The bind's link was lost (peer gone, epoch changed) before its terminal: true if the owner keeps
+   * the stream for a resume (docs/protocol.md §8.3), so its buffer closes without `Dropped` and it
+   * ends `suspended`. Absent or false: it ends `Dropped`.
+   */
+  suspend?(bind: Bind): boolean;
 }
 
 /**
@@ -44,6 +52,8 @@ export interface BoundSlot {
   readonly lane: number;
   /** The consumer is gone: retire the slot and tell the owner `CloseSlot{UnknownSlot}`. */
   consumerGone(): void;
+  /** The slot's link is known lost: retire it quietly (no reply), suspended if its owner keeps it. */
+  linkLost(): void;
 }
 
 /** One reservation of (anchor, session). */

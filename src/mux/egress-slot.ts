@@ -47,6 +47,14 @@ export interface EgressSlotOwner {
   onLifecycle(cancel: boolean): void;
   /** The stream's output was handed on (Sent) or lost (Discarded). First outcome stands. */
   onRetired(outcome: Retirement): void;
+  /**
+   * The slot closes with `error` and producers wait on it: return true to take them over (a stream
+   * resumed on a new slot wakes them, docs/protocol.md §8.3) instead of their failing. Optional.
+   */
+  adoptWaiters?(
+    error: LanemuxError | null,
+    waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }>,
+  ): boolean;
 }
 
 /** The batcher operations a producer reaches through its slot. */
@@ -200,11 +208,12 @@ export class EgressSlot {
     for (const x of w) x.resolve();
   }
 
-  /** Fail waiting producers (the slot closed). */
+  /** Fail waiting producers (the slot closed), unless its owner takes them over. */
   failWaiters(error: unknown): void {
     const w = this.#waiters;
     if (w === null) return;
     this.#waiters = null;
+    if (this.owner.adoptWaiters?.(this.closeError, w) === true) return;
     for (const x of w) x.reject(error);
   }
 }

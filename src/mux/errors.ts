@@ -19,3 +19,16 @@ export type MuxErrorCode =
 
 /** An error of the mux or of a stream. */
 export class MuxError extends LanemuxError<MuxErrorCode> {}
+
+/**
+ * True when a link's loss says it was closed on purpose (by this node, or by the peer's GOAWAY:
+ * `ERR_CLOSED`, or `ERR_PEER_GONE` caused by one): the peer's instance is not coming back, so no
+ * stream waits for a resume (docs/protocol.md §8.3). Looks through `cause`s.
+ */
+export function closedOnPurpose(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof LanemuxError && depth < 4; e = e.cause, depth++) {
+    if (e.code === 'ERR_CLOSED') return true;
+    if (e.code !== 'ERR_PEER_GONE' && e.code !== 'ERR_SENDER_DROPPED') return false;
+  }
+  return false;
+}

@@ -80,6 +80,11 @@ export class IngressSlot implements BoundSlot {
     this.table.consumerGone(this);
   }
 
+  /** The slot's link is known lost: retire it quietly, suspended if its owner keeps it. */
+  linkLost(): void {
+    this.table.linkLost(this);
+  }
+
   /** True when the sender holds no data credit and nothing waits behind a gap (watchdog exemption). */
   get senderStarved(): boolean {
     return this.account.remaining === 0 && (this.hold === null || this.hold.size === 0);

@@ -179,7 +179,8 @@ export class IngressTable {
         releaseUnkept(reader, this.window, staged);
         return;
       }
-      this.retireAll();
+      // A newer epoch: the sender's slots of the old one died with it (a lost link).
+      this.retireAll(true);
       this.#adopt(hi, lo);
     }
     const seq = reader.batchSeq;
@@ -522,27 +523,38 @@ export class IngressTable {
     this.#retire(s, true, null);
   }
 
-  /** Retire every live slot (epoch retired, peer gone, shutdown): one Dropped each. Returns the count. */
-  retireAll(): number {
+  /**
+   * Retire every live slot (epoch retired, peer gone, shutdown): one Dropped each, unless
+   * (`linkLost`) the owner keeps the stream for a resume. Returns the count.
+   */
+  retireAll(linkLost = false): number {
     let n = 0;
     for (const s of this.#slots.values()) {
-      this.#retire(s, true, null);
+      this.#retire(s, true, null, linkLost);
       n++;
     }
     if (this.#aside !== null) {
       for (const s of [...this.#aside.values()]) {
-        this.#retire(s, true, null);
+        this.#retire(s, true, null, linkLost);
         n++;
       }
     }
     return n;
   }
 
+  /** The slot's link is known lost (a resume names it): retire it with no reply, suspended if its owner keeps it. */
+  linkLost(slot: BoundSlot): void {
+    if (slot.closed) return;
+    const s = this.#slots.get(slot.id) ?? this.#aside?.get(slot.id);
+    if (s !== slot) return;
+    this.#retire(s, true, null, true);
+  }
+
   /**
    * Remove a slot: release held bytes, close its buffer, and inject exactly one Dropped when asked
    * and no terminal was delivered.
    */
-  #retire(s: IngressSlot, injectDropped: boolean, end: BindEnd | null): void {
+  #retire(s: IngressSlot, injectDropped: boolean, end: BindEnd | null, linkLost = false): void {
     if (s.closed) return;
     s.closed = true;
     const m = this.#host.metrics;
@@ -561,6 +573,11 @@ export class IngressTable {
       s.hold = null;
     }
     const bind = s.bind;
+    if (linkLost && injectDropped && !s.terminalDelivered && bind.owner.suspend?.(bind) === true) {
+      bind.closeBuffer(false);
+      this.#host.bindEnded(bind, 'suspended');
+      return;
+    }
     const dropped = injectDropped && !s.terminalDelivered;
     bind.closeBuffer(dropped);
     this.#host.bindEnded(bind, end ?? (dropped ? 'dropped' : 'terminal'));

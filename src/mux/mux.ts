@@ -24,7 +24,7 @@ import type { Bind, BindEnd, BindOwner } from './bind.ts';
 import { BindRegistry } from './bind-registry.ts';
 import type { ResolvedMuxConfig } from './config.ts';
 import type { EgressSlot, EgressSlotOwner } from './egress-slot.ts';
-import { MuxError } from './errors.ts';
+import { MuxError, closedOnPurpose } from './errors.ts';
 import type { HeartbeatSender } from './heartbeats.ts';
 import type { IngressHost, IngressTable } from './ingress.ts';
 import { releaseUnkept } from './ingress-window.ts';
@@ -335,8 +335,8 @@ export class Mux implements BatcherHost, IngressHost {
    * Reserve (anchor, new session) for an OpenSlot to claim: answers an attach (`peer` known) or
    * mints a pre-bind (`peer` null). The bind owns the C+1 buffer the consumer reads.
    */
-  bind(anchorId: bigint, owner: BindOwner, peer: PeerId | null, key?: bigint): Bind {
-    const bind = this.#binds.add(anchorId, owner, peer, this.chooseLane(peer, key));
+  bind(anchorId: bigint, owner: BindOwner, peer: PeerId | null, key?: bigint, limit?: number): Bind {
+    const bind = this.#binds.add(anchorId, owner, peer, this.chooseLane(peer, key), limit);
     this.#timer.armSweep();
     return bind;
   }
@@ -356,6 +356,26 @@ export class Mux implements BatcherHost, IngressHost {
         this.#timer.armSweep();
       }
     }
+  }
+
+  /**
+   * A resume from `peer` names `session` (docs/protocol.md §8.3) while its bind still looks live: the
+   * old link is lost (the new one came up before the loss was reported). Retire that slot (or end
+   * the unclaimed bind) as a lost link; true if its owner suspended it.
+   */
+  suspendLive(anchorId: bigint, session: bigint, peer: PeerId): boolean {
+    const bind = this.#binds.get(session);
+    if (bind === undefined || bind.anchorId !== anchorId) return false;
+    const slot = bind.slot;
+    if ((slot?.peer ?? bind.peer) !== peer) return false;
+    if (slot !== null) {
+      slot.linkLost();
+      return bind.ended;
+    }
+    if (bind.owner.suspend?.(bind) !== true) return false;
+    bind.buffer.close();
+    this.#binds.ended(bind, 'suspended');
+    return true;
   }
 
   /** IngressHost: an OpenSlot for an attach its consumer already cancelled gets the cancel. */
@@ -523,7 +543,11 @@ export class Mux implements BatcherHost, IngressHost {
   // ───────────────────────── peer loss and teardown ─────────────────────────
 
   #peerGone(ev: PeerGoneEvent): void {
-    const error = new MuxError('ERR_SENDER_DROPPED', `peer ${ev.peer} is gone: ${ev.reason}`, { retryable: true });
+    // The loss's own error is the cause: a peer that closed on purpose (ERR_CLOSED) is not resumed.
+    const error = new MuxError('ERR_SENDER_DROPPED', `peer ${ev.peer} is gone: ${ev.reason}`, {
+      retryable: true,
+      cause: ev.error,
+    });
     const current = this.#messenger.peer(ev.peer);
     if (current !== undefined && current.epoch !== ev.epoch) {
       // An older link of a peer that is connected again: only batches pinned to that link are
@@ -534,11 +558,11 @@ export class Mux implements BatcherHost, IngressHost {
       }
       return;
     }
-    this.#failPeer(ev.peer, error, true);
+    this.#failPeer(ev.peer, error, true, !closedOnPurpose(ev.error));
   }
 
   /** Epoch death on every lane toward `peer`; with `ingressToo`, retire its ingress tables (Dropped each). */
-  #failPeer(peer: PeerId, error: LanemuxError, ingressToo: boolean): void {
+  #failPeer(peer: PeerId, error: LanemuxError, ingressToo: boolean, linkLost = true): void {
     const arr = this.#lanes.batchersOf(peer);
     for (const b of arr) if (b !== undefined && !b.retired && b.liveSlots > 0) b.epochDeath(error);
     if (!ingressToo) return;
@@ -550,8 +574,9 @@ export class Mux implements BatcherHost, IngressHost {
     }
     // Binds answered to this peer and never claimed: its link (and the batcher that would open
     // them) is gone, so they end now (Dropped).
-    this.#binds.peerGone(peer);
-    if (this.#lanes.retireTables(peer)) this.#binds.load.forget(peer);
+    // A lost link (not a peer that left on purpose) lets streams kept for a resume wait (docs/protocol.md §8.3).
+    this.#binds.peerGone(peer, linkLost);
+    if (this.#lanes.retireTables(peer, linkLost)) this.#binds.load.forget(peer);
     this.#windows.forget(peer);
     this.#watchdog.forget(peer);
   }

@@ -106,10 +106,11 @@ export class PeerLanes {
   }
 
   /** `peer` is gone: retire its tables (Dropped each) and forget them. False if it had none. */
-  retireTables(peer: PeerId): boolean {
+  retireTables(peer: PeerId, linkLost = true): boolean {
     const tables = this.#tables.get(peer);
     if (!tables) return false;
-    for (const t of tables) if (t !== undefined) t.retireAll();
+    // The peer's link is gone: a stream its owner keeps for a resume is suspended, not Dropped.
+    for (const t of tables) if (t !== undefined) t.retireAll(linkLost);
     this.#tables.delete(peer);
     this.tables = this.tables.filter((t) => t.peer !== peer);
     this.#budgets.delete(peer);

@@ -5,7 +5,7 @@
  * is the drain signal that returns credit. Frames are held as a `FrameKind` number and a value.
  */
 
-import { isTerminalKind } from '../wire/frame.ts';
+import { FrameKind, isTerminalKind } from '../wire/frame.ts';
 
 /** Called when the consumer takes a record: `bytes` is the record's body size. */
 export type DrainListener = (bytes: number, isData: boolean) => void;
@@ -141,6 +141,16 @@ export class SlotBuffer {
   #uncharge(bytes: number): void {
     this.windowBytes -= bytes;
     this.window?.release(bytes);
+  }
+
+  /** Unread `Item` and `SenderError` records: what a resume counts as received and not yet read (docs/protocol.md §8.3). */
+  dataRecords(): number {
+    let n = 0;
+    for (let k = 0; k < this.#length; k++) {
+      const kind = this.#kinds[(this.#head + k) % this.#size]! & ~CHARGED;
+      if (kind === FrameKind.Item || kind === FrameKind.SenderError) n++;
+    }
+    return n;
   }
 
   /** No more pushes; a waiting reader wakes and sees the end once the buffer is empty. */

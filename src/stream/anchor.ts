@@ -81,6 +81,17 @@ export interface WaitingFeed {
   readonly release: ((error: StreamError) => void) | null;
 }
 
+/**
+ * @internal A feed whose link was lost, waiting for its sender to resume (docs/protocol.md §8.3): once
+ * its unread records are read the reader waits, then reads the resumed stream's feed (`next`), or
+ * ends with `error` (not resumed in time).
+ */
+interface ResumeMark {
+  readonly bind: Bind;
+  next: boolean;
+  error: LanemuxError | null;
+}
+
 /** The consumer slot after `end` ran: the anchor stays claimed by its one push-mode reader. */
 const ENDED: AnchorConsumer<unknown> = { item: () => undefined };
 /** A consumer callback threw: the stream is cancelled and ends with this (the thrown value is the cause). */
@@ -119,6 +130,10 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   #tailPeer: string | null = null;
   /** The last sender to attach has handed over its Detached: another may attach behind it. */
   #tailDetached = false;
+  /** Items (and sender errors) taken from the current feed: what a resume counts as received. */
+  #feedRead = 0;
+  /** Feeds suspended by a lost link (docs/protocol.md §8.3); null while none is. */
+  #resumes: ResumeMark[] | null = null;
 
   /**
    * This stream's credit as the consumer counts it (mux streams once the OpenSlot arrived; null
@@ -196,6 +211,7 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
     this.#feedKind = kind;
     this.bind = bind;
     this.#onTake = onTake;
+    this.#feedRead = 0;
     this.#wakeFeedWaiter();
     this.#rearm();
   }
@@ -286,6 +302,63 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
     return cut.length > 0 ? cut : null;
   }
 
+  /**
+   * @internal Items of `bind`'s feed this anchor has received (read, and unread in its buffer), or
+   * null when `bind` does not feed it.
+   */
+  _received(bind: Bind): number | null {
+    if (this.bind === bind) return this.#feedRead + bind.buffer.dataRecords();
+    if (this.#waiting?.some((f) => f.bind === bind) === true) return bind.buffer.dataRecords();
+    return null;
+  }
+
+  /** @internal `bind`'s link was lost: its records are read, then the reader waits for the resume. */
+  _suspended(bind: Bind): void {
+    (this.#resumes ??= []).push({ bind, next: false, error: null });
+  }
+
+  #mark(bind: Bind | null): ResumeMark | undefined {
+    return this.#resumes?.find((m) => m.bind === bind);
+  }
+
+  #unmark(m: ResumeMark): void {
+    const r = this.#resumes!;
+    r.splice(r.indexOf(m), 1);
+    if (r.length === 0) this.#resumes = null;
+  }
+
+  /** @internal The stream of suspended `old` resumed on `fresh`: read right after `old`'s records. */
+  _resumed(old: Bind, fresh: Bind): void {
+    const m = this.#mark(old);
+    if (m === undefined) return;
+    m.next = true;
+    const feed: WaitingFeed = { buffer: fresh.buffer, kind: 'mux', bind: fresh, onTake: null, release: null };
+    const w = (this.#waiting ??= []);
+    if (this.bind === old) w.unshift(feed);
+    else w.splice(w.findIndex((f) => f.bind === old) + 1, 0, feed);
+    if (this.#tailBind === old) {
+      this.#tailBind = fresh;
+      this.#tailBuffer = fresh.buffer;
+      this.#tailSession = fresh.sessionId;
+    }
+    this.#wakeFeedWaiter();
+  }
+
+  /** @internal Suspended `bind` was not resumed: the stream ends with `error` after its records. */
+  _resumeFailed(bind: Bind, error: LanemuxError): void {
+    const m = this.#mark(bind);
+    if (m === undefined) return;
+    m.error = error;
+    this.#wakeFeedWaiter();
+  }
+
+  /** True while the reader has read all of a suspended feed and waits for its resume. */
+  #parked(f: SlotBuffer): boolean {
+    if (this.#resumes === null || !f.closed || f.length > 0) return false;
+    const m = this.#mark(this.bind);
+    return m !== undefined && !m.next && m.error === null;
+  }
+
   /** The feed being read sent Detached: the next waiting sender's feed takes its place, if there is one. */
   #next(): boolean {
     const w = this.#waiting;
@@ -331,7 +404,7 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   waitAvailable(): Promise<void> {
     if (this.#error !== null || this.#done) return Promise.resolve();
     const f = this.#feed;
-    if (f === null) {
+    if (f === null || this.#parked(f)) {
       return new Promise<void>((resolve) => {
         this.#feedWaiters.push(resolve);
       });
@@ -382,7 +455,7 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
     if (this.#armed) return;
     this.#armed = true;
     const f = this.#feed;
-    if (f === null) this.#feedWaiters.push(this.#wake);
+    if (f === null || this.#parked(f)) this.#feedWaiters.push(this.#wake);
     else f.notifyReadable(this.#wake);
   }
 
@@ -466,11 +539,13 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
         f.value = undefined;
         switch (kind) {
           case FrameKind.Item:
+            this.#feedRead++;
             this.#pending = value;
             return STEP_VALUE;
           case FrameKind.Heartbeat:
             continue;
           case FrameKind.SenderError:
+            this.#feedRead++;
             throw new StreamError('ERR_SENDER_ERROR', String(value));
           case FrameKind.Finalized:
             this.#finish(false);
@@ -500,6 +575,20 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
           if (this.#feedKind === 'local' || this.#feedKind === 'legacy') {
             this.#finish(false);
             return STEP_DONE;
+          }
+          const m = this.#resumes === null ? undefined : this.#mark(this.bind);
+          if (m !== undefined) {
+            // A lost link: the resumed feed follows with no terminal between, or the stream ends.
+            if (m.next) {
+              this.#unmark(m);
+              this.#next();
+              continue;
+            }
+            if (m.error !== null) {
+              this.#unmark(m);
+              throw this.#fail(m.error);
+            }
+            return STEP_NONE;
           }
           throw this.#fail(
             new StreamError('ERR_SENDER_DROPPED', 'the stream closed without a terminal', { retryable: true }),

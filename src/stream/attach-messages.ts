@@ -41,6 +41,18 @@ const attachRequest = z.object({
   stream_cancel_handle: z.optional(u128Schema),
   supported_transport_keys: z._default(z.array(str(KEY_MAX)).check(z.maxLength(KEYS_MAX)), []),
   lane_key: z.optional(u64),
+  /**
+   * A resume (docs/protocol.md §8.3): the producer's stream whose link was lost, by its last
+   * session, and how many items it has sent.
+   */
+  resume: z.optional(
+    z.object({
+      session: u64,
+      sent: int(0, Number.MAX_SAFE_INTEGER),
+      /** The oldest item the producer can send again (its replay ring's first); absent = 1. */
+      from: z._default(int(1, Number.MAX_SAFE_INTEGER), 1),
+    }),
+  ),
 });
 /** `_anchor_attach` request. */
 export const attachRequestSchema = parser(attachRequest, (input) => readAttachRequestFast(input));
@@ -55,10 +67,15 @@ const okSchema = z.object({
   lane: z._default(int(0, LANE_MAX), 0),
   /** lanemux: where the per-stream (legacy) path listens; absent on the mux path. */
   endpoint: z.optional(str(ENDPOINT_MAX)),
+  /** The answer to a resume: how many of the stream's items the consumer has received. */
+  resume_offset: z.optional(int(0, Number.MAX_SAFE_INTEGER)),
 });
 
-/** `{ Err: { reason } }`, the refusal arm of both attach answers. */
-const errAnswer = z.strictObject({ Err: z.object({ reason: str(1024) }) });
+/**
+ * `{ Err: { reason } }`, the refusal arm of both attach answers. A refused resume adds `resume`:
+ * `unknown` when the consumer does not know the session (a stream it has finished, or forgotten).
+ */
+const errAnswer = z.strictObject({ Err: z.object({ reason: str(1024), resume: z.optional(str(32)) }) });
 
 const attachResponse = z.union([z.strictObject({ Ok: okSchema }), errAnswer]);
 /** Externally tagged attach answer: `{ Ok: {...} }` or `{ Err: { reason } }`. */
@@ -149,6 +166,8 @@ export function readAttachRequestFast(input: unknown): AttachRequest | undefined
   const cancel = optionalField(o, 'stream_cancel_handle', u128Fast);
   const laneKey = optionalField(o, 'lane_key', u64Fast);
   if (session === GIVE_UP || cancel === GIVE_UP || laneKey === GIVE_UP) return undefined;
+  // A resume is rare: zod reads it.
+  if ('resume' in o) return undefined;
   const out: AttachRequest = { handle, supported_transport_keys: [] };
   if (session !== undefined) out.session_id = session;
   if (cancel !== undefined) out.stream_cancel_handle = cancel;
@@ -198,6 +217,12 @@ function readOkFast(input: unknown): AttachOk | undefined {
   );
   if (endpoint === GIVE_UP) return undefined;
   if (endpoint !== undefined) out.endpoint = endpoint;
+  const offset = o['resume_offset'];
+  if (offset !== undefined) {
+    const r = intFast(offset, 0, Number.MAX_SAFE_INTEGER);
+    if (Number.isNaN(r)) return undefined;
+    out.resume_offset = r;
+  }
   return out;
 }
 
@@ -220,6 +245,7 @@ export function attachOk(ok: {
   budget: number;
   lane: number;
   endpoint?: string;
+  resumeOffset?: number;
 }): unknown {
   const body: Record<string, unknown> = {
     streaming_transport_key: ok.key,
@@ -230,6 +256,7 @@ export function attachOk(ok: {
   };
   if (ok.lane !== 0) body['lane'] = ok.lane;
   if (ok.endpoint !== undefined) body['endpoint'] = ok.endpoint;
+  if (ok.resumeOffset !== undefined) body['resume_offset'] = ok.resumeOffset;
   return { Ok: body };
 }
 

@@ -22,21 +22,36 @@ import { PerStreamWatchdog } from './per-stream.ts';
 import type { PerStreamSink } from './per-stream.ts';
 import { ANCHOR_CHANNEL_DEPTH, WAITING_FULL, refuse, type NodeState, type PendingPerStream } from './node-state.ts';
 import type { UnattachedReaper } from './unattached.ts';
+import type { TimerHandle } from '../runtime/runtime.ts';
+import { ResumeFailedError } from './errors.ts';
 
 /** The local-id bits of a single-sender anchor (`~MPSC_ANCHOR_BIT` within 64 bits, computed once). */
 const LOCAL_ID_MASK = MPSC_ANCHOR_BIT - 1n;
 
+/** A bound stream whose link was lost, waiting for its producer's resume attach (docs/protocol.md §8.3). */
+interface Suspension {
+  readonly anchor: StreamAnchor<unknown>;
+  readonly bind: Bind;
+  readonly peer: PeerId;
+  /** Items of the stream the consumer has received (the resume offset). */
+  readonly received: number;
+  readonly timer: TimerHandle;
+}
+
 /** The anchor side of a mux bind: a stream that ended dropped or expired is forgotten at once. */
 class AnchorBindOwner implements BindOwner {
   readonly #anchor: StreamAnchor<unknown>;
-  readonly #forget: (anchor: StreamAnchor<unknown>, bind: Bind) => void;
-  constructor(anchor: StreamAnchor<unknown>, forget: (anchor: StreamAnchor<unknown>, bind: Bind) => void) {
+  readonly #side: ConsumerSide;
+  constructor(anchor: StreamAnchor<unknown>, side: ConsumerSide) {
     this.#anchor = anchor;
-    this.#forget = forget;
+    this.#side = side;
   }
   onClaimed(): void {}
+  suspend(bind: Bind): boolean {
+    return this.#side._suspend(this.#anchor, bind);
+  }
   onEnded(bind: Bind, end: BindEnd): void {
-    if (end === 'dropped' || end === 'expired') this.#forget(this.#anchor, bind);
+    if (end === 'dropped' || end === 'expired') this.#side._forgetEnded(this.#anchor, bind);
   }
 }
 
@@ -44,10 +59,103 @@ class AnchorBindOwner implements BindOwner {
 export class ConsumerSide implements AnchorHost {
   readonly #s: NodeState;
   readonly #reaper: UnattachedReaper;
+  /** Streams suspended by a lost link, by session (docs/protocol.md §8.3). */
+  readonly #suspended = new Map<bigint, Suspension>();
+  /** Items a resumed bind's stream had before it: its resume offset. */
+  readonly #resumeBase = new WeakMap<Bind, number>();
 
   constructor(state: NodeState, reaper: UnattachedReaper) {
     this.#s = state;
     this.#reaper = reaper;
+  }
+
+  /**
+   * @internal The link of `bind` was lost: keep the stream for its producer's resume when both
+   * nodes advertise resume; false lets it end Dropped as without resume.
+   */
+  _suspend(anchor: StreamAnchor<unknown>, bind: Bind): boolean {
+    const resume = this.#s.resume;
+    const peer = bind.peer ?? bind.slot?.peer ?? null;
+    if (resume === null || peer === null || this.#s.closed || !resume.negotiated(peer)) return false;
+    if (this.#s.anchors.get(anchor.localId) !== anchor || anchor.finished) return false;
+    const n = anchor._received(bind);
+    if (n === null) return false;
+    const session = bind.sessionId;
+    const timer = this.#s.runtime.setTimer(() => this.#notResumed(session), resume.windowMs);
+    this.#suspended.set(session, { anchor, bind, peer, received: (this.#resumeBase.get(bind) ?? 0) + n, timer });
+    anchor._suspended(bind);
+    return true;
+  }
+
+  /** The resume window of a suspended stream passed: it ends `ERR_SENDER_DROPPED` after its unread items. */
+  #notResumed(session: bigint): void {
+    const sus = this.#suspended.get(session);
+    if (sus === undefined) return;
+    this.#suspended.delete(session);
+    const ms = this.#s.resume?.windowMs ?? 0;
+    this.#s.metrics.resumeFailed('window');
+    sus.anchor._resumeFailed(
+      sus.bind,
+      new ResumeFailedError(
+        'ERR_SENDER_DROPPED',
+        'window',
+        `the link to the sender (${sus.peer}) was lost and the stream was not resumed within ${ms} ms`,
+      ),
+    );
+    this._forgetEnded(sus.anchor, sus.bind);
+  }
+
+  /** Forget the suspended streams of `anchor` (it ended), or all of them (`null`: the node closes). */
+  #dropSuspended(anchor: StreamAnchor<unknown> | null): void {
+    for (const [session, sus] of this.#suspended) {
+      if (anchor !== null && sus.anchor !== anchor) continue;
+      this.#s.runtime.clearTimer(sus.timer);
+      this.#suspended.delete(session);
+    }
+  }
+
+  /** The node closes: no suspended stream waits any more. */
+  close(): void {
+    this.#dropSuspended(null);
+  }
+
+  /** A resume attach (docs/protocol.md §8.3): continue a suspended stream on a new bind. */
+  #onResume(
+    from: PeerId,
+    anchor: StreamAnchor<unknown> | undefined,
+    resume: { session: bigint; sent: number; from: number },
+    laneKey: bigint | undefined,
+  ): unknown {
+    const mux = this.#s.mux;
+    const unknown = { Err: { reason: 'resume: this node does not know the stream', resume: 'unknown' } };
+    if (mux === null || anchor === undefined || anchor.finished) return unknown;
+    let sus = this.#suspended.get(resume.session);
+    // The new link came up before the old one was reported lost: the old slot still looks live.
+    if (sus === undefined && mux.suspendLive(anchor.localId, resume.session, from))
+      sus = this.#suspended.get(resume.session);
+    if (sus === undefined || sus.anchor !== anchor || sus.peer !== from) return unknown;
+    if (resume.sent < sus.received)
+      return {
+        Err: { reason: `resume: ${sus.received} items were received but the sender says it sent ${resume.sent}` },
+      };
+    this.#suspended.delete(resume.session);
+    this.#s.runtime.clearTimer(sus.timer);
+    if (resume.from > sus.received + 1) {
+      // The producer no longer holds the items this consumer lacks: the stream cannot go on.
+      const reason = `replay evicted: the consumer has ${sus.received} items and the producer can send again only from item ${resume.from}`;
+      this.#s.metrics.resumeFailed('evicted');
+      sus.anchor._resumeFailed(sus.bind, new ResumeFailedError('ERR_SENDER_DROPPED', 'evicted', reason));
+      this._forgetEnded(sus.anchor, sus.bind);
+      return { Err: { reason, resume: 'evicted' } };
+    }
+    // Records still unread count against the new window: the consumer holds at most C+1 of this stream.
+    const credit = Math.max(1, this.#s.config.initialCredit - sus.bind.buffer.dataRecords());
+    const fresh = mux.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey, credit);
+    this.#resumeBase.set(fresh, sus.received);
+    anchor._resumed(sus.bind, fresh);
+    this.#s.metrics.resumedStreams++;
+    this.#s.metrics.anchorOperation('resume', 'success', 'mux');
+    return attachOk({ ...muxTerms(this.#s, fresh), resumeOffset: sus.received });
   }
 
   /** See `LanemuxNode.createAnchor`. */
@@ -118,6 +226,7 @@ export class ConsumerSide implements AnchorHost {
     if (this.#s.anchors.get(anchor.localId) !== anchor) return;
     this.#s.anchors.delete(anchor.localId);
     this.#s.metrics.activeAnchors--;
+    if (this.#suspended.size > 0) this.#dropSuspended(anchor);
     const bind = anchor.bind;
     if (bind !== null && this.#s.mux !== null) {
       // A consumer cancel is a LifecycleSlot{cancel} naming the session (docs/protocol.md §10.3); before the OpenSlot
@@ -162,11 +271,11 @@ export class ConsumerSide implements AnchorHost {
 
   /** The anchor side of a mux bind (one small object per bind; the node's part is shared). */
   #bindOwner(anchor: StreamAnchor<unknown>): BindOwner {
-    return new AnchorBindOwner(anchor, this.#forgetEnded);
+    return new AnchorBindOwner(anchor, this);
   }
 
-  /** A bound stream ended dropped or expired: the anchor is forgotten at once. */
-  readonly #forgetEnded = (anchor: StreamAnchor<unknown>, bind: Bind): void => {
+  /** @internal A bound stream ended dropped or expired: the anchor is forgotten at once. */
+  _forgetEnded(anchor: StreamAnchor<unknown>, bind: Bind): void {
     // The consumer still reads the Dropped it holds; the node need not keep the anchor for it.
     if (this.#s.anchors.get(anchor.localId) !== anchor) return;
     this.#s.anchors.delete(anchor.localId);
@@ -186,7 +295,7 @@ export class ConsumerSide implements AnchorHost {
       this.#s.perStreamDrops.delete(anchor);
       this.#s.perStreamStops.delete(anchor);
     }
-  };
+  }
 
   /** Let go the senders of feeds the anchor will never read (it ended, or ends before them). */
   #letGo(feeds: readonly WaitingFeed[], cancelled: boolean, error: StreamError): void {
@@ -225,6 +334,7 @@ export class ConsumerSide implements AnchorHost {
     if ((handle.lo & MPSC_ANCHOR_BIT) !== 0n)
       return refuse(this.#s.metrics, 'the anchor is MPSC; use _mpsc_anchor_attach');
     const anchor = this.#s.anchors.get(handle.lo);
+    if (req.data.resume !== undefined) return this.#onResume(from, anchor, req.data.resume, laneKey);
     if (anchor === undefined || anchor.finished) return refuse(this.#s.metrics, 'unknown or finished anchor');
     const mux = this.#s.mux;
     const offersMux = mux !== null && keys.includes(MESSENGER_MUX_KEY);

@@ -42,3 +42,26 @@ export class StreamError extends LanemuxError<StreamErrorCode> {
     super(code, message, options);
   }
 }
+
+/**
+ * Why a stream could not be resumed after its link was lost (docs/protocol.md §8.3):
+ * `window` — the link did not come back within the resume window; `evicted` — the items the
+ * consumer still needed were no longer in the producer's replay ring; `restarted` — the peer came
+ * back as another instance (a restart: its state is gone); `refused` — the peer does not know the
+ * stream any more; `closed` — this node closed while the stream waited.
+ */
+export type ResumeFailure = 'window' | 'evicted' | 'restarted' | 'refused' | 'closed';
+
+/**
+ * A stream that lost its link and could not be resumed. Its `code` is the one a lost link gives
+ * without resume (`ERR_SENDER_DROPPED` for the consumer, the producer's peer-lost code); `reason`
+ * says why, for code that retries. Always retryable.
+ */
+export class ResumeFailedError extends StreamError {
+  /** Why the resume failed. */
+  readonly reason: ResumeFailure;
+  constructor(code: StreamErrorCode, reason: ResumeFailure, message: string, options?: LanemuxErrorOptions) {
+    super(code, message, { ...options, retryable: true });
+    this.reason = reason;
+  }
+}

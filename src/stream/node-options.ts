@@ -21,6 +21,7 @@ import {
 } from '../wire/constants.ts';
 import { RUNTIME_SHAPE, isRuntime, systemRuntime, type Runtime } from '../runtime/runtime.ts';
 import type { NodeOptions } from './node.ts';
+import { resumeSchema } from './resume-options.ts';
 
 /** Longest `unattachedTimeout`, ms: one day, like the mux's accept windows (and far below the 2^31 − 1 ms a timer can wait). */
 export const MAX_UNATTACHED_TIMEOUT = 86_400_000;
@@ -93,6 +94,7 @@ const schema = z.strictObject({
   ),
   metrics: z.optional(z.custom<MuxMetrics>((v) => v instanceof MuxMetrics, 'not a MuxMetrics')),
   runtime: z.optional(runtimeSchema),
+  resume: resumeSchema,
 });
 
 /** Options that only shape a messenger the node builds itself (meaningless beside a given one). */

@@ -15,6 +15,8 @@ import type { MpscAnchor, MpscFeed } from './mpsc-anchor.ts';
 import type { PerStreamTransport } from './per-stream.ts';
 import type { LocalPort } from './port.ts';
 import type { StreamSender } from './sender.ts';
+import type { ResolvedResume } from './resume-options.ts';
+import type { ResumeRegistry } from './resume-registry.ts';
 
 /** Depth of an anchor's own channel (same-worker and per-stream senders), as in the reference. */
 export const ANCHOR_CHANNEL_DEPTH = 256;
@@ -63,6 +65,10 @@ export class NodeState {
   /** The transport keys an attach request offers, sorted (fixed for the node's life; never mutated). */
   readonly offeredKeys: readonly string[];
   readonly unattachedTimeout: number;
+  /** Resume as configured (null: off). */
+  readonly resumeOptions: ResolvedResume | null;
+  /** The producer's resumable streams (null: resume off); set by the producer side. */
+  resume: ResumeRegistry | null = null;
   closed = false;
 
   constructor(
@@ -77,6 +83,7 @@ export class NodeState {
       | 'perStream'
       | 'offeredKeys'
       | 'unattachedTimeout'
+      | 'resumeOptions'
     >,
   ) {
     this.workerId = init.workerId;
@@ -88,6 +95,7 @@ export class NodeState {
     this.perStream = init.perStream;
     this.offeredKeys = init.offeredKeys;
     this.unattachedTimeout = init.unattachedTimeout;
+    this.resumeOptions = init.resumeOptions;
   }
 
   assertOpen(): void {

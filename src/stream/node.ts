@@ -54,9 +54,11 @@ import type { PerStreamTransport } from './per-stream.ts';
 import { ProducerSide, type AttachOptions } from './producer.ts';
 import type { StreamSender } from './sender.ts';
 import { UnattachedReaper } from './unattached.ts';
+import { RESUME_KEY, resolveResume, type ResumeOptions } from './resume-options.ts';
 
 export { ANCHOR_CHANNEL_DEPTH } from './node-state.ts';
 export type { AttachOptions } from './producer.ts';
+export type { ResumeOptions } from './resume-options.ts';
 
 /** Options of {@link createNode}: give either a `messenger`, or `transports` to build one. */
 export interface NodeOptions {
@@ -95,6 +97,14 @@ export interface NodeOptions {
    * with its transport and adapters (a messenger passed in keeps its own). Defaults to the current runtime's.
    */
   readonly runtime?: Runtime;
+  /**
+   * Transparent resume of mux streams across a lost link (docs/protocol.md §8.3): when the
+   * link to a peer drops and the same peer (same worker, same instance) links again within the
+   * window, every single-sender stream goes on where it stopped, nothing lost or repeated. Applies
+   * toward peers that advertise it too (`lanemux-resume-v1` in their HELLO; a messenger passed in
+   * must list it in its `transportKeys`). `false` turns it off. Defaults to on: see `ResumeOptions`.
+   */
+  readonly resume?: ResumeOptions | false;
 }
 
 /** A lanemux node. Create one with {@link createNode}. */
@@ -140,6 +150,7 @@ export class LanemuxNode {
       perStream,
       offeredKeys: Object.freeze(keys.sort()),
       unattachedTimeout: options.unattachedTimeout ?? config.acceptWindow,
+      resumeOptions: mux === null ? null : resolveResume(options.resume, config.slotByteBudget),
     });
     this.#s = s;
     // The reaper ends an expired anchor through the consumer side, which starts its timers.
@@ -364,6 +375,8 @@ export class LanemuxNode {
     if (this.#s.closed) return;
     this.#s.closed = true;
     this.#s.mux?.close();
+    this.#s.resume?.close();
+    this.#consumer.close();
     const dropped = new StreamError('ERR_SENDER_DROPPED', 'the node closed', { retryable: true });
     for (const a of [...this.#s.anchors.values()]) a._fail(dropped);
     for (const a of [...this.#s.mpscAnchors.values()]) a._fail(dropped);
@@ -398,6 +411,7 @@ export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
   if (messenger === undefined) {
     const keys: string[] = [];
     if (config.enabled) keys.push(MESSENGER_MUX_KEY);
+    if (config.enabled && resolveResume(options.resume, config.slotByteBudget) !== null) keys.push(RESUME_KEY);
     if (options.perStream) keys.push(options.perStream.key);
     messenger = await createMessenger({
       transports: options.transports!,

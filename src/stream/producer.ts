@@ -21,6 +21,9 @@ import { LocalPort, MuxPort, PerStreamPort } from './port.ts';
 import { StreamSender } from './sender.ts';
 import type { SenderInit } from './sender.ts';
 import { ANCHOR_CHANNEL_DEPTH, WAITING_FULL, type NodeState } from './node-state.ts';
+import { hex } from './control-fields.ts';
+import { ResumeLink, type ResumeAnswer } from './resume-link.ts';
+import { ResumeRegistry, type ResumeTransport } from './resume-registry.ts';
 
 /** Options of {@link LanemuxNode.attachAnchor}. */
 export interface AttachOptions {
@@ -96,11 +99,14 @@ function ticketFor(h: AnchorHandle, t: StreamOpenTicket): StreamOpenTicket {
 }
 
 /** The producer side of a node: attaching to anchors and opening streams from tickets. */
-export class ProducerSide {
+export class ProducerSide implements ResumeTransport {
   readonly #s: NodeState;
 
   constructor(state: NodeState) {
     this.#s = state;
+    const o = state.resumeOptions;
+    if (o !== null && state.mux !== null)
+      state.resume = new ResumeRegistry(o, state.messenger, state.runtime, state.metrics, this);
   }
 
   /** See `LanemuxNode.attachAnchor`. */
@@ -301,6 +307,9 @@ export class ProducerSide {
     detachOf: AnchorHandle | null,
   ): Promise<StreamSender<T>> {
     const mux = this.#s.mux!;
+    // Single-sender streams resume across a lost link when both nodes advertise it (docs/protocol.md §8.3).
+    const resume = detachOf === null ? null : this.#s.resume;
+    const instance = resume !== null && resume.negotiated(peer) ? this.#s.messenger.peer(peer)?.instanceId : undefined;
     let hb: HeartbeatSender | null = null;
     const sender: StreamSender<T> = factory({
       transport: MESSENGER_MUX_KEY,
@@ -311,7 +320,19 @@ export class ProducerSide {
       },
       onDetach: detachOf === null ? undefined : () => this.#ackDetach(peer, detachOf, session),
     });
-    const owner = new MuxSenderOwner(sender as StreamSender<unknown>);
+    const link =
+      instance === undefined
+        ? null
+        : new ResumeLink(
+            resume!,
+            sender as StreamSender<unknown>,
+            peer,
+            instance,
+            detachOf!,
+            session,
+            limits.initialCredit,
+          );
+    const owner = link === null ? new MuxSenderOwner(sender as StreamSender<unknown>) : link.firstOwner();
     let slot: EgressSlot;
     try {
       // The slot holds the consumer's window and pauses its producer at the consumer's byte budget.
@@ -321,7 +342,10 @@ export class ProducerSide {
       throw e;
     }
     this.#s.metrics.anchorOperation(op, 'success', 'mux');
-    sender._bind(new MuxPort(slot));
+    if (link !== null) {
+      link.bindSlot(slot, this.#s.messenger.peer(peer)?.epoch);
+      sender._bind(link);
+    } else sender._bind(new MuxPort(slot));
     if (!sender.closed) {
       this.#s.liveSenders.add(sender as StreamSender<unknown>);
       if (heartbeatMs > 0) {
@@ -377,6 +401,50 @@ export class ProducerSide {
     this.#s.liveSenders.add(sender as StreamSender<unknown>);
     this.#s.metrics.anchorOperation('attach', 'success', 'local');
     return sender;
+  }
+
+  /** ResumeTransport: the attach again after a lost link, naming the stream's last session (docs/protocol.md §8.3). */
+  async reattach(
+    link: ResumeLink,
+    session: bigint,
+    sent: number,
+    from: number,
+  ): Promise<ResumeAnswer | { refused: string; why: string | undefined }> {
+    const h = link.handle;
+    const body = {
+      handle: u128(h.workerId, h.localId),
+      supported_transport_keys: [MESSENGER_MUX_KEY],
+      resume: { session: hex(session), sent, from },
+    };
+    const raw = await this.#s.messenger.request(link.peer, ATTACH_HANDLER, body, { timeoutMs: 10_000 });
+    const parsed = attachResponseSchema.safeParse(raw);
+    if (!parsed.success) return { refused: 'malformed answer', why: undefined };
+    if ('Err' in parsed.data) return { refused: parsed.data.Err.reason, why: parsed.data.Err.resume };
+    const ok = parsed.data.Ok;
+    if (ok.streaming_transport_key !== MESSENGER_MUX_KEY || ok.resume_offset === undefined || ok.initial_credit === 0)
+      return { refused: 'the consumer answered without resuming', why: undefined };
+    return {
+      session: ok.routing_session_id,
+      credit: ok.initial_credit,
+      budget: ok.slot_byte_budget,
+      lane: ok.lane,
+      offset: ok.resume_offset,
+    };
+  }
+
+  /** ResumeTransport: the new slot of a resumed stream. */
+  openSlot(link: ResumeLink, answer: ResumeAnswer, owner: EgressSlotOwner): Promise<EgressSlot> {
+    const mux = this.#s.mux;
+    if (mux === null) return Promise.reject(new StreamError('ERR_CLOSED', 'no mux'));
+    return mux.openSlot(
+      link.peer,
+      answer.lane,
+      link.handle.localId,
+      answer.session,
+      answer.credit,
+      owner,
+      answer.budget,
+    );
   }
 
   /**

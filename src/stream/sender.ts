@@ -146,6 +146,8 @@ export class StreamSender<T = unknown> {
    * peer gone, terminal already sent) or the attach signal aborted, and with `ERR_INVALID_ITEM`
    * (nothing sent, the stream goes on) for a value that would not arrive as sent: a `Map`, a `Set`, a
    * class instance, a function, a symbol, a `bigint` beyond 64 bits… (docs/items.md lists what does).
+   * A `Uint8Array` must not be modified after `send()` (as with Node's `stream.write`): it is sent
+   * as is, later, and kept for a resume (docs/protocol.md §8.3).
    */
   send(item: T): Promise<void> {
     // Strings and bytes (the token path) need no check.

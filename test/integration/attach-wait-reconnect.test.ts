@@ -1,42 +1,24 @@
-import net from 'node:net';
+// Over real TCP: while a link is being re-dialled, attachAnchor and openAnchorStream wait for it (bounded) instead
+// of failing ERR_UNKNOWN_PEER at once; without a re-dial they still fail at once.
 import { afterEach, describe, expect, it } from 'vitest';
 import { readAll } from '../support/read-all.ts';
 import { closeAll, tcpNode } from './helpers.ts';
+import { closeProxies, tcpProxy } from '../support/tcp-proxy.ts';
 import type { LanemuxNode } from '../../src/stream/node.ts';
 
-const sockets = new Set<net.Socket>();
-const proxies: net.Server[] = [];
 afterEach(async () => {
-  await closeAll();
-  for (const s of sockets) s.destroy();
-  for (const p of proxies.splice(0)) await new Promise<void>((r) => p.close(() => r()));
+  try {
+    await closeAll();
+  } finally {
+    await closeProxies();
+  }
 });
-async function proxy(target: number) {
-  const server = net.createServer((front) => {
-    const back = net.connect(target, '127.0.0.1');
-    sockets.add(front).add(back);
-    front.pipe(back);
-    back.pipe(front);
-    front.on('error', () => {});
-    back.on('error', () => {});
-    front.on('close', () => back.destroy());
-    back.on('close', () => front.destroy());
-  });
-  proxies.push(server);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    address: `tcp://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
-    cut: () => {
-      for (const s of sockets) s.destroy();
-    },
-  };
-}
 const portOf = (n: LanemuxNode) => Number(new URL(n.address.replace('tcp://', 'http://')).port);
-describe('scratch', () => {
+describe('attach and open wait for a link that is re-dialling', () => {
   it('attach and ticket open wait for a reconnecting link', async () => {
     const server = await tcpNode();
     const client = await tcpNode({ listen: false });
-    const p = await proxy(portOf(server));
+    const p = await tcpProxy(portOf(server));
     await client.connect(p.address, { reconnect: { initialDelayMs: 300, jitterMs: 0 } });
     const a = server.createAnchor<string>();
     const b = server.createAnchor<string>();
@@ -60,7 +42,7 @@ describe('scratch', () => {
   it('without reconnect the attach fails at once', async () => {
     const server = await tcpNode();
     const client = await tcpNode({ listen: false });
-    const p = await proxy(portOf(server));
+    const p = await tcpProxy(portOf(server));
     await client.connect(p.address);
     const a = server.createAnchor<string>();
     const downs = new Promise<void>((r) => client.onPeerState((e) => e.type === 'down' && r()));

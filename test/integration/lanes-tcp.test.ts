@@ -355,11 +355,12 @@ describe('lanes over TCP: 8 lanes', () => {
 
   it('a peer that left with answered, unclaimed binds gets an unskewed lane load when it reconnects', async () => {
     const mux = { acceptWindow: 300, creditSweepInterval: 20 };
-    const consumer = (await tappedNode({ lanes: 8, mux })).node;
+    // Without resume: the lost link's streams and binds end with it.
+    const consumer = (await tappedNode({ lanes: 8, mux, resume: false })).node;
     const relay = new Relay(parseTcp(consumer.address));
     const via = await relay.listen();
     try {
-      const { node: producer, tap: ptap } = await tappedNode({ listen: false, lanes: 8, mux });
+      const { node: producer, tap: ptap } = await tappedNode({ listen: false, lanes: 8, mux, resume: false });
       await producer.connect(via);
       // One claimed stream (the consumer holds an ingress table for the peer) …
       const a1 = consumer.createAnchor<string>();

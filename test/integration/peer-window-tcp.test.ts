@@ -183,10 +183,11 @@ describe('peer window over TCP', () => {
       healthCheckInterval: 100,
       healthCheckTimeout: 100,
     };
-    const consumer = await tcpNode({ mux });
+    // Without resume: a dead link ends the streams at once (with resume they wait for it to come back).
+    const consumer = await tcpNode({ mux, resume: false });
     const relay = new Relay(parseTcp(consumer.address));
     // The producer's own health check would close the link itself: only the consumer may notice here.
-    const producer = await tcpNode({ listen: false, mux: { ...mux, healthCheckInterval: 60_000 } });
+    const producer = await tcpNode({ listen: false, mux: { ...mux, healthCheckInterval: 60_000 }, resume: false });
     try {
       await producer.connect(await relay.listen());
       const anchors = Array.from({ length: 16 }, () => consumer.createAnchor<Uint8Array>());
@@ -265,9 +266,10 @@ describe('peer window over TCP', () => {
 
   it('the window starts afresh with a new link: unread bytes of the dead link do not hold back the reconnected sender', async () => {
     const mux = { initialCredit: 32, peerByteBudget: 64 * 1024 };
-    const consumer = await tcpNode({ mux });
+    // Without resume: the old streams end with their link and stay unread.
+    const consumer = await tcpNode({ mux, resume: false });
     const relay = new Relay(parseTcp(consumer.address));
-    const producer = await tcpNode({ listen: false, mux });
+    const producer = await tcpNode({ listen: false, mux, resume: false });
     try {
       const via = await relay.listen();
       await producer.connect(via);

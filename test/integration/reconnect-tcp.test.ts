@@ -2,70 +2,20 @@
 // as the same peer (same worker id, same instance), and streams can be opened on it again. A proxy
 // between the two nodes plays the network: it cuts both sides, or only the dialler's (the acceptor
 // then holds a half-open socket, and the re-dial's claim token is what lets it in at once).
-import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PeerStateEvent, PeerStateType } from '../../src/messenger/types.ts';
 import type { LanemuxNode } from '../../src/stream/node.ts';
 import { readAll } from '../support/read-all.ts';
 import { closeAll, tcpNode } from './helpers.ts';
+import { closeProxies, tcpProxy } from '../support/tcp-proxy.ts';
 
-const proxies: net.Server[] = [];
-const sockets = new Set<net.Socket>();
 afterEach(async () => {
   try {
     await closeAll();
   } finally {
-    for (const s of sockets) s.destroy();
-    sockets.clear();
-    for (const p of proxies.splice(0)) await new Promise<void>((r) => p.close(() => r()));
+    await closeProxies();
   }
 });
-
-/** A TCP proxy to `target`: `cut()` destroys both ends of every connection, `severDialler()` only the dialler's. */
-async function proxy(target: number) {
-  const pairs: Array<{ front: net.Socket; back: net.Socket }> = [];
-  const server = net.createServer((front) => {
-    const back = net.connect(target, '127.0.0.1');
-    sockets.add(front).add(back);
-    const pair = { front, back };
-    pairs.push(pair);
-    front.pipe(back);
-    back.pipe(front);
-    front.on('error', () => {});
-    back.on('error', () => {});
-    front.on('close', () => {
-      if (!severed.has(pair)) back.destroy();
-    });
-    back.on('close', () => front.destroy());
-  });
-  const severed = new Set<{ front: net.Socket; back: net.Socket }>();
-  proxies.push(server);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as net.AddressInfo).port;
-  return {
-    address: `tcp://127.0.0.1:${port}`,
-    cut(): void {
-      for (const p of pairs.splice(0)) {
-        p.front.destroy();
-        p.back.destroy();
-      }
-    },
-    /** The dialler's socket dies; the acceptor's stays open and silent (a half-open connection). */
-    severDialler(): void {
-      for (const p of pairs.splice(0)) {
-        severed.add(p);
-        p.front.unpipe(p.back);
-        p.back.unpipe(p.front);
-        p.front.destroy();
-      }
-    },
-    /** Destroy what a sever left open. */
-    closeAll(): void {
-      for (const p of severed) p.back.destroy();
-      severed.clear();
-    },
-  };
-}
 
 /** The next event of `node` of type `type`. */
 function next(node: LanemuxNode, type: PeerStateType): Promise<PeerStateEvent> {
@@ -88,7 +38,7 @@ describe('reconnect over TCP', () => {
   it('a destroyed socket comes back by itself as the same peer, and a stream opens on the new link', async () => {
     const server = await tcpNode();
     const client = await tcpNode({ listen: false });
-    const net0 = await proxy(portOf(server));
+    const net0 = await tcpProxy(portOf(server));
     const seen: string[] = [];
     client.onPeerState((e) => seen.push(e.type));
     const serverSeen: PeerStateEvent[] = [];
@@ -114,7 +64,7 @@ describe('reconnect over TCP', () => {
   it('the acceptor still holds the half-open socket: the re-dial’s claim token supersedes it at once, no refusal', async () => {
     const server = await tcpNode();
     const client = await tcpNode({ listen: false });
-    const net0 = await proxy(portOf(server));
+    const net0 = await tcpProxy(portOf(server));
     const id = await client.connect(net0.address, { reconnect: fast });
     const serverDown = next(server, 'down');
     const serverResumed = next(server, 'resumed');
@@ -127,13 +77,13 @@ describe('reconnect over TCP', () => {
     expect(onServer.peer).toBe(client.workerId.toString(16).padStart(16, '0'));
     const refused = Object.entries(server.metrics()).find(([k]) => k.includes('reason="worker_id_in_use"'));
     expect(refused?.[1]).toBe(0);
-    net0.closeAll();
+    // The severed acceptor-side socket is released by closeProxies().
   });
 
   it('many cuts in a row: the link comes back after each, and the peer id never changes', async () => {
     const server = await tcpNode();
     const client = await tcpNode({ listen: false });
-    const net0 = await proxy(portOf(server));
+    const net0 = await tcpProxy(portOf(server));
     const id = await client.connect(net0.address, { reconnect: { initialDelayMs: 5, jitterMs: 5, factor: 1 } });
     for (let i = 0; i < 10; i++) {
       const resumed = next(client, 'resumed');

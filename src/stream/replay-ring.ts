@@ -1,0 +1,173 @@
+/**
+ * A producer's replay ring (docs/protocol.md §8.3): the last records a resumable stream
+ * handed to its slot, as the slot took them (an egress kind and its payload: the string, the bytes,
+ * or the encoded body), numbered from 1 in send order, so that after a lost link the records the
+ * consumer did not receive can be sent again. No copy is made of a value: a `Uint8Array` given to
+ * `send()` must not be modified afterwards. Bounded by a per-stream and a node-wide byte cap; the
+ * oldest records go first. Parallel typed arrays made on first use and doubled while the byte cap
+ * allows (never an object per record).
+ */
+
+/** Bytes a record counts for besides its payload, so that empty items are bounded too. */
+const RECORD_OVERHEAD = 16;
+
+/** The node-wide replay byte budget every ring of a node charges. */
+export class ReplayBudget {
+  readonly max: number;
+  /** Bytes held by every ring. */
+  used = 0;
+  constructor(max: number) {
+    this.max = max;
+  }
+}
+
+export class ReplayRing {
+  readonly #maxBytes: number;
+  readonly #budget: ReplayBudget;
+  readonly #initial: number;
+  #kinds: Uint8Array | null = null;
+  #values: unknown[] = [];
+  #sizes: Uint32Array | null = null;
+  #size = 0;
+  #head = 0;
+  #length = 0;
+  #bytes = 0;
+  /** Number of the oldest record held (the next one to push when the ring is empty). */
+  #first = 1;
+
+  /** `entries`: how many records the ring starts with (rounded up to a power of two). */
+  constructor(entries: number, maxBytes: number, budget: ReplayBudget) {
+    let n = 4;
+    while (n < entries) n *= 2;
+    this.#initial = n;
+    this.#maxBytes = maxBytes;
+    this.#budget = budget;
+  }
+
+  /** Number the next record pushed gets (records pushed so far + 1). */
+  get next(): number {
+    return this.#first + this.#length;
+  }
+
+  /** Number of the oldest record held. */
+  get first(): number {
+    return this.#first;
+  }
+
+  /** True if every record from `from` on is held. */
+  holdsFrom(from: number): boolean {
+    return from >= this.#first;
+  }
+
+  /** Bytes held. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** Keep record `next`: `size` is its payload's length (a string's, or the bytes'). */
+  push(kind: number, payload: unknown, size: number): void {
+    const bytes = size + RECORD_OVERHEAD;
+    const budget = this.#budget;
+    // The common case: room in the ring and under both caps.
+    if (this.#length < this.#size && this.#bytes + bytes <= this.#maxBytes && budget.used + bytes <= budget.max) {
+      this.#store(kind, payload, bytes);
+      return;
+    }
+    this.#pushSlow(kind, payload, bytes);
+  }
+
+  #store(kind: number, payload: unknown, bytes: number): void {
+    const i = (this.#head + this.#length) & (this.#size - 1);
+    this.#kinds![i] = kind;
+    this.#values[i] = payload;
+    this.#sizes![i] = bytes;
+    this.#length++;
+    this.#bytes += bytes;
+    this.#budget.used += bytes;
+  }
+
+  #pushSlow(kind: number, payload: unknown, bytes: number): void {
+    const budget = this.#budget;
+    if (this.#kinds === null) this.#alloc(this.#initial);
+    else if (this.#length === this.#size) {
+      if (this.#bytes + bytes <= this.#maxBytes) this.#grow();
+      else this.#dropOldest();
+    }
+    while (this.#length > 0 && (this.#bytes + bytes > this.#maxBytes || budget.used + bytes > budget.max))
+      this.#dropOldest();
+    if (bytes > this.#maxBytes || budget.used + bytes > budget.max) {
+      // Too big to keep at all: the ring holds nothing from here back.
+      this.#first++;
+      return;
+    }
+    this.#store(kind, payload, bytes);
+  }
+
+  /** The kind of record `n` (held: see {@link holdsFrom}). */
+  kindAt(n: number): number {
+    return this.#kinds![(this.#head + n - this.#first) & (this.#size - 1)]!;
+  }
+
+  /** The payload of record `n`. */
+  payloadAt(n: number): unknown {
+    return this.#values[(this.#head + n - this.#first) & (this.#size - 1)];
+  }
+
+  /**
+   * Keep at most the last `n` records: older ones the consumer has for sure (in flight and
+   * withheld records are all a lost link can take, and the caller counts them).
+   */
+  keepLast(n: number): void {
+    while (this.#length > n) this.#dropOldest();
+  }
+
+  /** Records held. */
+  get length(): number {
+    return this.#length;
+  }
+
+  /** Forget records up to `n` (the consumer has them). */
+  trim(n: number): void {
+    while (this.#length > 0 && this.#first <= n) this.#dropOldest();
+    if (this.#length === 0 && this.#first <= n) this.#first = n + 1;
+  }
+
+  /** Let every record go (the stream is over). */
+  clear(): void {
+    this.trim(this.next - 1);
+  }
+
+  #dropOldest(): void {
+    const i = this.#head;
+    this.#values[i] = undefined;
+    const b = this.#sizes![i]!;
+    this.#bytes -= b;
+    this.#budget.used -= b;
+    this.#head = (i + 1) & (this.#size - 1);
+    this.#length--;
+    this.#first++;
+  }
+
+  #alloc(n: number): void {
+    this.#kinds = new Uint8Array(n);
+    this.#values = new Array<unknown>(n).fill(undefined);
+    this.#sizes = new Uint32Array(n);
+    this.#size = n;
+    this.#head = 0;
+  }
+
+  #grow(): void {
+    const kinds = this.#kinds!;
+    const values = this.#values;
+    const sizes = this.#sizes!;
+    const size = this.#size;
+    const head = this.#head;
+    this.#alloc(size * 2);
+    for (let k = 0; k < this.#length; k++) {
+      const j = (head + k) & (size - 1);
+      this.#kinds![k] = kinds[j]!;
+      this.#values[k] = values[j];
+      this.#sizes![k] = sizes[j]!;
+    }
+  }
+}

@@ -1,0 +1,487 @@
+/**
+ * The producer's end of a resumable mux stream (docs/protocol.md §8.3): the sender's port
+ * and its slot's owner in one. Records the stream's items in a replay ring as its slot takes them;
+ * when the slot is lost with its link, the stream is suspended instead of failed (sends go on into
+ * the ring, bounded), and when the same peer links again the attach is made again naming the old
+ * session: the consumer answers how many items it has, and the rest is sent again on the new slot.
+ * After its terminal the stream lingers (its ring kept) for the resume window, as the terminal may
+ * be lost with the link too.
+ */
+import type { LanemuxError } from '../errors.ts';
+import type { PeerId, PeerInfo } from '../messenger/types.ts';
+import { EgressKind, Offer } from '../mux/egress-slot.ts';
+import { closedOnPurpose } from '../mux/errors.ts';
+import type { EgressSlot, EgressSlotOwner, Retirement } from '../mux/egress-slot.ts';
+import { FRAME_DETACHED, FRAME_FINALIZED, FrameKind, encodeFrame } from '../wire/frame.ts';
+import { ResumeFailedError, StreamError, type ResumeFailure } from './errors.ts';
+import type { SenderPort } from './port.ts';
+import { ReplayRing, type ReplayBudget } from './replay-ring.ts';
+import type { StreamSender } from './sender.ts';
+import type { AnchorHandle } from './handle.ts';
+
+const LIVE = 0;
+const SUSPENDED = 1;
+const RESUMING = 2;
+const ENDED = 3;
+
+/** What a resume attach answered: the new slot's terms and how many items the consumer has. */
+export interface ResumeAnswer {
+  readonly session: bigint;
+  readonly credit: number;
+  readonly budget: number;
+  readonly lane: number;
+  readonly offset: number;
+}
+
+/** What a resumable stream needs from its node. */
+export interface ResumeHost {
+  readonly windowMs: number;
+  readonly budget: ReplayBudget;
+  readonly maxReplayBytesPerStream: number;
+  setTimer(fn: () => void, ms: number): unknown;
+  clearTimer(t: unknown): void;
+  /** The peer's live link, if any. */
+  peerNow(peer: PeerId): PeerInfo | undefined;
+  /** Watch for `link`'s peer linking again (calls `peerUp`), or stop. */
+  watch(link: ResumeLink, on: boolean): void;
+  /** Keep the stream after its terminal (its ring) for the resume window, or stop. */
+  linger(link: ResumeLink, on: boolean): void;
+  /**
+   * The attach again, naming `session` and how many items were sent. Resolves with the answer,
+   * `'unknown'` when the consumer does not know the session, or a refusal's reason; rejects when
+   * the request itself failed (the link went again: the stream stays suspended).
+   */
+  reattach(
+    link: ResumeLink,
+    session: bigint,
+    sent: number,
+    from: number,
+  ): Promise<ResumeAnswer | { refused: string; why: string | undefined }>;
+  /** Open the new slot of a resumed stream. */
+  openSlot(link: ResumeLink, answer: ResumeAnswer, owner: EgressSlotOwner): Promise<EgressSlot>;
+  resumed(): void;
+  failed(reason: ResumeFailure): void;
+}
+
+/** One slot's callbacks: a slot the stream has left behind is ignored. */
+class SlotOwner implements EgressSlotOwner {
+  readonly #link: ResumeLink;
+  readonly gen: number;
+  constructor(link: ResumeLink, gen: number) {
+    this.#link = link;
+    this.gen = gen;
+  }
+  onSlotClosed(error: LanemuxError | null): void {
+    this.#link._slotClosed(this.gen, error);
+  }
+  onLifecycle(cancel: boolean): void {
+    this.#link._lifecycle(this.gen, cancel);
+  }
+  onRetired(outcome: Retirement): void {
+    this.#link._retired(this.gen, outcome);
+  }
+  adoptWaiters(
+    error: LanemuxError | null,
+    waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }>,
+  ): boolean {
+    return this.#link._adoptWaiters(this.gen, error, waiters);
+  }
+}
+
+/**
+ * True for what a lost link closes a slot with: epoch death, or the peer gone — not a peer that
+ * closed on purpose (`ERR_CLOSED` is the loss's cause), not a cancel, not a protocol fault.
+ */
+function linkLost(error: LanemuxError): boolean {
+  return (error.code === 'ERR_EPOCH_DEATH' || error.code === 'ERR_SENDER_DROPPED') && !closedOnPurpose(error);
+}
+
+/** The producer's end of one resumable mux stream. */
+export class ResumeLink implements SenderPort {
+  readonly peer: PeerId;
+  /** The instance of the peer the stream was opened to: another one is a restart. */
+  readonly instanceId: string;
+  /** The anchor the stream feeds. */
+  readonly handle: AnchorHandle;
+  /** The link epoch the stream's latest slot was opened on. */
+  epoch: number | undefined;
+  readonly #host: ResumeHost;
+  readonly #sender: StreamSender<unknown>;
+  #state = LIVE;
+  #slot: EgressSlot;
+  #gen = 0;
+  #session: bigint;
+  /** The stream's credit C: C+1 records may be sent while it is suspended. */
+  readonly #credit: number;
+  readonly #ring: ReplayRing;
+  /** Records sent while suspended or resuming. */
+  #down = 0;
+  /** The terminal handed over (a FrameKind), or 0. */
+  #terminal = 0;
+  /** The terminal went out on the current slot (the stream lingers). */
+  #terminalSent = false;
+  /** A Discarded retirement of the current slot waits for its close to say whether the stream resumes. */
+  #discardPending = false;
+  #error: LanemuxError | null = null;
+  #lossError: LanemuxError | null = null;
+  #timer: unknown = null;
+  #waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> | null = null;
+
+  constructor(
+    host: ResumeHost,
+    sender: StreamSender<unknown>,
+    peer: PeerId,
+    instanceId: string,
+    handle: AnchorHandle,
+    session: bigint,
+    credit: number,
+  ) {
+    this.handle = handle;
+    this.#host = host;
+    this.#sender = sender;
+    this.peer = peer;
+    this.instanceId = instanceId;
+    this.#session = session;
+    this.#credit = credit;
+    this.#ring = new ReplayRing(credit + 2, host.maxReplayBytesPerStream, host.budget);
+    // Set by `bindSlot` before any frame is offered.
+    this.#slot = null as unknown as EgressSlot;
+  }
+
+  /** The owner to open the first slot with. */
+  firstOwner(): EgressSlotOwner {
+    return new SlotOwner(this, this.#gen);
+  }
+
+  /** The first slot opened. */
+  bindSlot(slot: EgressSlot, epoch: number | undefined): void {
+    this.#slot = slot;
+    this.epoch = epoch;
+  }
+
+  /** The stream's current session (the old one while it is suspended). */
+  get session(): bigint {
+    return this.#session;
+  }
+
+  /** Items handed over so far. */
+  get sent(): number {
+    return this.#ring.next - 1;
+  }
+
+  /** True while the stream waits for its link to come back. */
+  get suspended(): boolean {
+    return this.#state === SUSPENDED || this.#state === RESUMING;
+  }
+
+  // ───────────── SenderPort ─────────────
+
+  get paused(): boolean {
+    return this.#state === LIVE ? this.#slot.paused : this.#down > this.#credit;
+  }
+
+  get closeError(): LanemuxError | null {
+    if (this.#state === ENDED) return this.#error;
+    return this.#state === LIVE && this.#slot.closed ? this.#slot.closeError : null;
+  }
+
+  offer(kind: number, value: unknown): Offer {
+    if (this.#state === ENDED) return Offer.Closed;
+    let ek: number;
+    let payload: unknown;
+    let size: number;
+    switch (kind) {
+      case FrameKind.Item:
+        if (typeof value === 'string') {
+          ek = EgressKind.ItemString;
+          payload = value;
+          size = value.length;
+        } else if (value instanceof Uint8Array) {
+          ek = EgressKind.ItemBytes;
+          payload = value;
+          size = value.byteLength;
+        } else {
+          ek = EgressKind.Body;
+          const body = encodeFrame({ kind: 'Item', value });
+          payload = body;
+          size = body.byteLength;
+        }
+        break;
+      case FrameKind.SenderError: {
+        ek = EgressKind.Body;
+        const body = encodeFrame({ kind: 'SenderError', message: String(value) });
+        payload = body;
+        size = body.byteLength;
+        break;
+      }
+      case FrameKind.Heartbeat:
+        if (this.#state === LIVE) this.#slot.batcher.heartbeat(this.#slot);
+        return Offer.Ok;
+      default:
+        return this.#offerTerminal(kind);
+    }
+    if (this.#state === LIVE) {
+      const slot = this.#slot;
+      const r = slot.batcher.offer(slot, ek, payload);
+      if (r === Offer.Ok || r === Offer.Wait) {
+        const ring = this.#ring;
+        ring.push(ek, payload, size);
+        // A lost link takes at most the records whose credit has not come back (the consumer reads,
+        // and grants, in order) and those still withheld: C+1 − available + queued.
+        const keep = slot.inletDepth - slot.ledger.dataAvailable + slot.queued;
+        if (ring.length > keep) ring.keepLast(keep);
+      }
+      return r;
+    }
+    // Suspended: into the ring only, C+1 records at most (the inlet's depth).
+    if (this.#down > this.#credit) return Offer.Refused;
+    this.#ring.push(ek, payload, size);
+    this.#down++;
+    return this.#down > this.#credit ? Offer.Wait : Offer.Ok;
+  }
+
+  #offerTerminal(kind: number): Offer {
+    // Only Finalized and Detached reach a port as terminals (Dropped is `depart`).
+    this.#terminal = kind;
+    if (this.#state !== LIVE) return Offer.Ok;
+    return this.#slot.batcher.offer(this.#slot, EgressKind.Terminal, terminalBody(kind));
+  }
+
+  waitWritable(): Promise<void> {
+    if (this.#state === ENDED) return Promise.reject(this.#error);
+    // A slot lost with its link hands its waiters over (`adoptWaiters`): they wait for the resume.
+    if (this.#state === LIVE) return this.#slot.waitWritable();
+    return this.#down > this.#credit ? this.#whenUp() : Promise.resolve();
+  }
+
+  depart(): void {
+    if (this.#state === ENDED) return;
+    if (this.#state === LIVE && !this.#terminalSent) this.#slot.batcher.depart(this.#slot);
+    this.#end(null);
+  }
+
+  #whenUp(): Promise<void> {
+    return new Promise((resolve, reject) => (this.#waiters ??= []).push({ resolve, reject }));
+  }
+
+  #wake(error: LanemuxError | null): void {
+    const w = this.#waiters;
+    if (w === null) return;
+    this.#waiters = null;
+    for (const x of w)
+      if (error === null) x.resolve();
+      else x.reject(error);
+  }
+
+  // ───────────── slot callbacks ─────────────
+
+  /** @internal The slot closes under waiting producers: a lost link keeps them waiting for the resume. */
+  _adoptWaiters(
+    gen: number,
+    error: LanemuxError | null,
+    waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }>,
+  ): boolean {
+    if (gen !== this.#gen || this.#state === ENDED || error === null || !linkLost(error)) return false;
+    const own = (this.#waiters ??= []);
+    for (const w of waiters) own.push(w);
+    return true;
+  }
+
+  /** @internal */
+  _slotClosed(gen: number, error: LanemuxError | null): void {
+    if (gen !== this.#gen || this.#state === ENDED) return;
+    const discard = this.#discardPending;
+    this.#discardPending = false;
+    if (error === null) {
+      // The terminal went out: keep what the consumer may still lack until the window passes.
+      this.#terminalSent = true;
+      this.#host.linger(this, true);
+      this.#sender._closed(null);
+      return;
+    }
+    if (linkLost(error)) {
+      this.#suspend(error);
+      return;
+    }
+    this.#end(error);
+    if (discard) this.#sender._retire('Discarded');
+  }
+
+  /** @internal */
+  _lifecycle(gen: number, cancel: boolean): void {
+    if (gen === this.#gen) this.#sender._lifecycle(cancel);
+  }
+
+  /** @internal */
+  _retired(gen: number, outcome: Retirement): void {
+    if (gen !== this.#gen || this.#state === ENDED) return;
+    if (outcome === 'Sent') {
+      this.#sender._retire('Sent');
+      return;
+    }
+    // The batch carrying the terminal was lost with the link: resume sends it again.
+    if (this.#terminalSent) {
+      if (this.#lossError === null) this.#suspend(null);
+      return;
+    }
+    // The slot's close follows at once and tells whether this is a lost link (resumed) or an end.
+    this.#discardPending = true;
+  }
+
+  /** The peer's link `epoch` is gone (a lingering stream's terminal may be lost with it). */
+  linkGone(epoch: number): void {
+    if (this.#state === LIVE && this.#terminalSent && (this.epoch === undefined || this.epoch === epoch))
+      this.#suspend(null);
+  }
+
+  /** The lingering after the terminal is over: the stream is done. */
+  lingerDone(): void {
+    if (this.#state === LIVE && this.#terminalSent) this.#end(null);
+  }
+
+  #suspend(error: LanemuxError | null): void {
+    const wasLingering = this.#terminalSent;
+    this.#state = SUSPENDED;
+    this.#lossError = error;
+    this.#gen++;
+    if (wasLingering) this.#host.linger(this, false);
+    this.#terminalSent = false;
+    this.#timer ??= this.#host.setTimer(() => {
+      this.#timer = null;
+      if (this.suspended)
+        this.#fail(
+          'window',
+          `the link to ${this.peer} did not come back within the resume window (${this.#host.windowMs} ms)`,
+        );
+    }, this.#host.windowMs);
+    this.#host.watch(this, true);
+    const now = this.#host.peerNow(this.peer);
+    // Already linked again (the new link came up before the old one was reported gone).
+    if (now !== undefined && now.epoch !== this.epoch) queueMicrotask(() => this.peerUp(now));
+  }
+
+  /** The peer linked again. */
+  peerUp(info: PeerInfo): void {
+    if (this.#state !== SUSPENDED) return;
+    if (info.instanceId !== this.instanceId) {
+      this.#fail('restarted', `peer ${this.peer} came back as another instance (it restarted): the stream is lost`);
+      return;
+    }
+    void this.#resume(info);
+  }
+
+  async #resume(info: PeerInfo): Promise<void> {
+    this.#state = RESUMING;
+    const gen = this.#gen;
+    let answer: Awaited<ReturnType<ResumeHost['reattach']>>;
+    try {
+      answer = await this.#host.reattach(this, this.#session, this.sent, this.#ring.first);
+    } catch {
+      // The new link went too: wait for the next one.
+      if (this.#state === RESUMING && this.#gen === gen) this.#state = SUSPENDED;
+      return;
+    }
+    if (this.#state !== RESUMING || this.#gen !== gen) return;
+    if ('refused' in answer) {
+      // A stream that had sent its terminal and that the consumer no longer knows was delivered.
+      if (answer.why === 'unknown' && this.#terminal !== 0 && this.#down === 0 && this.#lossError === null)
+        this.#end(null);
+      else if (answer.why === 'evicted') this.#fail('evicted', answer.refused);
+      else this.#fail('refused', `the consumer did not resume the stream: ${answer.refused}`);
+      return;
+    }
+    const r = answer.offset;
+    if (r > this.sent) {
+      this.#fail('refused', `the consumer claims ${r} items of the ${this.sent} sent`);
+      return;
+    }
+    if (!this.#ring.holdsFrom(r + 1)) {
+      this.#fail(
+        'evicted',
+        `replay evicted: the consumer has ${r} of ${this.sent} items and the replay ring no longer holds item ${r + 1} (maxReplayBytesPerStream ${this.#host.maxReplayBytesPerStream})`,
+      );
+      return;
+    }
+    this.#ring.trim(r);
+    const owner = new SlotOwner(this, ++this.#gen);
+    let slot: EgressSlot;
+    try {
+      slot = await this.#host.openSlot(this, answer, owner);
+    } catch {
+      if (this.#gen === owner.gen && this.#state === RESUMING) {
+        this.#gen++;
+        this.#state = SUSPENDED;
+      }
+      return;
+    }
+    if (this.#gen !== owner.gen || this.#state !== RESUMING) return;
+    this.#slot = slot;
+    this.#session = answer.session;
+    this.epoch = info.epoch;
+    // Send again what the consumer lacks, then what was sent meanwhile (the loop reads `next` afresh).
+    for (let n = r + 1; n < this.#ring.next; n++) {
+      let o = slot.batcher.offer(slot, this.#ring.kindAt(n), this.#ring.payloadAt(n));
+      while (o === Offer.Refused) {
+        try {
+          await slot.waitWritable();
+        } catch {
+          return; // lost again: the slot's close suspended the stream
+        }
+        if (this.#gen !== owner.gen) return;
+        o = slot.batcher.offer(slot, this.#ring.kindAt(n), this.#ring.payloadAt(n));
+      }
+      if (o === Offer.Closed || this.#gen !== owner.gen) return;
+    }
+    this.#state = LIVE;
+    this.#down = 0;
+    this.#lossError = null;
+    if (this.#timer !== null) {
+      this.#host.clearTimer(this.#timer);
+      this.#timer = null;
+    }
+    this.#host.watch(this, false);
+    this.#host.resumed();
+    if (this.#terminal !== 0) slot.batcher.offer(slot, EgressKind.Terminal, terminalBody(this.#terminal));
+    this.#wake(null);
+  }
+
+  #fail(reason: ResumeFailure, message: string): void {
+    if (this.#state === ENDED) return;
+    this.#host.failed(reason);
+    const error = new ResumeFailedError('ERR_SENDER_DROPPED', reason, message, {
+      ...(this.#lossError !== null ? { cause: this.#lossError } : {}),
+    });
+    this.#end(error);
+    this.#sender._retire('Discarded');
+  }
+
+  /** The stream is over here: let its ring and timers go. */
+  #end(error: LanemuxError | null): void {
+    const lingering = this.#terminalSent;
+    this.#state = ENDED;
+    this.#error =
+      error ??
+      (this.#slot.closed ? this.#slot.closeError : null) ??
+      new StreamError('ERR_STREAM_CLOSED', 'the stream ended');
+    this.#gen++;
+    if (this.#timer !== null) {
+      this.#host.clearTimer(this.#timer);
+      this.#timer = null;
+    }
+    this.#host.watch(this, false);
+    if (lingering) this.#host.linger(this, false);
+    this.#ring.clear();
+    this.#wake(this.#error);
+    if (error !== null) this.#sender._closed(error);
+  }
+
+  /** The node closes. */
+  close(): void {
+    if (this.suspended) this.#fail('closed', 'the node closed while the stream waited for its link');
+    else this.#end(null);
+  }
+}
+
+function terminalBody(kind: number): Uint8Array {
+  return kind === FrameKind.Detached ? FRAME_DETACHED : FRAME_FINALIZED;
+}

@@ -1,0 +1,63 @@
+/**
+ * Options of transparent stream resume (docs/protocol.md §8.3): the resume window, the
+ * producer's replay caps, and the transport key a node advertises in its HELLO when resume is on.
+ */
+import { z } from 'zod/mini';
+import { int } from '../validate.ts';
+
+/** Advertised in the HELLO's transport keys by a node with resume on; resume applies only between two such nodes. */
+export const RESUME_KEY = 'lanemux-resume-v1';
+
+/** Default resume window, ms. */
+export const DEFAULT_RESUME_WINDOW_MS = 30_000;
+/** Default node-wide replay cap, bytes (64 MiB). */
+export const DEFAULT_MAX_REPLAY_BYTES = 64 * 1024 * 1024;
+/** Longest resume window, ms: one day. */
+export const MAX_RESUME_WINDOW_MS = 86_400_000;
+
+/** `createNode({ resume })`: transparent resume of mux streams across a lost link. */
+export interface ResumeOptions {
+  /**
+   * How long a stream whose link was lost waits for the same peer (same worker, same instance) to
+   * link again, ms; 0 turns resume off. Defaults to 30,000.
+   */
+  readonly windowMs?: number;
+  /**
+   * Bytes of sent items a producer keeps per stream to replay after a resume (at least the last
+   * C+1 records are needed: C is the stream's credit). Defaults to the slot byte budget (`mux.slotByteBudget`).
+   */
+  readonly maxReplayBytesPerStream?: number;
+  /** Bytes of sent items a producer keeps over all its streams (oldest evicted first). Defaults to 64 MiB. */
+  readonly maxReplayBytes?: number;
+}
+
+/** Resume as a node runs it. */
+export interface ResolvedResume {
+  readonly windowMs: number;
+  readonly maxReplayBytesPerStream: number;
+  readonly maxReplayBytes: number;
+}
+
+/** The `resume` field of createNode's options (validated there with the others). */
+export const resumeSchema = z.optional(
+  z.union([
+    z.literal(false),
+    z.strictObject({
+      windowMs: z.optional(int(0, MAX_RESUME_WINDOW_MS)),
+      maxReplayBytesPerStream: z.optional(int(1, 2 ** 40)),
+      maxReplayBytes: z.optional(int(1, 2 ** 48)),
+    }),
+  ]),
+);
+
+/** Resolve validated options; null when resume is off (`false`, or `windowMs: 0`). */
+export function resolveResume(o: ResumeOptions | false | undefined, slotByteBudget: number): ResolvedResume | null {
+  if (o === false) return null;
+  const windowMs = o?.windowMs ?? DEFAULT_RESUME_WINDOW_MS;
+  if (windowMs === 0) return null;
+  return {
+    windowMs,
+    maxReplayBytesPerStream: o?.maxReplayBytesPerStream ?? slotByteBudget,
+    maxReplayBytes: o?.maxReplayBytes ?? DEFAULT_MAX_REPLAY_BYTES,
+  };
+}

@@ -1,0 +1,152 @@
+/**
+ * A node's resumable producer streams (docs/protocol.md §8.3): whether resume applies toward
+ * a peer (both HELLOs list {@link RESUME_KEY}), the streams waiting for their peer to link again
+ * (woken by the messenger's `onPeer`), the streams lingering after their terminal (their rings kept
+ * for the resume window, in one FIFO with one timer), and the node-wide replay budget.
+ */
+import type { MuxMetrics } from '../metrics/mux-metrics.ts';
+import type { Messenger, PeerId, PeerInfo } from '../messenger/types.ts';
+import type { EgressSlot, EgressSlotOwner } from '../mux/egress-slot.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
+import type { ResumeFailure } from './errors.ts';
+import { closedOnPurpose } from '../mux/errors.ts';
+import { ReplayBudget } from './replay-ring.ts';
+import type { ResumeAnswer, ResumeHost, ResumeLink } from './resume-link.ts';
+import { RESUME_KEY, type ResolvedResume } from './resume-options.ts';
+
+/** How the producer side makes a resume attach and opens its slot. */
+export interface ResumeTransport {
+  reattach: ResumeHost['reattach'];
+  openSlot(link: ResumeLink, answer: ResumeAnswer, owner: EgressSlotOwner): Promise<EgressSlot>;
+}
+
+export class ResumeRegistry implements ResumeHost {
+  readonly windowMs: number;
+  readonly maxReplayBytesPerStream: number;
+  readonly budget: ReplayBudget;
+  readonly #messenger: Messenger;
+  readonly #runtime: Runtime;
+  readonly #metrics: MuxMetrics;
+  readonly #transport: ResumeTransport;
+  readonly #waiting = new Map<PeerId, Set<ResumeLink>>();
+  /** Lingering streams in the order they started to (the window is one constant): link → deadline. */
+  readonly #lingering = new Map<ResumeLink, number>();
+  #lingerTimer: TimerHandle | null = null;
+  readonly #unsubscribe: Array<() => void> = [];
+  readonly #selfAdvertises: boolean;
+  /** Peers whose latest HELLO listed the resume key (kept after their link is lost). */
+  readonly #resumePeers = new Set<PeerId>();
+
+  constructor(
+    options: ResolvedResume,
+    messenger: Messenger,
+    runtime: Runtime,
+    metrics: MuxMetrics,
+    transport: ResumeTransport,
+  ) {
+    this.windowMs = options.windowMs;
+    this.maxReplayBytesPerStream = options.maxReplayBytesPerStream;
+    this.budget = new ReplayBudget(options.maxReplayBytes);
+    this.#messenger = messenger;
+    this.#runtime = runtime;
+    this.#metrics = metrics;
+    this.#transport = transport;
+    this.#selfAdvertises = messenger.self.transportKeys.includes(RESUME_KEY);
+    for (const p of messenger.peers()) if (p.transportKeys.includes(RESUME_KEY)) this.#resumePeers.add(p.id);
+    this.#unsubscribe.push(
+      messenger.onPeer((info) => this.#peerUp(info)),
+      messenger.onPeerGone((ev) => {
+        // A peer that closed on purpose had every batch sent before its GOAWAY.
+        if (closedOnPurpose(ev.error)) return;
+        for (const link of [...this.#lingering.keys()]) if (link.peer === ev.peer) link.linkGone(ev.epoch);
+      }),
+    );
+  }
+
+  /** True when streams toward `peer` resume: both this node's and the peer's HELLO list the resume key. */
+  negotiated(peer: PeerId): boolean {
+    if (!this.#selfAdvertises) return false;
+    const now = this.#messenger.peer(peer);
+    return now === undefined ? this.#resumePeers.has(peer) : now.transportKeys.includes(RESUME_KEY);
+  }
+
+  #peerUp(info: PeerInfo): void {
+    if (info.transportKeys.includes(RESUME_KEY)) this.#resumePeers.add(info.id);
+    else this.#resumePeers.delete(info.id);
+    const set = this.#waiting.get(info.id);
+    if (set === undefined) return;
+    for (const link of [...set]) link.peerUp(info);
+  }
+
+  // ───────────── ResumeHost ─────────────
+
+  setTimer(fn: () => void, ms: number): unknown {
+    return this.#runtime.setTimer(fn, ms);
+  }
+
+  clearTimer(t: unknown): void {
+    this.#runtime.clearTimer(t as TimerHandle);
+  }
+
+  peerNow(peer: PeerId): PeerInfo | undefined {
+    return this.#messenger.peer(peer);
+  }
+
+  watch(link: ResumeLink, on: boolean): void {
+    let set = this.#waiting.get(link.peer);
+    if (on) {
+      if (set === undefined) this.#waiting.set(link.peer, (set = new Set()));
+      set.add(link);
+    } else if (set !== undefined && set.delete(link) && set.size === 0) this.#waiting.delete(link.peer);
+  }
+
+  linger(link: ResumeLink, on: boolean): void {
+    if (!on) {
+      this.#lingering.delete(link);
+      return;
+    }
+    this.#lingering.delete(link);
+    this.#lingering.set(link, this.#runtime.now() + this.windowMs);
+    this.#lingerTimer ??= this.#runtime.setTimer(this.#expireLingering, this.windowMs);
+  }
+
+  readonly #expireLingering = (): void => {
+    this.#lingerTimer = null;
+    const now = this.#runtime.now();
+    for (const [link, until] of this.#lingering) {
+      if (until > now) {
+        this.#lingerTimer = this.#runtime.setTimer(this.#expireLingering, until - now);
+        return;
+      }
+      this.#lingering.delete(link);
+      link.lingerDone();
+    }
+  };
+
+  reattach(link: ResumeLink, session: bigint, sent: number, from: number): ReturnType<ResumeHost['reattach']> {
+    return this.#transport.reattach(link, session, sent, from);
+  }
+
+  openSlot(link: ResumeLink, answer: ResumeAnswer, owner: EgressSlotOwner): Promise<EgressSlot> {
+    return this.#transport.openSlot(link, answer, owner);
+  }
+
+  resumed(): void {
+    this.#metrics.resumedStreams++;
+  }
+
+  failed(reason: ResumeFailure): void {
+    this.#metrics.resumeFailed(reason);
+  }
+
+  /** The node closes: every waiting stream fails, every lingering one is done. */
+  close(): void {
+    for (const u of this.#unsubscribe) u();
+    if (this.#lingerTimer !== null) this.#runtime.clearTimer(this.#lingerTimer);
+    this.#lingerTimer = null;
+    for (const set of [...this.#waiting.values()]) for (const link of [...set]) link.close();
+    for (const link of [...this.#lingering.keys()]) link.close();
+    this.#waiting.clear();
+    this.#lingering.clear();
+  }
+}
