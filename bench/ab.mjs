@@ -6,6 +6,8 @@
 //   git worktree add /tmp/before <rev> && (cd /tmp/before && npm ci && npm run build)
 //   npm run build
 //   node bench/ab.mjs --a /tmp/before/dist --b dist [--pairs 16] [--impl auto|manual] [-- …mux-bench flags]
+// One build against itself with a flag on one side only (resume off vs on, say):
+//   node bench/ab.mjs --a dist --b dist --a-flags '--resume off' --pairs 24
 // Prints one JSON line: medians of CPU µs per token (total, receiver, sender) on each side, the median
 // ratio B/A with its range, and tokens per second.
 import { execFileSync } from 'node:child_process';
@@ -23,8 +25,10 @@ const impl = args.impl ?? 'auto';
 const rest = dashes < 0 ? [] : process.argv.slice(dashes + 1);
 const benchArgs = ['bench/mux-bench.mjs', '--impl', impl, '--passes', '2000', '--warm', '1000', ...rest];
 
-function run(dist) {
-  const out = execFileSync('node', benchArgs, {
+const sideFlags = (flags) => (flags === undefined ? [] : String(flags).split(/\s+/).filter(Boolean));
+
+function run(dist, extra) {
+  const out = execFileSync('node', [...benchArgs, ...extra], {
     cwd: repoRoot,
     env: { ...process.env, LANEMUX_DIST: resolve(dist) },
     encoding: 'utf8',
@@ -40,7 +44,8 @@ const median = (xs) => {
 };
 
 const rows = [];
-for (let i = 0; i < pairs; i++) rows.push({ a: run(args.a), b: run(args.b) });
+for (let i = 0; i < pairs; i++)
+  rows.push({ a: run(args.a, sideFlags(args['a-flags'])), b: run(args.b, sideFlags(args['b-flags'])) });
 const of = (side, key) => median(rows.map((r) => r[side][key]));
 const ratios = rows.map((r) => r.b.total_cpu_us_per_token / r.a.total_cpu_us_per_token);
 const ratio = (key) => +median(rows.map((r) => r.b[key] / r.a[key])).toFixed(3);

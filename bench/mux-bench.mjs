@@ -48,6 +48,8 @@ const credit = Number(args.credit ?? 32);
 const lanes = Number(args.lanes ?? 1);
 const read = args.read ?? 'iter';
 const timeoutMs = Number(args.timeout ?? 55_000);
+// `--resume off` measures the nodes without stream resume (its steady-state cost, paired with bench/ab.mjs).
+const resume = (args.resume ?? 'on') !== 'off';
 if (!['iter', 'take', 'push'].includes(read)) throw new Error(`--read iter|take|push, got ${read}`);
 if (!['auto', 'manual', 'per-stream'].includes(impl)) throw new Error(`--impl auto|manual|per-stream, got ${impl}`);
 const perStream = impl === 'per-stream';
@@ -68,6 +70,7 @@ async function makeNode(listenOn) {
     transports: [tcp],
     lanes,
     mux,
+    ...(resume ? {} : { resume: false }),
     ...(perStream ? { perStream: tcpStreamTransport({ host: '127.0.0.1' }) } : {}),
   });
 }
