@@ -271,7 +271,7 @@ class BrowserClientAdapter implements BrowserClientTransport {
       return this.ws.dial({ ...request, address: url }, events);
     }
     const dial = new BrowserDial(this, request, events, this.#dials);
-    return { close: () => dial.stop() };
+    return { close: () => dial.stop(), linked: () => dial.linked() };
   }
 
   /** The WebSocket URL for `address` (throws a ConfigError when the function gives no ws:// URL). */
@@ -365,7 +365,8 @@ class BrowserDial {
   /** Reconnect rounds in a row that found no working transport (bounded by `maxRetries`). */
   #rounds = 0;
   #restarts = 0;
-  #workedAt = 0;
+  /** A link formed over a connection of this dial since the last round was scheduled. */
+  #linkedSinceRound = false;
 
   constructor(adapter: BrowserClientAdapter, request: DialRequest, events: DialEvents, registry: Set<BrowserDial>) {
     this.#a = adapter;
@@ -428,7 +429,6 @@ class BrowserDial {
     if (this.#stopped || this.#attempt !== attempt) return;
     this.#worked = true;
     this.#rounds = 0;
-    this.#workedAt = this.#rt.now();
     this.#a.worked(this.#request.address, attempt, this.#rt);
   }
 
@@ -512,11 +512,16 @@ class BrowserDial {
     this.#events.fail(error);
   }
 
-  /** The next round after a jittered, growing delay; a link that stayed up 5 s starts the back-off over. */
+  /** The transport core formed a link over the current connection. */
+  linked(): void {
+    this.#linkedSinceRound = true;
+  }
+
+  /** The next round after a jittered, growing delay; a link that formed starts the back-off over. */
   #schedule(): void {
     if (this.#stopped || this.#timer !== undefined) return;
-    if (this.#workedAt > 0 && this.#rt.now() - this.#workedAt > 5_000) this.#restarts = 0;
-    this.#workedAt = 0;
+    if (this.#linkedSinceRound) this.#restarts = 0;
+    this.#linkedSinceRound = false;
     const o = this.#a.o;
     const delay = Math.min(
       o.maxReconnectionDelay,

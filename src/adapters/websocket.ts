@@ -138,7 +138,7 @@ class WsClientAdapter implements TransportAdapter {
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
     const dial = new ClientDial(request, events, this.#o, this.#ctor, this.#limits, this.#dials);
-    return { close: () => dial.stop() };
+    return { close: () => dial.stop(), linked: () => dial.linked() };
   }
 
   async close(): Promise<void> {
@@ -159,9 +159,8 @@ class ClientDial {
   #stopped = false;
   #restarts = 0;
   #restartTimer: TimerHandle | undefined;
-  #openedAt = 0;
-  /** A socket opened since the last restart was scheduled. */
-  #openedSinceRestart = false;
+  /** A link formed over a socket of this dial since the last restart was scheduled. */
+  #linkedSinceRestart = false;
   /** Consecutive attempts that closed without ever opening (bounded by `maxRetries`). */
   #failedAttempts = 0;
   #closingLocally = false;
@@ -204,8 +203,6 @@ class ClientDial {
 
   readonly #onOpen = (): void => {
     if (this.#stopped) return;
-    this.#openedAt = this.#rt.now();
-    this.#openedSinceRestart = true;
     this.#failedAttempts = 0;
     this.#everOpened = true;
     this.#lastError = undefined;
@@ -320,9 +317,9 @@ class ClientDial {
   /** Open a new socket after a jittered, growing delay, on our own unref'd timer (cancelled by stop()). */
   #scheduleRestart(): void {
     if (this.#stopped || this.#restartTimer !== undefined) return;
-    // A connection that stayed up a while starts the back-off over.
-    if (this.#openedSinceRestart && this.#rt.now() - this.#openedAt > 5_000) this.#restarts = 0;
-    this.#openedSinceRestart = false;
+    // A link that formed starts the back-off over (a socket closed before its HELLO keeps it growing).
+    if (this.#linkedSinceRestart) this.#restarts = 0;
+    this.#linkedSinceRestart = false;
     const o = this.#o;
     const delay = Math.min(
       o.maxReconnectionDelay,
@@ -337,6 +334,11 @@ class ClientDial {
     // Until the server has answered once, a connect waits on this dial (its deadline stops the
     // dial): the timer holds the process open so that connect settles. Afterwards it must not.
     this.#restartTimer = this.#rt.setTimer(restart, delay, !this.#everHeard);
+  }
+
+  /** The transport core formed a link over the current socket. */
+  linked(): void {
+    this.#linkedSinceRestart = true;
   }
 
   stop(): void {

@@ -203,7 +203,7 @@ class WtClientAdapter implements TransportAdapter {
   dial(request: DialRequest, events: DialEvents): DialHandle {
     if (request.reconnect && request.lane === 0 && !this.#closed) {
       const redial = new Redial(request, events, this.#o, () => this.#openSession(request), this.#redials);
-      return { close: () => redial.stop() };
+      return { close: () => redial.stop(), linked: () => redial.linked() };
     }
     let cancelled = false;
     let conn: WtStreamConn | undefined;
@@ -417,7 +417,7 @@ class WtClientAdapter implements TransportAdapter {
  * opens a new session after a jittered, growing delay, and reports the new connection through `open`
  * again; the transport core then runs a new hello (a new link and epoch). The delay is
  * `(minReconnectionDelay + random·reconnectionJitter)·reconnectionDelayGrowFactor^n`, at most
- * `maxReconnectionDelay`; a connection that stayed up 5 s starts the back-off over. The timer holds
+ * `maxReconnectionDelay`; a link that formed starts the back-off over. The timer holds
  * the process open only until a session first opened (a `connect` waits on the dial until then).
  * It gives up (see the file comment) after `maxRetries` failures, `maxSameFailures` alike, or one
  * that cannot pass.
@@ -437,7 +437,8 @@ class Redial {
   #lastKind = '';
   #sameKind = 0;
   #restarts = 0;
-  #openedAt = 0;
+  /** A link formed over a session of this dial since the last retry was scheduled. */
+  #linkedSinceRetry = false;
   #everOpened = false;
 
   constructor(
@@ -468,7 +469,6 @@ class Redial {
         this.#sameKind = 0;
         this.#lastKind = '';
         this.#everOpened = true;
-        this.#openedAt = this.#rt.now();
         this.#conn = conn;
         conn.onClosed = () => {
           if (this.#conn === conn) this.#conn = undefined;
@@ -521,8 +521,9 @@ class Redial {
 
   #schedule(): void {
     if (this.#stopped || this.#timer !== undefined) return;
-    if (this.#openedAt > 0 && this.#rt.now() - this.#openedAt > 5_000) this.#restarts = 0;
-    this.#openedAt = 0;
+    // A link that formed starts the back-off over (a session lost before its HELLO keeps it growing).
+    if (this.#linkedSinceRetry) this.#restarts = 0;
+    this.#linkedSinceRetry = false;
     const o = this.#o;
     const delay = Math.min(
       o.maxReconnectionDelay,
@@ -537,6 +538,11 @@ class Redial {
     // Until a session first opened, a connect waits on this dial (its deadline stops the dial):
     // hold the process open so that connect settles. A reconnecting link must not hold it.
     this.#timer = this.#rt.setTimer(retry, delay, !this.#everOpened);
+  }
+
+  /** The transport core formed a link over the current session. */
+  linked(): void {
+    this.#linkedSinceRetry = true;
   }
 
   stop(): void {

@@ -38,6 +38,17 @@ interface Suspension {
   readonly timer: TimerHandle;
 }
 
+/**
+ * The sessions a resumed stream was known by before its newest bind: the resume's answer can be
+ * lost with the link, and its producer then names an older session again (docs/protocol.md §8.3).
+ */
+interface ResumeAlias {
+  readonly anchor: StreamAnchor<unknown>;
+  /** The stream's newest bind. */
+  to: Bind;
+  readonly names: bigint[];
+}
+
 /** The anchor side of a mux bind: a stream that ended dropped or expired is forgotten at once. */
 class AnchorBindOwner implements BindOwner {
   readonly #anchor: StreamAnchor<unknown>;
@@ -46,7 +57,9 @@ class AnchorBindOwner implements BindOwner {
     this.#anchor = anchor;
     this.#side = side;
   }
-  onClaimed(): void {}
+  onClaimed(bind: Bind): void {
+    this.#side._claimed(bind);
+  }
   suspend(bind: Bind): boolean {
     return this.#side._suspend(this.#anchor, bind);
   }
@@ -63,6 +76,8 @@ export class ConsumerSide implements AnchorHost {
   readonly #suspended = new Map<bigint, Suspension>();
   /** Items a resumed bind's stream had before it: its resume offset. */
   readonly #resumeBase = new WeakMap<Bind, number>();
+  /** Older sessions of streams resumed on a bind not yet claimed, by session: until the claim proves the producer knows the new one. */
+  readonly #aliases = new Map<bigint, ResumeAlias>();
 
   constructor(state: NodeState, reaper: UnattachedReaper) {
     this.#s = state;
@@ -112,6 +127,14 @@ export class ConsumerSide implements AnchorHost {
       this.#s.runtime.clearTimer(sus.timer);
       this.#suspended.delete(session);
     }
+    for (const [session, alias] of this.#aliases)
+      if (anchor === null || alias.anchor === anchor) this.#aliases.delete(session);
+  }
+
+  /** @internal An OpenSlot claimed `bind`: its producer knows its session, older names of the stream go. */
+  _claimed(bind: Bind): void {
+    if (this.#aliases.size === 0) return;
+    for (const [session, alias] of this.#aliases) if (alias.to === bind) this.#aliases.delete(session);
   }
 
   /** The node closes: no suspended stream waits any more. */
@@ -129,16 +152,17 @@ export class ConsumerSide implements AnchorHost {
     const mux = this.#s.mux;
     const unknown = { Err: { reason: 'resume: this node does not know the stream', resume: 'unknown' } };
     if (mux === null || anchor === undefined || anchor.finished) return unknown;
-    let sus = this.#suspended.get(resume.session);
+    const alias = this.#aliases.get(resume.session);
+    const session = alias?.anchor === anchor ? alias.to.sessionId : resume.session;
+    let sus = this.#suspended.get(session);
     // The new link came up before the old one was reported lost: the old slot still looks live.
-    if (sus === undefined && mux.suspendLive(anchor.localId, resume.session, from))
-      sus = this.#suspended.get(resume.session);
+    if (sus === undefined && mux.suspendLive(anchor.localId, session, from)) sus = this.#suspended.get(session);
     if (sus === undefined || sus.anchor !== anchor || sus.peer !== from) return unknown;
     if (resume.sent < sus.received)
       return {
         Err: { reason: `resume: ${sus.received} items were received but the sender says it sent ${resume.sent}` },
       };
-    this.#suspended.delete(resume.session);
+    this.#suspended.delete(session);
     this.#s.runtime.clearTimer(sus.timer);
     if (resume.from > sus.received + 1) {
       // The producer no longer holds the items this consumer lacks: the stream cannot go on.
@@ -152,6 +176,13 @@ export class ConsumerSide implements AnchorHost {
     const credit = Math.max(1, this.#s.config.initialCredit - sus.bind.buffer.dataRecords());
     const fresh = mux.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey, credit);
     this.#resumeBase.set(fresh, sus.received);
+    const names: ResumeAlias = alias?.anchor === anchor ? alias : { anchor, to: fresh, names: [] };
+    names.to = fresh;
+    for (const name of [resume.session, session])
+      if (!names.names.includes(name)) {
+        names.names.push(name);
+        this.#aliases.set(name, names);
+      }
     anchor._resumed(sus.bind, fresh);
     this.#s.metrics.resumedStreams++;
     this.#s.metrics.anchorOperation('resume', 'success', 'mux');

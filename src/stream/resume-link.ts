@@ -378,7 +378,7 @@ export class ResumeLink implements SenderPort {
       answer = await this.#host.reattach(this, this.#session, this.sent, this.#ring.first);
     } catch {
       // The new link went too: wait for the next one.
-      if (this.#state === RESUMING && this.#gen === gen) this.#state = SUSPENDED;
+      if (this.#state === RESUMING && this.#gen === gen) this.#retryLater(info);
       return;
     }
     if (this.#state !== RESUMING || this.#gen !== gen) return;
@@ -410,7 +410,7 @@ export class ResumeLink implements SenderPort {
     } catch {
       if (this.#gen === owner.gen && this.#state === RESUMING) {
         this.#gen++;
-        this.#state = SUSPENDED;
+        this.#retryLater(info);
       }
       return;
     }
@@ -443,6 +443,16 @@ export class ResumeLink implements SenderPort {
     this.#host.resumed();
     if (this.#terminal !== 0) slot.batcher.offer(slot, EgressKind.Terminal, terminalBody(this.#terminal));
     this.#wake(null);
+  }
+
+  /**
+   * A resume over the link of `tried` failed with that link: suspended again. A newer link that came
+   * up meanwhile found the stream resuming (its `peerUp` was ignored), so it is tried now.
+   */
+  #retryLater(tried: PeerInfo): void {
+    this.#state = SUSPENDED;
+    const now = this.#host.peerNow(this.peer);
+    if (now !== undefined && now.epoch !== tried.epoch) queueMicrotask(() => this.peerUp(now));
   }
 
   #fail(reason: ResumeFailure, message: string): void {

@@ -41,9 +41,6 @@ const TERMINAL_CODES: ReadonlySet<string> = new Set([
   'ERR_INVALID_CONFIG',
 ]);
 
-/** A link that stayed up this long starts the back-off over (as the WebSocket client's). */
-const STABLE_LINK_MS = 5_000;
-
 /** Whether lanemux's own re-dial may try again after `error` (a terminal refusal or a local close may not). */
 function retryable(error: LanemuxError): boolean {
   if (error.code === 'ERR_CLOSED') return false;
@@ -88,7 +85,7 @@ export class Dial implements HandshakeOwner {
   /** lanemux's own re-dial, for an adapter that does not reconnect by itself; undefined: none. */
   #policy: ReconnectPolicy | undefined;
   #retryTimer: TimerHandle | undefined;
-  /** Back-off exponent: failed attempts since the last link that stayed up. */
+  /** Back-off exponent: failed attempts since the last link formed. */
   #step = 0;
   /** Attempts in a row that formed no link (bounded by `maxRetries`). */
   #failures = 0;
@@ -98,7 +95,6 @@ export class Dial implements HandshakeOwner {
   #everOpened = false;
   /** A link formed at least once: later losses are re-dialled, and no caller's deadline stops the dial. */
   #everLinked = false;
-  #linkedAt = 0;
   #lane0: DialHandle | undefined;
   #attempt: Attempt | undefined;
   #link: Link | undefined;
@@ -460,7 +456,7 @@ export class Dial implements HandshakeOwner {
     }
     this.#link = link;
     this.#everLinked = true;
-    this.#linkedAt = this.#rt.now();
+    this.#lane0?.linked?.();
     this.#failures = 0;
     this.#downSince = undefined;
     for (const [lane, bytes] of attempt.early) {
@@ -475,7 +471,9 @@ export class Dial implements HandshakeOwner {
   #onLinkGone(link: Link, error: LanemuxError, attempt: Attempt): void {
     if (this.#link === link) this.#link = undefined;
     for (let lane = 1; lane < attempt.handles.length; lane++) attempt.handles[lane]?.close();
-    if (this.#rt.now() - this.#linkedAt >= STABLE_LINK_MS) this.#step = 0;
+    // Every link that formed starts the back-off over (a peer that completed the HELLO is up): a
+    // network that blinks often costs one first delay per cut, so streams resume within their window.
+    this.#step = 0;
     this.#downSince = this.#rt.now();
     this.#afterLoss(error, false);
   }

@@ -160,6 +160,12 @@ export interface DialEvents {
 export interface DialHandle {
   /** Stop dialling for good and close the current connection, if any (no `fail` event). */
   close(): void;
+  /**
+   * The transport core formed a link over this dial's connection (the HELLOs completed). A dial that
+   * reconnects by itself starts its back-off over after such a link; a connection that closes before
+   * its link formed keeps the back-off growing. Optional.
+   */
+  linked?(): void;
 }
 
 /**

@@ -12,7 +12,8 @@ import type { Runtime } from '../runtime/runtime.ts';
 /**
  * How lanemux re-dials a lost link when the adapter does not reconnect by itself. The delay of
  * attempt n (0-based) is `min(maxDelayMs, (initialDelayMs + random·jitterMs) · factor^n)`, as the
- * WebSocket client's. Every limit is finite: the dial gives up (`onDialEnded`, peer `gone`) after
+ * WebSocket client's; n counts failed attempts since the last link that formed (its HELLOs completed).
+ * Every limit is finite: the dial gives up (`onDialEnded`, peer `gone`) after
  * `maxRetries` failed attempts in a row or once the link has been down for `maxDownMs`.
  */
 export interface ReconnectOptions {

@@ -195,6 +195,29 @@ describe('a reconnecting dial on the manual clock', () => {
     expect(performance.now() - startedAt, 'the 20 s back-off took no real time').toBeLessThan(10_000);
     expect(timers()).toBe(0);
   });
+  it('every WebTransport link that formed starts the back-off over: a session dropped each time it comes back re-opens after the first delay', async () => {
+    const fake = fakeWebTransport();
+    const server = await node([fake.server]);
+    const client = await node([
+      webTransportClientTransport({
+        WebTransport: fake.WebTransport,
+        minReconnectionDelay: 1_000,
+        reconnectionJitter: 0,
+        reconnectionDelayGrowFactor: 2,
+        maxReconnectionDelay: 60_000,
+      }),
+    ]);
+    await rt.advance(100);
+    expect(await drive(client.connect(server.address))).toBe(peerId(server));
+    for (let drop = 1; drop <= 6; drop++) {
+      fake.sessions.at(-1)!.drop();
+      await rt.advance(999);
+      expect(fake.sessions, `drop ${drop}: not before the first delay`).toHaveLength(drop);
+      await rt.advance(1);
+      expect(fake.sessions, `drop ${drop}: at the first delay, not a grown one`).toHaveLength(drop + 1);
+      expect(await drive(client.connect(server.address))).toBe(peerId(server));
+    }
+  });
 });
 
 describe('a whole exchange on the manual clock', () => {

@@ -109,6 +109,35 @@ describe('resume over the mux', () => {
     );
   });
 
+  it('cuts while resumes are in flight (answers lost with the link): the producer names the stream again and every stream still completes exactly', async () => {
+    const { consumer, producer, cut, reconnect } = await pair();
+    const N = 300;
+    const anchors = Array.from({ length: 64 }, () => consumer.createAnchor<string>());
+    const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<string>(a.handle)));
+    const reads = anchors.map((a) => collect(a));
+    const writes = senders.map((s) => produce(s, N));
+    await waitFor(() => metric(consumer, 'streaming_mux_batches_total{direction="received"}') > 20);
+    cut();
+    await reconnect();
+    // Each time the consumer has answered some resume attaches (their answers and new binds may be
+    // lost with the link), the link is cut again.
+    for (let round = 1; round <= 10; round++) {
+      const answered = metric(consumer, 'streaming_resumed_streams_total');
+      await waitFor(() => metric(consumer, 'streaming_resumed_streams_total') > answered);
+      cut();
+      await reconnect();
+    }
+    const results = await Promise.all(reads);
+    expect(await Promise.all(writes)).toEqual(senders.map(() => null));
+    for (const r of results) {
+      expect(r.error).toBeNull();
+      expect(r.items).toEqual(numbered(N));
+    }
+    await waitFor(
+      () => metric(consumer, 'streaming_mux_live_slots') === 0 && metric(producer, 'streaming_mux_live_slots') === 0,
+    );
+  });
+
   it('a cut longer than the resume window ends every stream retryable with the reason, on both sides; live slots return to 0', async () => {
     const { consumer, producer, cut } = await pair({ resume: { windowMs: 200 } }, { resume: { windowMs: 200 } });
     const anchors = Array.from({ length: 8 }, () => consumer.createAnchor<string>());

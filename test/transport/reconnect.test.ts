@@ -171,6 +171,20 @@ describe('the re-dial back-off', () => {
     expect(delays.slice(3).every((d) => d === 5_000)).toBe(true);
   });
 
+  it('every link that formed starts the back-off over: a link cut each time it comes back waits the first delay every time', async () => {
+    const { client, sever, address } = await pair(createMemoryNetwork());
+    const events = record(client);
+    await drive(client.connect(address, { reconnect: { initialDelayMs: 1_000, jitterMs: 0, factor: 2 } }));
+    for (let cut = 0; cut < 8; cut++) {
+      const resumed = events.filter((e) => e.type === 'resumed').length;
+      sever();
+      await rt.advance(1_000);
+      expect(events.filter((e) => e.type === 'resumed')).toHaveLength(resumed + 1);
+    }
+    // Resume needs the link back well within its window however often the network blinks.
+    expect(events.filter((e) => e.type === 'reconnecting').map((e) => e.delayMs)).toEqual(Array(8).fill(1_000));
+  });
+
   it('gives up once the link has been down for maxDownMs, however many attempts remain', async () => {
     const { server, client, sever, address } = await pair(createMemoryNetwork());
     const events = record(client);
