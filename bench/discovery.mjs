@@ -5,10 +5,15 @@
 //
 // Per adapter: `--workers` clients register one worker each, then one reader resolves a random
 // registered worker `--resolves` times in a row (after `--warm` unmeasured ones), each timed alone.
-// Also timed: register → the put seen by a watch of another client (`--watch` samples).
+// Also timed: register → the put seen by a watch of another client (`--watch` samples), and the first
+// attach by handle of a node with no link to the anchor's worker (`--attaches` samples): an engine node
+// registers on loopback TCP through `createNode({ discovery })`; each sample is a fresh frontend node
+// (dialling only, sharing one warm discovery client) whose `attachAnchor(handle)` resolves the worker,
+// dials it and attaches; the same frontend's second attach, over the link it made, is timed beside it.
 //
 // Usage (after `npm run build`, or with LANEMUX_DIST pointing at another build):
-//   node bench/discovery.mjs [--resolves 1000] [--warm 200] [--workers 16] [--watch 50] [--only etcd,nats,static]
+//   node bench/discovery.mjs [--resolves 1000] [--warm 200] [--workers 16] [--watch 50] [--attaches 50]
+//                            [--only etcd,nats,static]
 // Prints one JSON line per adapter (ms: p50, p99, mean, max) and a table.
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -21,6 +26,7 @@ const RESOLVES = Number(args.resolves ?? 1000);
 const WARM = Number(args.warm ?? 200);
 const WORKERS = Number(args.workers ?? 16);
 const WATCH = Number(args.watch ?? 50);
+const ATTACHES = Number(args.attaches ?? 50);
 const only = (args.only ?? 'static,etcd,nats').split(',');
 
 function freePort() {
@@ -120,7 +126,46 @@ async function measure(name, make) {
   }
   watch.close();
   await Promise.all([...writers, reader, extra].map((d) => d.close()));
-  return { adapter: name, resolveMs: summary(times), registerToWatchMs: summary(watchTimes), workers: WORKERS };
+  const attach = await attachLatency(make);
+  return {
+    adapter: name,
+    resolveMs: summary(times),
+    registerToWatchMs: summary(watchTimes),
+    firstAttachMs: summary(attach.first),
+    linkedAttachMs: summary(attach.linked),
+    workers: WORKERS,
+  };
+}
+
+/** `attachAnchor(handle)` of a frontend with no link (resolve + dial + attach), and then over its link. */
+async function attachLatency(make) {
+  const { createNode } = await dist('index.js');
+  const { tcpTransport } = await dist('adapters/node-tcp.js');
+  const engine = await createNode({ transports: [tcpTransport({ port: 0 })], discovery: make() });
+  const shared = make();
+  const first = [];
+  const linked = [];
+  for (let i = 0; i < ATTACHES + 5; i++) {
+    const frontend = await createNode({ transports: [tcpTransport({ listen: false })], discovery: shared });
+    const timed = [];
+    for (let k = 0; k < 2; k++) {
+      const anchor = engine.createAnchor();
+      const t = performance.now();
+      const sender = await frontend.attachAnchor(anchor.handle);
+      timed.push(performance.now() - t);
+      await sender.finalize();
+      for await (const _ of anchor);
+    }
+    // The first five warm the code paths up.
+    if (i >= 5) {
+      first.push(timed[0]);
+      linked.push(timed[1]);
+    }
+    await frontend.close();
+  }
+  await engine.close();
+  await shared.close();
+  return { first, linked };
 }
 
 const results = [];
@@ -184,10 +229,10 @@ try {
 
 for (const r of results) process.stdout.write(`${JSON.stringify(r)}\n`);
 process.stdout.write(
-  `\n${'adapter'.padEnd(8)} ${'resolve p50'.padStart(12)} ${'p99'.padStart(8)} ${'mean'.padStart(8)}   register→watch p50 ${'p99'.padStart(8)}\n`,
+  `\n${'adapter'.padEnd(8)} ${'resolve p50'.padStart(12)} ${'p99'.padStart(8)} ${'mean'.padStart(8)}   register→watch p50 ${'p99'.padStart(8)}   first attach p50 ${'p99'.padStart(8)}   linked attach p50\n`,
 );
 for (const r of results)
   process.stdout.write(
-    `${r.adapter.padEnd(8)} ${`${r.resolveMs.p50} ms`.padStart(12)} ${`${r.resolveMs.p99} ms`.padStart(8)} ${`${r.resolveMs.mean} ms`.padStart(8)}   ${`${r.registerToWatchMs.p50} ms`.padStart(18)} ${`${r.registerToWatchMs.p99} ms`.padStart(8)}\n`,
+    `${r.adapter.padEnd(8)} ${`${r.resolveMs.p50} ms`.padStart(12)} ${`${r.resolveMs.p99} ms`.padStart(8)} ${`${r.resolveMs.mean} ms`.padStart(8)}   ${`${r.registerToWatchMs.p50} ms`.padStart(18)} ${`${r.registerToWatchMs.p99} ms`.padStart(8)}   ${`${r.firstAttachMs.p50} ms`.padStart(16)} ${`${r.firstAttachMs.p99} ms`.padStart(8)}   ${`${r.linkedAttachMs.p50} ms`.padStart(17)}\n`,
   );
 process.exit(0);

@@ -23,6 +23,7 @@ export { MpscSender } from './stream/mpsc-sender.ts';
 export { StreamError, ResumeFailedError } from './stream/errors.ts';
 export type { StreamErrorCode, ResumeFailure } from './stream/errors.ts';
 export type { ResumeOptions } from './stream/resume-options.ts';
+export type { NodeDiscoveryOptions, NodeRegistration } from './stream/discovery-options.ts';
 export { parseHandle, formatHandle } from './stream/handle.ts';
 export type { AnchorHandle } from './stream/handle.ts';
 export { parseTicket } from './stream/ticket.ts';

@@ -13,7 +13,7 @@
  * - `adapters/`: one file per runtime adapter (the per-stream ones implement `transport/per-stream-port.ts`).
  * - `messenger/`: active messages over the port.
  * - `mux/`: batcher, ingress and sweep, over the messenger's interface.
- * - `stream/`: anchors, senders, tickets, `createNode`: everything below.
+ * - `stream/`: anchors, senders, tickets, `createNode` (which finds peers through `discovery/`): everything below.
  * - `index.ts`: the public entry.
  */
 import { describe, expect, it } from 'vitest';
@@ -38,7 +38,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   adapters: ['transport', 'wire', 'runtime', ...LEAVES],
   messenger: ['transport', 'wire', 'runtime', ...LEAVES],
   mux: ['messenger', 'credit', 'wire', 'runtime', 'metrics', ...LEAVES],
-  stream: ['mux', 'messenger', 'credit', 'wire', 'runtime', 'metrics', 'transport', ...LEAVES],
+  stream: ['mux', 'messenger', 'credit', 'wire', 'runtime', 'metrics', 'transport', 'discovery', ...LEAVES],
   'index.ts': [
     'discovery',
     'stream',

@@ -19,7 +19,10 @@ export type StreamErrorCode =
   | 'ERR_ATTACH_REFUSED'
   /** The anchor already has a sender. */
   | 'ERR_ALREADY_ATTACHED'
-  /** No connected peer owns the handle's worker id. */
+  /**
+   * No connected peer owns the handle's worker id (and, with `createNode({ discovery })`, discovery
+   * has no record of it, or its record's address reached another worker: retryable then).
+   */
   | 'ERR_UNKNOWN_PEER'
   /** `send()` was called again and again without waiting while the stream was at its byte budget. */
   | 'ERR_BACKPRESSURE'

@@ -22,6 +22,8 @@ import {
 import { RUNTIME_SHAPE, isRuntime, systemRuntime, type Runtime } from '../runtime/runtime.ts';
 import type { NodeOptions } from './node.ts';
 import { resumeSchema } from './resume-options.ts';
+import { nodeDiscoveryOf, nodeDiscoverySchema } from './discovery-options.ts';
+import { resolveReconnect } from '../transport/reconnect.ts';
 
 /** Longest `unattachedTimeout`, ms: one day, like the mux's accept windows (and far below the 2^31 − 1 ms a timer can wait). */
 export const MAX_UNATTACHED_TIMEOUT = 86_400_000;
@@ -95,6 +97,7 @@ const schema = z.strictObject({
   metrics: z.optional(z.custom<MuxMetrics>((v) => v instanceof MuxMetrics, 'not a MuxMetrics')),
   runtime: z.optional(runtimeSchema),
   resume: resumeSchema,
+  discovery: z.optional(nodeDiscoverySchema),
 });
 
 /** Options that only shape a messenger the node builds itself (meaningless beside a given one). */
@@ -115,7 +118,8 @@ export function validateNodeOptions(options: NodeOptions): ResolvedMuxConfig {
     if (!fields.includes(field)) fields.push(field);
     reasons.push(`✖ ${reason}\n  → at ${field}`);
   };
-  const parsed = parse(schema, options);
+  const discovery = nodeDiscoveryOf((options as { discovery?: unknown }).discovery);
+  const parsed = parse(schema, discovery === undefined ? options : { ...options, discovery });
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       // Every unrecognized key is a field of its own.
@@ -131,6 +135,13 @@ export function validateNodeOptions(options: NodeOptions): ResolvedMuxConfig {
       add(k, `${k} only applies when the node builds its messenger; configure the messenger you pass instead`);
   } else if (!Array.isArray(o['transports']) || o['transports'].length === 0) {
     add('transports', 'give a messenger or at least one transport');
+  }
+  const reconnect = (discovery as { connect?: { reconnect?: unknown } } | undefined)?.connect?.reconnect;
+  try {
+    resolveReconnect(reconnect);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    add('discovery.connect.reconnect', e.message);
   }
   const given = o['runtime'];
   const runtime = isRuntime(given) ? given : systemRuntime();

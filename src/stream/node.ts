@@ -55,10 +55,14 @@ import { ProducerSide, type AttachOptions } from './producer.ts';
 import type { StreamSender } from './sender.ts';
 import { UnattachedReaper } from './unattached.ts';
 import { RESUME_KEY, resolveResume, type ResumeOptions } from './resume-options.ts';
+import type { Discovery } from '../discovery/discovery.ts';
+import type { NodeDiscoveryOptions } from './discovery-options.ts';
+import { DiscoveryDialer } from './discovery-dial.ts';
 
 export { ANCHOR_CHANNEL_DEPTH } from './node-state.ts';
 export type { AttachOptions } from './producer.ts';
 export type { ResumeOptions } from './resume-options.ts';
+export type { NodeDiscoveryOptions, NodeRegistration } from './discovery-options.ts';
 
 /** Options of {@link createNode}: give either a `messenger`, or `transports` to build one. */
 export interface NodeOptions {
@@ -105,6 +109,13 @@ export interface NodeOptions {
    * must list it in its `transportKeys`). `false` turns it off. Defaults to on: see `ResumeOptions`.
    */
   readonly resume?: ResumeOptions | false;
+  /**
+   * Discovery (`lanemux/discovery/*`): the node registers where it listens once it does (under the
+   * client's lease; `close()` deregisters), and an attach or ticket open toward a worker it has no
+   * link to resolves that worker and dials it. A bare client takes every default of
+   * `NodeDiscoveryOptions`. Defaults to none: only `connect` makes links.
+   */
+  readonly discovery?: Discovery | NodeDiscoveryOptions;
 }
 
 /** A lanemux node. Create one with {@link createNode}. */
@@ -122,6 +133,7 @@ export class LanemuxNode {
   readonly #mpsc: MpscHostSide;
   readonly #reaper: UnattachedReaper;
   readonly #ownsMessenger: boolean;
+  readonly #discovery: DiscoveryDialer | null;
 
   /** @internal Use {@link createNode}. */
   constructor(
@@ -162,6 +174,9 @@ export class LanemuxNode {
     this.#consumer = consumer;
     this.#producer = producer;
     this.#mpsc = mpsc;
+    const dialer = DiscoveryDialer.of(options.discovery, options.transports, messenger, runtime);
+    if (dialer !== null) producer.findPeer = (peer, o) => dialer.peer(peer, o);
+    this.#discovery = dialer;
     // The attach handlers answer from state, never wait on the caller: no AbortSignal per request.
     const noSignal = { signal: false } as const;
     messenger.handle(ATTACH_HANDLER, (from, body) => consumer.onAttach(from, body), noSignal);
@@ -180,6 +195,7 @@ export class LanemuxNode {
         consumer.acceptPerStream(anchorId, sessionId),
       );
     }
+    await this.#discovery?.register();
   }
 
   /** Addresses this node listens on (first one: {@link address}). */
@@ -374,6 +390,8 @@ export class LanemuxNode {
   async close(): Promise<void> {
     if (this.#s.closed) return;
     this.#s.closed = true;
+    // Deregistered first, while the rest closes, so no new attach is sent here.
+    const deregistered = this.#discovery?.close();
     this.#s.mux?.close();
     this.#s.resume?.close();
     this.#consumer.close();
@@ -393,6 +411,7 @@ export class LanemuxNode {
     await this.#s.perStream?.close();
     // A messenger the caller passed in is the caller's to close.
     if (this.#ownsMessenger) await this.#s.messenger.close();
+    await deregistered;
   }
 }
 
@@ -436,6 +455,12 @@ export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
     config,
   );
   built = node;
-  await node._start();
+  try {
+    await node._start();
+  } catch (e) {
+    // A registration refused (or a per-stream listen that failed) frees what the node holds.
+    await node.close();
+    throw e;
+  }
   return node;
 }

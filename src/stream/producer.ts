@@ -101,9 +101,12 @@ function ticketFor(h: AnchorHandle, t: StreamOpenTicket): StreamOpenTicket {
 /** The producer side of a node: attaching to anchors and opening streams from tickets. */
 export class ProducerSide implements ResumeTransport {
   readonly #s: NodeState;
+  /** How a peer that is not connected is waited for; the node's discovery replaces it (discovery-dial.ts). */
+  findPeer: (peer: PeerId, options: WaitOptions) => Promise<PeerId>;
 
   constructor(state: NodeState) {
     this.#s = state;
+    this.findPeer = (peer, options) => waitForPeer(state.messenger, peer, options);
     const o = state.resumeOptions;
     if (o !== null && state.mux !== null)
       state.resume = new ResumeRegistry(o, state.messenger, state.runtime, state.metrics, this);
@@ -136,9 +139,9 @@ export class ProducerSide implements ResumeTransport {
     );
   }
 
-  /** The connected peer of the handle's worker, waiting for one whose link is coming back; rejects `ERR_UNKNOWN_PEER`. */
+  /** The connected peer of the handle's worker, waiting for one whose link is coming back (or found through discovery); rejects `ERR_UNKNOWN_PEER`. */
   peerOf(h: AnchorHandle, options: WaitOptions = {}): Promise<PeerId> {
-    return waitForPeer(this.#s.messenger, workerKey(h.workerId), options);
+    return this.findPeer(workerKey(h.workerId), options);
   }
 
   /** Send an attach request (`_anchor_attach` or `_mpsc_anchor_attach`) offering this node's transports. */
@@ -270,9 +273,7 @@ export class ProducerSide implements ResumeTransport {
     }
     const peer = workerKey(h.workerId);
     if (this.#s.messenger.peer(peer) === undefined)
-      return waitForPeer(this.#s.messenger, peer, { signal }).then(() =>
-        this.#openFromTicket<T>(handle, ticket, signal),
-      );
+      return this.findPeer(peer, { signal }).then(() => this.#openFromTicket<T>(handle, ticket, signal));
     const noMux = this.#noMuxToward(peer);
     if (noMux !== null) throw noMux;
     const limits = resolveLimits(

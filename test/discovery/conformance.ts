@@ -32,6 +32,10 @@ export interface DiscoveryHarness {
   unavailable(options: DiscoveryOptions): Discovery;
   /** Restart the server (same address, same data), for adapters that have one. */
   readonly restart?: () => Promise<void>;
+  /** Stop the server (the store is out of reach until `start`), for adapters that have one. */
+  readonly stop?: () => Promise<void>;
+  /** Start the stopped server again (same address, same data); resolves once the harness reaches it. */
+  readonly start?: () => Promise<void>;
   /** The adapter a child process uses (`registrant.ts`), for adapters whose store outlives a process. */
   readonly childAdapter?: 'etcd' | 'nats';
   close(): Promise<void>;
