@@ -30,9 +30,12 @@ const ROOT_NAMES = [
   'MuxError',
   'MuxMetrics',
   'NodeOptions',
+  'OpenRelayOptions',
   'PeerId',
   'PeerInfo',
   'PeerStateEvent',
+  'Relay',
+  'RelayOptions',
   'ResumeFailedError',
   'ResumeFailure',
   'ResumeOptions',
@@ -46,8 +49,10 @@ const ROOT_NAMES = [
   'createNode',
   'formatHandle',
   'isLanemuxError',
+  'openRelay',
   'parseHandle',
   'parseTicket',
+  'relay',
   'systemRuntime',
 ].sort();
 
@@ -93,8 +98,10 @@ describe('public surface', () => {
         'createNode',
         'formatHandle',
         'isLanemuxError',
+        'openRelay',
         'parseHandle',
         'parseTicket',
+        'relay',
         'systemRuntime',
       ].sort(),
     );
@@ -116,6 +123,7 @@ describe('public surface', () => {
         'stream/mpsc-sender.d.ts',
         'stream/node.d.ts',
         'stream/anchor-reader.d.ts',
+        'stream/relay.d.ts',
       ]) {
         const text = readFileSync(join(pkg.dir, 'dist', rel), 'utf8');
         for (const m of text.matchAll(/^\s+(?:readonly\s+|static\s+|get\s+|set\s+)*(_[A-Za-z]\w*)\s*[(:<?]/gm))
