@@ -315,6 +315,30 @@ describe('relay', () => {
     expect(await r.done).toBeNull();
   });
 
+  it('a target anchor on the relaying node itself: every token, and a stalled reader holds the source to its window', async () => {
+    const t = await trio();
+    const local = t.frontend.createAnchor<string>();
+    const r = await openRelay<string>(t.frontend, local.handle);
+    const engine = await t.engine.attachAnchor<string>(r.source.handle);
+    expect(r.target.negotiatedTransport).toBeNull(); // same worker: straight into the anchor
+    // Nobody reads `local` yet: the engine runs out of credit at the source, the relay takes no more.
+    let sent = 0;
+    const writes = (async () => {
+      for (const tok of tokens(1_000)) {
+        await engine.send(tok);
+        sent++;
+      }
+      await engine.finalize();
+    })();
+    await waitFor(() => r.held === SOURCE_CREDIT && r.source.credit?.remaining === 0, 5_000, 'the source to fill');
+    expect(r.held).toBeLessThanOrEqual(SOURCE_CREDIT + 1);
+    expect(sent).toBeLessThan(1_000);
+    const got = await collect(local);
+    await writes;
+    expect(got).toEqual({ items: tokens(1_000), error: null });
+    expect(await r.done).toBeNull();
+  });
+
   it('relay() joins an anchor and a sender the frontend made itself; the anchor has one reader', async () => {
     const t = await trio();
     const out = t.browser.createAnchor<string>();
