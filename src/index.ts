@@ -20,6 +20,8 @@ export { StreamSender } from './stream/sender.ts';
 export { MpscAnchor } from './stream/mpsc-anchor.ts';
 export type { MpscEvent, MpscAnchorOptions } from './stream/mpsc-anchor.ts';
 export { MpscSender } from './stream/mpsc-sender.ts';
+export { relay, openRelay } from './stream/relay.ts';
+export type { Relay, RelayOptions, OpenRelayOptions } from './stream/relay.ts';
 export { StreamError, ResumeFailedError } from './stream/errors.ts';
 export type { StreamErrorCode, ResumeFailure } from './stream/errors.ts';
 export type { ResumeOptions } from './stream/resume-options.ts';

@@ -347,6 +347,7 @@ export class Batcher implements SlotBatcher {
     ) {
       slot.resume();
     }
+    if (slot.roomWaiter !== null && slot.queued === 0 && !slot.paused && slot.ledger.dataAvailable > 0) slot.wakeRoom();
   }
 
   /** Queue `slot` for the next wake's release (once). */

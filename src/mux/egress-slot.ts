@@ -115,6 +115,11 @@ export class EgressSlot {
   /** Settlers of the open's ack while it is outstanding (the batcher's; null otherwise). */
   openResolve: ((slot: EgressSlot) => void) | null = null;
   openReject: ((e: unknown) => void) | null = null;
+  /**
+   * Called once when the slot has credit again with nothing withheld (a relay waiting for room);
+   * null while nobody waits. A close drops it.
+   */
+  roomWaiter: (() => void) | null = null;
   /** Producers waiting for the pause to lift; made on first wait (most slots never pause). */
   #waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> | null = null;
 
@@ -208,8 +213,17 @@ export class EgressSlot {
     for (const x of w) x.resolve();
   }
 
+  /** Call the room waiter (once). */
+  wakeRoom(): void {
+    const w = this.roomWaiter;
+    this.roomWaiter = null;
+    w?.();
+  }
+
   /** Fail waiting producers (the slot closed), unless its owner takes them over. */
   failWaiters(error: unknown): void {
+    // The room waiter learns of the close from the stream layer (a lost link may resume on a new slot).
+    this.roomWaiter = null;
     const w = this.#waiters;
     if (w === null) return;
     this.#waiters = null;

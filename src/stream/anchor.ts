@@ -153,6 +153,8 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   }
   #feedWaiters: Array<() => void> = [];
   #done = false;
+  /** The end was a cancel, not the producer's `Finalized`. */
+  #cancelled = false;
   #error: LanemuxError | null = null;
   /** Push mode: the consumer, and whether a drain is queued or a wake-up is armed. */
   #consumer: AnchorConsumer<T> | null = null;
@@ -180,6 +182,18 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   /** True once the stream ended (terminal read, error or cancel). */
   get finished(): boolean {
     return this.#done || this.#error !== null;
+  }
+
+  /** @internal True when the stream ended by a cancel rather than its producer's `Finalized`. */
+  get _cancelled(): boolean {
+    return this.#cancelled;
+  }
+
+  /** @internal Items (and sender errors) here and not yet read: in the feed being read and every waiting one. */
+  _unread(): number {
+    let n = this.#feed?.dataRecords() ?? 0;
+    if (this.#waiting !== null) for (const w of this.#waiting) n += w.buffer.dataRecords();
+    return n;
   }
 
   /**
@@ -609,6 +623,7 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   #finish(cancelled: boolean): void {
     if (this.#done) return;
     this.#done = true;
+    this.#cancelled = cancelled;
     this.#host.anchorDone(this as StreamAnchor<unknown>, cancelled);
   }
 

@@ -25,6 +25,15 @@ export interface SenderPort {
   depart(): void;
   /** Why the port closed, once it has. */
   readonly closeError: LanemuxError | null;
+  /** Data records the port passes on now without withholding one (credit and room); 0 while it must wait. */
+  readonly room: number;
+  /**
+   * Call `fn` once, when `room` may have grown; a later call replaces it. Never for a closed port:
+   * the sender learns of the close otherwise (its cancel), and a slot's close may be a lost link.
+   */
+  notifyRoom(fn: () => void): void;
+  /** Records handed over and still waiting here (for credit, room or a link). */
+  readonly withheld: number;
 }
 
 /** A producer's frames into a mux slot. Strings and bytes are written into the batch by hand. */
@@ -38,6 +47,15 @@ export class MuxPort implements SenderPort {
   }
   get closeError(): LanemuxError | null {
     return this.slot.closed ? this.slot.closeError : null;
+  }
+  get room(): number {
+    return slotRoom(this.slot);
+  }
+  notifyRoom(fn: () => void): void {
+    if (!this.slot.closed) this.slot.roomWaiter = fn;
+  }
+  get withheld(): number {
+    return this.slot.queued;
   }
   offer(kind: number, value: unknown): Offer {
     const slot = this.slot;
@@ -73,6 +91,11 @@ export class MuxPort implements SenderPort {
   }
 }
 
+/** What a mux slot passes on now: its credit, while nothing is withheld and the inlet is open. */
+export function slotRoom(slot: EgressSlot): number {
+  return slot.closed || slot.paused || slot.queued > 0 ? 0 : slot.ledger.dataAvailable;
+}
+
 /**
  * A same-worker sender writes straight into the anchor's local buffer: no transport, no encoding.
  * The buffer is bounded (the reference's anchor channel depth, 256): a full buffer makes `send` wait.
@@ -88,12 +111,28 @@ export class LocalPort implements SenderPort {
   onFailed: (() => void) | null = null;
   /** Called when the consumer asks the producer to stop (same-worker `requestStop`). */
   onStop: (() => void) | null = null;
+  #roomWaiter: (() => void) | null = null;
 
   constructor(buffer: SlotBuffer) {
     this.#buffer = buffer;
   }
   get paused(): boolean {
     return this.#pending.length > 0;
+  }
+  get room(): number {
+    return this.closeError !== null || this.#pending.length > 0 ? 0 : this.#buffer.capacity - this.#buffer.length;
+  }
+  notifyRoom(fn: () => void): void {
+    if (this.closeError === null) this.#roomWaiter = fn;
+  }
+  get withheld(): number {
+    return this.#pending.length;
+  }
+  #wakeRoom(): void {
+    const w = this.#roomWaiter;
+    if (w === null) return;
+    this.#roomWaiter = null;
+    w();
   }
   offer(kind: number, value: unknown): Offer {
     if (this.closeError !== null) return Offer.Closed;
@@ -113,6 +152,7 @@ export class LocalPort implements SenderPort {
       if (!this.#buffer.push(k, v, 0)) return;
       this.#pending.shift();
     }
+    if (this.#roomWaiter !== null) this.#wakeRoom();
     const w = this.#waiters;
     this.#waiters = [];
     for (const x of w) x.resolve();
@@ -131,6 +171,7 @@ export class LocalPort implements SenderPort {
     this.closeError = error;
     this.onFailed?.();
     this.#pending = [];
+    this.#roomWaiter = null;
     const w = this.#waiters;
     this.#waiters = [];
     for (const x of w) x.reject(error);
@@ -164,6 +205,7 @@ export class PerStreamPort implements SenderPort {
   #timer: TimerHandle | null = null;
   /** A frame went out since the last heartbeat tick. */
   #active = false;
+  #roomWaiter: (() => void) | null = null;
 
   constructor(conn: import('./per-stream.ts').PerStreamConnection, options: PerStreamPortOptions = {}) {
     this.#conn = conn;
@@ -171,6 +213,7 @@ export class PerStreamPort implements SenderPort {
       this.#stopHeartbeats();
       if (this.closeError === null && !this.#ended)
         this.closeError = error ?? new StreamErrorLike('the per-stream connection closed');
+      this.#roomWaiter = null;
     });
     const onStop = options.onStop;
     if (onStop !== undefined) conn.onStop?.(onStop);
@@ -181,6 +224,24 @@ export class PerStreamPort implements SenderPort {
   }
   get paused(): boolean {
     return this.#paused !== null;
+  }
+  /** The socket's back-pressure is the only bound: 1 while it takes frames (look again after each). */
+  get room(): number {
+    return this.closeError !== null || this.#ended || this.#paused !== null ? 0 : 1;
+  }
+  notifyRoom(fn: () => void): void {
+    if (this.closeError !== null || this.#ended) return;
+    if (this.#paused === null) fn();
+    else this.#roomWaiter = fn;
+  }
+  get withheld(): number {
+    return 0;
+  }
+  #wakeRoom(): void {
+    const w = this.#roomWaiter;
+    if (w === null) return;
+    this.#roomWaiter = null;
+    w();
   }
   offer(kind: number, value: unknown): Offer {
     if (this.closeError !== null || this.#ended) return Offer.Closed;
@@ -203,11 +264,13 @@ export class PerStreamPort implements SenderPort {
         if (this.#paused === p) {
           this.#paused = null;
           this.#bytesWhilePaused = 0;
+          this.#wakeRoom();
         }
       },
       (e: unknown) => {
         this.#paused = null;
         this.closeError ??= e instanceof Error ? (e as LanemuxError) : new StreamErrorLike(String(e));
+        this.#roomWaiter = null;
         throw this.closeError;
       },
     );

@@ -14,7 +14,7 @@ import { closedOnPurpose } from '../mux/errors.ts';
 import type { EgressSlot, EgressSlotOwner, Retirement } from '../mux/egress-slot.ts';
 import { FRAME_DETACHED, FRAME_FINALIZED, FrameKind, encodeFrame } from '../wire/frame.ts';
 import { ResumeFailedError, StreamError, type ResumeFailure } from './errors.ts';
-import type { SenderPort } from './port.ts';
+import { slotRoom, type SenderPort } from './port.ts';
 import { ReplayRing, type ReplayBudget } from './replay-ring.ts';
 import type { StreamSender } from './sender.ts';
 import type { AnchorHandle } from './handle.ts';
@@ -126,6 +126,8 @@ export class ResumeLink implements SenderPort {
   #lossError: LanemuxError | null = null;
   #timer: unknown = null;
   #waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> | null = null;
+  /** Waits for room (a relay above the stream): woken by the slot while live, or by the resume. */
+  #roomWaiter: (() => void) | null = null;
 
   constructor(
     host: ResumeHost,
@@ -183,6 +185,32 @@ export class ResumeLink implements SenderPort {
   get closeError(): LanemuxError | null {
     if (this.#state === ENDED) return this.#error;
     return this.#state === LIVE && this.#slot.closed ? this.#slot.closeError : null;
+  }
+
+  /** Nothing is taken for the slot while the stream is suspended: the relay above waits. */
+  get room(): number {
+    return this.#state === LIVE ? slotRoom(this.#slot) : 0;
+  }
+
+  notifyRoom(fn: () => void): void {
+    if (this.#state === ENDED) return;
+    // Kept here, not on the slot: a slot lost with its link drops its waiter, and the resume wakes this one.
+    this.#roomWaiter = fn;
+    if (this.#state === LIVE && !this.#slot.closed) this.#slot.roomWaiter = this.#slotRoom ??= () => this.#wakeRoom();
+  }
+
+  /** The slot's room waiter (made on first use: only a relay waits for room). */
+  #slotRoom: (() => void) | null = null;
+
+  get withheld(): number {
+    return this.#state === LIVE ? this.#slot.queued : this.#down;
+  }
+
+  #wakeRoom(): void {
+    const w = this.#roomWaiter;
+    if (w === null) return;
+    this.#roomWaiter = null;
+    w();
   }
 
   offer(kind: number, value: unknown): Offer {
@@ -443,6 +471,7 @@ export class ResumeLink implements SenderPort {
     this.#host.resumed();
     if (this.#terminal !== 0) slot.batcher.offer(slot, EgressKind.Terminal, terminalBody(this.#terminal));
     this.#wake(null);
+    this.#wakeRoom();
   }
 
   /**
@@ -482,6 +511,7 @@ export class ResumeLink implements SenderPort {
     if (lingering) this.#host.linger(this, false);
     this.#ring.clear();
     this.#wake(this.#error);
+    this.#roomWaiter = null;
     if (error !== null) this.#sender._closed(error);
   }
 

@@ -28,6 +28,15 @@ export interface SenderInit {
   readonly onDetach?: (() => Promise<void> | void) | undefined;
 }
 
+/**
+ * @internal Told of a consumer stop and of a cancel (or the stream's loss) as the two signals
+ * would be, without making them (a relay watches its target this way).
+ */
+export interface SenderWatcher {
+  senderStopped(reason: unknown): void;
+  senderCancelled(reason: unknown): void;
+}
+
 /** Marks a signal not aborted yet (a reason may be any value, `undefined` included). */
 const NOT_ABORTED: unique symbol = Symbol('not aborted');
 
@@ -51,6 +60,7 @@ export class StreamSender<T = unknown> {
   #abortListener: (() => void) | null = null;
   #signal: AbortSignal | undefined;
   #finished = false;
+  #watcher: SenderWatcher | null = null;
 
   /** @internal */
   constructor(init: SenderInit) {
@@ -100,12 +110,53 @@ export class StreamSender<T = unknown> {
     if (this.#stopReason !== NOT_ABORTED) return;
     this.#stopReason = reason;
     this.#stop?.abort(reason);
+    this.#watcher?.senderStopped(reason);
   }
 
   #abortCancel(reason: unknown): void {
     if (this.#cancelReason !== NOT_ABORTED) return;
     this.#cancelReason = reason;
     this.#cancel?.abort(reason);
+    this.#watcher?.senderCancelled(reason);
+  }
+
+  /**
+   * @internal Watch for a stop and a cancel; one that already happened is reported at once (stop
+   * first). `null` stops watching.
+   */
+  _watch(watcher: SenderWatcher | null): void {
+    this.#watcher = watcher;
+    if (watcher === null) return;
+    if (this.#stopReason !== NOT_ABORTED) watcher.senderStopped(this.#stopReason);
+    if (this.#cancelReason !== NOT_ABORTED && this.#watcher === watcher) watcher.senderCancelled(this.#cancelReason);
+  }
+
+  /**
+   * @internal Data records the stream passes on now without withholding any (credit, room, a live
+   * link); 0 while it must wait or is closed.
+   */
+  get _room(): number {
+    const port = this.#port;
+    return port === null || this.closed ? 0 : port.room;
+  }
+
+  /** @internal Call `fn` once `_room` may have grown or the stream closed (one callback; a later call replaces it). */
+  _notifyRoom(fn: () => void): void {
+    this.#port?.notifyRoom(fn);
+  }
+
+  /** @internal Records handed over and still waiting on this node (for credit, room or the link). */
+  get _withheld(): number {
+    return this.#port?.withheld ?? 0;
+  }
+
+  /** @internal Leave without a terminal because of `error`: the consumer reads `Dropped`. */
+  _depart(error: LanemuxError): void {
+    if (this.closed) return;
+    this.#error = error;
+    this.#port?.depart();
+    this.#abortCancel(error);
+    this.#done();
   }
 
   /** True once the stream can take no more frames. */

@@ -32,9 +32,12 @@ const ROOT_NAMES = [
   'NodeDiscoveryOptions',
   'NodeOptions',
   'NodeRegistration',
+  'OpenRelayOptions',
   'PeerId',
   'PeerInfo',
   'PeerStateEvent',
+  'Relay',
+  'RelayOptions',
   'ResumeFailedError',
   'ResumeFailure',
   'ResumeOptions',
@@ -48,8 +51,10 @@ const ROOT_NAMES = [
   'createNode',
   'formatHandle',
   'isLanemuxError',
+  'openRelay',
   'parseHandle',
   'parseTicket',
+  'relay',
   'systemRuntime',
 ].sort();
 
@@ -95,8 +100,10 @@ describe('public surface', () => {
         'createNode',
         'formatHandle',
         'isLanemuxError',
+        'openRelay',
         'parseHandle',
         'parseTicket',
+        'relay',
         'systemRuntime',
       ].sort(),
     );
@@ -118,6 +125,7 @@ describe('public surface', () => {
         'stream/mpsc-sender.d.ts',
         'stream/node.d.ts',
         'stream/anchor-reader.d.ts',
+        'stream/relay.d.ts',
       ]) {
         const text = readFileSync(join(pkg.dir, 'dist', rel), 'utf8');
         for (const m of text.matchAll(/^\s+(?:readonly\s+|static\s+|get\s+|set\s+)*(_[A-Za-z]\w*)\s*[(:<?]/gm))
