@@ -14,6 +14,7 @@
  * for await (const token of anchor) console.log(token);
  * ```
  */
+import { REATTACH_HANDLER, answerReattach, reattach, type ReattachHost, type ReattachOptions } from './reattach.ts';
 import type { Authenticate, CredentialSource } from '../transport/auth.ts';
 import { defineAsyncDispose } from '../runtime/dispose.ts';
 import { MuxMetrics } from '../metrics/mux-metrics.ts';
@@ -184,6 +185,7 @@ export class LanemuxNode {
     messenger.handle(MPSC_ATTACH_HANDLER, (from, body) => mpsc.onMpscAttach(from, body), noSignal);
     messenger.handle(MPSC_DETACH_HANDLER, (from, body) => mpsc.onMpscDetach(from, body), noSignal);
     messenger.handle(MPSC_CANCEL_HANDLER, (_from, body) => mpsc.onMpscCancel(body), noSignal);
+    messenger.handle(REATTACH_HANDLER, (from, body) => answerReattach(this.#s, from, body), noSignal);
   }
 
   /** @internal */
@@ -291,6 +293,19 @@ export class LanemuxNode {
   /** Create an anchor: the consumer's end of a new stream. Its `handle` goes to the producer. */
   createAnchor<T = unknown>(): StreamAnchor<T> {
     return this.#consumer.createAnchor<T>();
+  }
+
+  /**
+   * Re-attach to a stream of `peer` from its resume token (docs/protocol.md §8.5), for example
+   * after a page reload: a new anchor receives items `offset + 1`… of the stream — what the
+   * producer's history still holds, then the rest, live. The producer must keep history
+   * (`createNode({ resume: { history: true } })`) and both nodes have resume on; the token is the
+   * producer's `sender.resumeToken`, which the application handed to the first consumer. Rejects
+   * `ERR_ATTACH_REFUSED` saying why when the stream is unknown (wrong token, ended longer ago than
+   * `history.keepMs`, evicted) or its history no longer reaches back to `offset + 1`.
+   */
+  reattach<T = unknown>(peer: PeerId, token: string, options: ReattachOptions): Promise<StreamAnchor<T>> {
+    return reattach<T>(this.#s, this.#consumer as ReattachHost, peer, token, options);
   }
 
   /**

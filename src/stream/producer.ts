@@ -333,6 +333,7 @@ export class ProducerSide implements ResumeTransport {
             session,
             limits.initialCredit,
           );
+    if (link !== null && resume!.history !== null) sender._resumeToken = link.token = resume!.issueToken(link);
     const owner = link === null ? new MuxSenderOwner(sender as StreamSender<unknown>) : link.firstOwner();
     let slot: EgressSlot;
     try {

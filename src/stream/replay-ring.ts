@@ -16,6 +16,11 @@ export class ReplayBudget {
   readonly max: number;
   /** Bytes held by every ring. */
   used = 0;
+  /**
+   * Free another stream's ring when the budget is full (its owner sets it: the oldest finished
+   * stream goes first); false when there is none to free.
+   */
+  evict: () => boolean = () => false;
   constructor(max: number) {
     this.max = max;
   }
@@ -93,6 +98,8 @@ export class ReplayRing {
       if (this.#bytes + bytes <= this.#maxBytes) this.#grow();
       else this.#dropOldest();
     }
+    // A full node-wide budget takes finished streams' rings before this live one's records.
+    while (budget.used + bytes > budget.max && budget.evict()) {}
     while (this.#length > 0 && (this.#bytes + bytes > this.#maxBytes || budget.used + bytes > budget.max))
       this.#dropOldest();
     if (bytes > this.#maxBytes || budget.used + bytes > budget.max) {

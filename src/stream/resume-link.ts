@@ -36,6 +36,12 @@ export interface ResumeAnswer {
 /** What a resumable stream needs from its node. */
 export interface ResumeHost {
   readonly windowMs: number;
+  /** How long a finished stream keeps its ring (the window, or the history's keep time). */
+  readonly lingerMs: number;
+  /** Per-stream history for re-attaching (docs/protocol.md §8.4), or null. */
+  readonly history: { readonly bytesPerStream: number } | null;
+  /** The stream that had `token` ended: the token names nothing any more. */
+  forgetToken(token: string): void;
   readonly budget: ReplayBudget;
   readonly maxReplayBytesPerStream: number;
   setTimer(fn: () => void, ms: number): unknown;
@@ -98,11 +104,16 @@ function linkLost(error: LanemuxError): boolean {
 
 /** The producer's end of one resumable mux stream. */
 export class ResumeLink implements SenderPort {
-  readonly peer: PeerId;
+  /** The consumer's peer (another after a re-attach). */
+  peer: PeerId;
   /** The instance of the peer the stream was opened to: another one is a restart. */
-  readonly instanceId: string;
+  instanceId: string;
   /** The anchor the stream feeds. */
-  readonly handle: AnchorHandle;
+  handle: AnchorHandle;
+  /** The stream's resume token when the node keeps history (docs/protocol.md §8.4), else null. */
+  token: string | null = null;
+  /** History is kept: the ring is trimmed by its byte cap only, never to what the consumer has. */
+  readonly #history: boolean;
   /** The link epoch the stream's latest slot was opened on. */
   epoch: number | undefined;
   readonly #host: ResumeHost;
@@ -145,7 +156,9 @@ export class ResumeLink implements SenderPort {
     this.instanceId = instanceId;
     this.#session = session;
     this.#credit = credit;
-    this.#ring = new ReplayRing(credit + 2, host.maxReplayBytesPerStream, host.budget);
+    this.#history = host.history !== null;
+    const cap = Math.max(host.maxReplayBytesPerStream, host.history?.bytesPerStream ?? 0);
+    this.#ring = new ReplayRing(credit + 2, cap, host.budget);
     // Set by `bindSlot` before any frame is offered.
     this.#slot = null as unknown as EgressSlot;
   }
@@ -256,8 +269,10 @@ export class ResumeLink implements SenderPort {
         ring.push(ek, payload, size);
         // A lost link takes at most the records whose credit has not come back (the consumer reads,
         // and grants, in order) and those still withheld: C+1 − available + queued.
-        const keep = slot.inletDepth - slot.ledger.dataAvailable + slot.queued;
-        if (ring.length > keep) ring.keepLast(keep);
+        if (!this.#history) {
+          const keep = slot.inletDepth - slot.ledger.dataAvailable + slot.queued;
+          if (ring.length > keep) ring.keepLast(keep);
+        }
       }
       return r;
     }
@@ -374,18 +389,56 @@ export class ResumeLink implements SenderPort {
     this.#gen++;
     if (wasLingering) this.#host.linger(this, false);
     this.#terminalSent = false;
-    this.#timer ??= this.#host.setTimer(() => {
-      this.#timer = null;
-      if (this.suspended)
-        this.#fail(
-          'window',
-          `the link to ${this.peer} did not come back within the resume window (${this.#host.windowMs} ms)`,
-        );
-    }, this.#host.windowMs);
+    this.#armWindow();
     this.#host.watch(this, true);
     const now = this.#host.peerNow(this.peer);
     // Already linked again (the new link came up before the old one was reported gone).
     if (now !== undefined && now.epoch !== this.epoch) queueMicrotask(() => this.peerUp(now));
+  }
+
+  /**
+   * The resume window, once per suspension. A finished stream with history waits as long as it
+   * lingers (a reloaded page may come for it); with nobody back by then it is simply over.
+   */
+  #armWindow(): void {
+    if (this.#timer !== null) return;
+    const finished = this.#history && this.#terminal !== 0;
+    const ms = finished ? this.#host.lingerMs : this.#host.windowMs;
+    this.#timer = this.#host.setTimer(() => {
+      this.#timer = null;
+      if (!this.suspended) return;
+      if (finished) this.#end(null);
+      else this.#fail('window', `the link to ${this.peer} did not come back within the resume window (${ms} ms)`);
+    }, ms);
+  }
+
+  /**
+   * A re-attach (docs/protocol.md §8.4): the anchor `handle` of `info`'s node, pre-bound with
+   * `terms`, takes the stream from item `terms.offset + 1`; the current consumer, if still linked,
+   * loses it. Null when the stream goes on there, else why not (`unknown`, `evicted`, or a reason).
+   */
+  retarget(info: PeerInfo, handle: AnchorHandle, terms: ResumeAnswer): string | null {
+    if (this.#state === ENDED) return 'unknown';
+    const r = terms.offset;
+    if (r > this.sent) return `the stream has sent ${this.sent} items, fewer than the offset ${r}`;
+    if (!this.#ring.holdsFrom(r + 1)) return 'evicted';
+    const wasLive = this.#state === LIVE;
+    const lingering = this.#terminalSent;
+    this.#gen++;
+    if (wasLive) {
+      if (lingering) this.#host.linger(this, false);
+      else if (!this.#slot.closed) this.#slot.batcher.depart(this.#slot);
+    }
+    this.#host.watch(this, false);
+    this.#terminalSent = false;
+    this.peer = info.id;
+    this.instanceId = info.instanceId;
+    this.handle = handle;
+    this.#state = RESUMING;
+    this.#armWindow();
+    this.#host.watch(this, true);
+    void this.#continueOn(info, terms, this.#gen);
+    return null;
   }
 
   /** The peer linked again. */
@@ -418,6 +471,12 @@ export class ResumeLink implements SenderPort {
       else this.#fail('refused', `the consumer did not resume the stream: ${answer.refused}`);
       return;
     }
+    await this.#continueOn(info, answer, gen);
+  }
+
+  /** Go on at the consumer's offset on a new slot with `answer`'s terms: what it lacks again, then the rest. */
+  async #continueOn(info: PeerInfo, answer: ResumeAnswer, gen: number): Promise<void> {
+    if (this.#state !== RESUMING || this.#gen !== gen) return;
     const r = answer.offset;
     if (r > this.sent) {
       this.#fail('refused', `the consumer claims ${r} items of the ${this.sent} sent`);
@@ -430,7 +489,8 @@ export class ResumeLink implements SenderPort {
       );
       return;
     }
-    this.#ring.trim(r);
+    // With history the ring keeps what this consumer has: a later re-attach may start earlier.
+    if (!this.#history) this.#ring.trim(r);
     const owner = new SlotOwner(this, ++this.#gen);
     let slot: EgressSlot;
     try {
@@ -509,6 +569,7 @@ export class ResumeLink implements SenderPort {
     }
     this.#host.watch(this, false);
     if (lingering) this.#host.linger(this, false);
+    if (this.token !== null) this.#host.forgetToken(this.token);
     this.#ring.clear();
     this.#wake(this.#error);
     this.#roomWaiter = null;

@@ -15,6 +15,24 @@ export const DEFAULT_MAX_REPLAY_BYTES = 64 * 1024 * 1024;
 /** Longest resume window, ms: one day. */
 export const MAX_RESUME_WINDOW_MS = 86_400_000;
 
+/** Default bytes of history a producer keeps per stream for a re-attach, when history is on (64 KiB). */
+export const DEFAULT_HISTORY_BYTES_PER_STREAM = 64 * 1024;
+/** Default time a finished stream's history is kept for a re-attach, ms (two minutes). */
+export const DEFAULT_HISTORY_KEEP_MS = 120_000;
+
+/**
+ * `resume.history`: the producer keeps each stream's recent items (not only those in flight) so that
+ * a new consumer — a reloaded page, a new node — can re-attach from a resume token and an offset
+ * (docs/protocol.md §8.4). Counted against `maxReplayBytes`; when that is full the oldest finished
+ * stream's history goes first.
+ */
+export interface HistoryOptions {
+  /** Bytes of items kept per stream (the oldest go first). Defaults to 65,536. */
+  readonly bytesPerStream?: number;
+  /** How long a finished stream stays re-attachable, ms. Defaults to 120,000. */
+  readonly keepMs?: number;
+}
+
 /** `createNode({ resume })`: transparent resume of mux streams across a lost link. */
 export interface ResumeOptions {
   /**
@@ -29,6 +47,11 @@ export interface ResumeOptions {
   readonly maxReplayBytesPerStream?: number;
   /** Bytes of sent items a producer keeps over all its streams (oldest evicted first). Defaults to 64 MiB. */
   readonly maxReplayBytes?: number;
+  /**
+   * Keep a bounded history per stream for re-attaching after a page reload (`true`: the defaults of
+   * {@link HistoryOptions}). Off by default: a stream keeps only what a lost link can take.
+   */
+  readonly history?: boolean | HistoryOptions;
 }
 
 /** Resume as a node runs it. */
@@ -36,6 +59,8 @@ export interface ResolvedResume {
   readonly windowMs: number;
   readonly maxReplayBytesPerStream: number;
   readonly maxReplayBytes: number;
+  /** Null: no history (re-attach refused). */
+  readonly history: { readonly bytesPerStream: number; readonly keepMs: number } | null;
 }
 
 /** The `resume` field of createNode's options (validated there with the others). */
@@ -46,6 +71,15 @@ export const resumeSchema = z.optional(
       windowMs: z.optional(int(0, MAX_RESUME_WINDOW_MS)),
       maxReplayBytesPerStream: z.optional(int(1, 2 ** 40)),
       maxReplayBytes: z.optional(int(1, 2 ** 48)),
+      history: z.optional(
+        z.union([
+          z.boolean(),
+          z.strictObject({
+            bytesPerStream: z.optional(int(1, 2 ** 32)),
+            keepMs: z.optional(int(0, MAX_RESUME_WINDOW_MS)),
+          }),
+        ]),
+      ),
     }),
   ]),
 );
@@ -59,5 +93,13 @@ export function resolveResume(o: ResumeOptions | false | undefined, slotByteBudg
     windowMs,
     maxReplayBytesPerStream: o?.maxReplayBytesPerStream ?? slotByteBudget,
     maxReplayBytes: o?.maxReplayBytes ?? DEFAULT_MAX_REPLAY_BYTES,
+    history:
+      o?.history === undefined || o.history === false
+        ? null
+        : {
+            bytesPerStream:
+              (o.history === true ? undefined : o.history.bytesPerStream) ?? DEFAULT_HISTORY_BYTES_PER_STREAM,
+            keepMs: (o.history === true ? undefined : o.history.keepMs) ?? DEFAULT_HISTORY_KEEP_MS,
+          },
   };
 }

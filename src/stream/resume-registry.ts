@@ -13,6 +13,7 @@ import { closedOnPurpose } from '../mux/errors.ts';
 import { ReplayBudget } from './replay-ring.ts';
 import type { ResumeAnswer, ResumeHost, ResumeLink } from './resume-link.ts';
 import { RESUME_KEY, type ResolvedResume } from './resume-options.ts';
+import { randomHex } from '../runtime/runtime.ts';
 
 /** How the producer side makes a resume attach and opens its slot. */
 export interface ResumeTransport {
@@ -24,6 +25,12 @@ export class ResumeRegistry implements ResumeHost {
   readonly windowMs: number;
   readonly maxReplayBytesPerStream: number;
   readonly budget: ReplayBudget;
+  /** Per-stream history for re-attaching (docs/protocol.md §8.4), or null when off. */
+  readonly history: ResolvedResume['history'];
+  /** How long a stream keeps its ring after its terminal: the resume window, or the history's keep time. */
+  readonly lingerMs: number;
+  /** Re-attachable streams by resume token. */
+  readonly #byToken = new Map<string, ResumeLink>();
   readonly #messenger: Messenger;
   readonly #runtime: Runtime;
   readonly #metrics: MuxMetrics;
@@ -47,6 +54,9 @@ export class ResumeRegistry implements ResumeHost {
     this.windowMs = options.windowMs;
     this.maxReplayBytesPerStream = options.maxReplayBytesPerStream;
     this.budget = new ReplayBudget(options.maxReplayBytes);
+    this.history = options.history;
+    this.lingerMs = Math.max(options.windowMs, options.history?.keepMs ?? 0);
+    this.budget.evict = () => this.#evictOldestFinished();
     this.#messenger = messenger;
     this.#runtime = runtime;
     this.#metrics = metrics;
@@ -106,8 +116,36 @@ export class ResumeRegistry implements ResumeHost {
       return;
     }
     this.#lingering.delete(link);
-    this.#lingering.set(link, this.#runtime.now() + this.windowMs);
-    this.#lingerTimer ??= this.#runtime.setTimer(this.#expireLingering, this.windowMs);
+    this.#lingering.set(link, this.#runtime.now() + this.lingerMs);
+    this.#lingerTimer ??= this.#runtime.setTimer(this.#expireLingering, this.lingerMs);
+  }
+
+  /** The node-wide replay budget is full: the stream that finished first lets its ring go. */
+  #evictOldestFinished(): boolean {
+    for (const link of this.#lingering.keys()) {
+      this.#lingering.delete(link);
+      link.lingerDone();
+      return true;
+    }
+    return false;
+  }
+
+  /** A resume token for `link` (128 random bits, hex): it names that stream only, until it ends. */
+  issueToken(link: ResumeLink): string {
+    let token: string;
+    do token = randomHex(this.#runtime, 16);
+    while (this.#byToken.has(token));
+    this.#byToken.set(token, link);
+    return token;
+  }
+
+  /** The re-attachable stream a token names, if it is still kept. */
+  byToken(token: string): ResumeLink | undefined {
+    return this.#byToken.get(token);
+  }
+
+  forgetToken(token: string): void {
+    this.#byToken.delete(token);
   }
 
   readonly #expireLingering = (): void => {

@@ -83,6 +83,20 @@ export class StreamSender<T = unknown> {
     }
   }
 
+  /**
+   * The stream's resume token, when this node keeps history (`createNode({ resume: { history } })`)
+   * and the stream resumes (a mux stream between two nodes with resume on); null otherwise. Give it to
+   * the consumer (for example in the answer to its request): a new node — a reloaded page — passes it
+   * to `node.reattach` with how many items it has, and the stream goes on there (docs/protocol.md §8.5).
+   * Unguessable (128 random bits); it names this stream only, until the stream's history is gone.
+   */
+  get resumeToken(): string | null {
+    return this._resumeToken;
+  }
+
+  /** @internal */
+  _resumeToken: string | null = null;
+
   /** The transport key the attach settled on (`messenger-mux-v2`, `tcp-stream`), or null for a same-worker attach. */
   get negotiatedTransport(): string | null {
     return this.#transport;

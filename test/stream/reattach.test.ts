@@ -1,250 +1,202 @@
-// Re-attach after detach (docs/protocol.md §8 "Detach"): once `await sender.detach()` resolved, a new
-// sender (the same producer or another one) attaches to the anchor at once, whether or not the
-// consumer has read anything; the consumer then reads the first sender's items, then the next
-// sender's, in order, with nothing lost and every credit window intact.
+// Re-attach from a resume token after a page reload (docs/protocol.md §8.5): a producer that keeps
+// history lets a new node take a stream from an offset and read the rest, live, exactly once. The
+// "page" is a consumer node dialling the producer through a link the test cuts (a reload: the old
+// page is gone without a goodbye); the "reloaded page" is a fresh node.
 import { afterEach, describe, expect, it } from 'vitest';
-import { createNode } from '../../src/stream/node.ts';
-import type { LanemuxNode, NodeOptions } from '../../src/stream/node.ts';
-import { LoopMessenger } from '../support/loop-messenger.ts';
-import { closeAll, tcpNode } from '../integration/helpers.ts';
-import { tcpStreamTransport } from '../../src/adapters/node-tcp-stream.ts';
-import { readAll } from '../support/read-all.ts';
+import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
+import type { StreamAnchor } from '../../src/stream/anchor.ts';
+import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
+import type { StreamSender } from '../../src/stream/sender.ts';
+import { TransportError } from '../../src/transport/errors.ts';
+import type { Connection, TransportAdapter } from '../../src/transport/port.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const nodes: LanemuxNode[] = [];
 afterEach(async () => {
-  for (const n of nodes.splice(0)) await n.close();
-  await closeAll();
+  await Promise.all(nodes.splice(0).map((n) => n.close()));
 });
 
-async function pair(mux: NodeOptions['mux'] = {}, producerMux: NodeOptions['mux'] = mux) {
-  const [mc, mp] = LoopMessenger.pair();
-  const requests: string[] = [];
-  const request = mp.request.bind(mp);
-  mp.request = (peer, name, body, o) => {
-    requests.push(name);
-    return request(peer, name, body, o);
+/** A memory adapter whose dialled connections `cut()` aborts (what was in flight is lost). */
+function cuttable(network: ReturnType<typeof createMemoryNetwork>) {
+  const conns: Connection[] = [];
+  const inner = memoryTransport({ network, listen: false });
+  const adapter: TransportAdapter = {
+    name: inner.name,
+    dialSchemes: inner.dialSchemes,
+    listen: (h) => inner.listen(h),
+    dial: (r, e) =>
+      inner.dial(r, {
+        open: (c) => {
+          conns.push(c);
+          e.open(c);
+        },
+        fail: (x) => e.fail(x),
+      }),
+    close: () => inner.close(),
   };
-  const consumer = await createNode({ messenger: mc, mux });
-  const producer = await createNode({ messenger: mp, mux: producerMux });
-  nodes.push(consumer, producer);
-  return { consumer, producer, mc, mp, requests };
+  const cut = (): void => {
+    for (const c of conns.splice(0))
+      c.close(new TransportError('ERR_PEER_GONE', 'page reloaded', { retryable: true }), 'abort');
+  };
+  return { adapter, cut };
 }
 
-/** Let queued microtasks and deliveries run (the loop messenger delivers on microtasks). */
-async function settle(rounds = 20): Promise<void> {
-  for (let i = 0; i < rounds; i++) await new Promise((r) => setImmediate(r));
+const HISTORY: Partial<NodeOptions> = { resume: { history: true } };
+
+/** A producer ("server") with history, and a way to make "pages" that dial it. */
+async function server(options: Partial<NodeOptions> = HISTORY) {
+  const network = createMemoryNetwork();
+  const producer = await createNode({ transports: [memoryTransport({ network, name: 'server' })], ...options });
+  nodes.push(producer);
+  const page = async () => {
+    const { adapter, cut } = cuttable(network);
+    const node = await createNode({ transports: [adapter] });
+    nodes.push(node);
+    const peer = await node.connect('memory://server');
+    return { node, peer, cut };
+  };
+  return { producer, page };
 }
 
-const stall = (n: LanemuxNode): number => n.metrics()['velo_streaming_mux_reader_stall_total'] ?? 0;
-const lost = (n: LanemuxNode): number => n.metrics()['velo_streaming_mux_credit_lost_total'] ?? 0;
+/** The page asks for a stream: an anchor and its ticket; the server opens it. */
+async function open(
+  page: LanemuxNode,
+  producer: LanemuxNode,
+): Promise<{ anchor: StreamAnchor<string>; sender: StreamSender<string> }> {
+  const anchor = page.createAnchor<string>();
+  const ticket = page.prebindAnchor(anchor)!;
+  const sender = await producer.openAnchorStream<string>(anchor.handle, ticket);
+  return { anchor, sender };
+}
 
-describe('re-attach after detach, the consumer not reading', () => {
-  it("same worker: a new sender attaches right after await detach(); the consumer reads each sender's items in attach order", async () => {
-    const { consumer } = await pair();
-    const anchor = consumer.createAnchor<string>();
-    const first = await consumer.attachAnchor<string>(anchor.handle);
-    await first.send('a1');
-    await first.send('a2');
-    await first.detach();
-    const second = await consumer.attachAnchor<string>(anchor.handle);
-    await second.send('b1');
-    await second.detach();
-    const third = await consumer.attachAnchor<string>(anchor.handle);
-    await third.send('c1');
-    await third.finalize();
-    expect(await readAll(anchor)).toEqual(['a1', 'a2', 'b1', 'c1']);
-    expect(await first.retired()).toBe('Sent');
-    expect(await third.retired()).toBe('Sent');
+async function readN<T>(anchor: StreamAnchor<T>, n: number): Promise<T[]> {
+  const out: T[] = [];
+  const it = anchor[Symbol.asyncIterator]();
+  while (out.length < n) {
+    const r = await it.next();
+    if (r.done) break;
+    out.push(r.value);
+  }
+  return out;
+}
+
+async function readAll<T>(anchor: StreamAnchor<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const v of anchor) out.push(v);
+  return out;
+}
+
+async function produce(sender: StreamSender<string>, n: number): Promise<unknown> {
+  try {
+    for (let i = 0; i < n; i++) await sender.send(`${i}`);
+    await sender.finalize();
+    return null;
+  } catch (e) {
+    return e;
+  }
+}
+
+const numbered = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `${from + i}`);
+
+describe('re-attach from a resume token', () => {
+  it('a reloaded page re-attaches mid-stream from its offset and reads the rest of the text exactly once', async () => {
+    const { producer, page } = await server();
+    const first = await page();
+    const { anchor, sender } = await open(first.node, producer);
+    const token = sender.resumeToken;
+    expect(token).toMatch(/^[0-9a-f]{32}$/);
+    const writing = produce(sender, 300);
+    const before = await readN(anchor, 50);
+    expect(before).toEqual(numbered(0, 50));
+    // The reload: the page is gone without a goodbye.
+    first.cut();
+    const second = await page();
+    const again = await second.node.reattach<string>(second.peer, token!, { offset: before.length });
+    expect(await readAll(again)).toEqual(numbered(50, 300));
+    expect(await writing).toBeNull();
+    await waitFor(() => (producer.metrics()['velo_streaming_mux_live_slots'] ?? 0) === 0);
   });
 
-  it('same worker: a sender that has not detached still makes a second attach ERR_ALREADY_ATTACHED', async () => {
-    const { consumer } = await pair();
-    const anchor = consumer.createAnchor<string>();
-    const first = await consumer.attachAnchor<string>(anchor.handle);
-    await first.send('a');
-    await expect(consumer.attachAnchor(anchor.handle)).rejects.toMatchObject({ code: 'ERR_ALREADY_ATTACHED' });
-    await first.detach();
-    const second = await consumer.attachAnchor<string>(anchor.handle);
-    await expect(consumer.attachAnchor(anchor.handle)).rejects.toMatchObject({ code: 'ERR_ALREADY_ATTACHED' });
-    await second.finalize();
-    expect(await readAll(anchor)).toEqual(['a']);
+  it('a stream that finished while the page reloaded is read to its end from the offset', async () => {
+    const { producer, page } = await server();
+    const first = await page();
+    const { anchor, sender } = await open(first.node, producer);
+    expect(await produce(sender, 20)).toBeNull();
+    expect(await readN(anchor, 7)).toEqual(numbered(0, 7));
+    first.cut();
+    const second = await page();
+    const again = await second.node.reattach<string>(second.peer, sender.resumeToken!, { offset: 7 });
+    expect(await readAll(again)).toEqual(numbered(7, 20));
   });
 
-  it('over the mux: the producer re-attaches right after await detach(); unread records keep their order and credit holds each sender to its own window', async () => {
-    const { consumer, producer, requests } = await pair({ initialCredit: 2 });
-    const anchor = consumer.createAnchor<string>();
-    const first = await producer.attachAnchor<string>(anchor.handle);
-    await first.send('a1');
-    await first.send('a2');
-    await first.detach();
-    expect(requests).toContain('_anchor_detach');
-    const second = await producer.attachAnchor<string>(anchor.handle);
-    for (const x of ['b1', 'b2', 'b3', 'b4', 'b5']) await second.send(x);
-    await settle();
-    // Nobody reads: the first sender's records (and its Detached) wait in its buffer, and the second
-    // sender may have only its own window of 2 out; the rest wait with it.
-    expect(anchor.bind!.buffer.length).toBe(3);
-    expect(producer.metricsRegistry.withheldRecords).toBe(3);
-    const reading = readAll(anchor);
-    await second.finalize();
-    expect(await reading).toEqual(['a1', 'a2', 'b1', 'b2', 'b3', 'b4', 'b5']);
-    expect(await second.retired()).toBe('Sent');
-    for (const n of [consumer, producer]) {
-      expect(stall(n)).toBe(0);
-      expect(lost(n)).toBe(0);
-    }
-    await settle();
-    expect(consumer.metricsRegistry.liveSlots + producer.metricsRegistry.liveSlots).toBe(0);
-    expect(consumer.metricsRegistry.activeAnchors).toBe(0);
+  it('the token works while the first page is still linked: the stream moves to the new page', async () => {
+    const { producer, page } = await server();
+    const first = await page();
+    const { anchor, sender } = await open(first.node, producer);
+    const writing = produce(sender, 100);
+    expect(await readN(anchor, 10)).toEqual(numbered(0, 10));
+    const second = await page();
+    const again = await second.node.reattach<string>(second.peer, sender.resumeToken!, { offset: 10 });
+    expect(await readAll(again)).toEqual(numbered(10, 100));
+    expect(await writing).toBeNull();
   });
 
-  it('over the mux: the re-attach does not wait for the Detached record (still unadmitted) to reach the consumer', async () => {
-    const { consumer, producer, mp } = await pair({}, { asyncOpenAck: true });
-    const anchor = consumer.createAnchor<string>();
-    const first = await producer.attachAnchor<string>(anchor.handle);
-    await first.send('a1');
-    await settle();
-    // From here the producer's batches wait at admission: the Detached record does not travel.
-    mp.mode = 'stall';
-    await first.send('a2');
-    await first.detach();
-    const second = await producer.attachAnchor<string>(anchor.handle);
-    await second.send('b1');
-    await second.finalize();
-    expect(mp.stalledCount).toBeGreaterThan(0);
-    const reading = readAll(anchor);
-    mp.release();
-    expect(await reading).toEqual(['a1', 'a2', 'b1']);
-  });
-
-  it('over TCP: the same producer and another producer re-attach right after await detach(), while nobody reads', async () => {
-    const consumer = await tcpNode({ mux: { initialCredit: 4 } });
-    const p1 = await tcpNode({ listen: false });
-    const p2 = await tcpNode({ listen: false });
-    await p1.connect(consumer.address);
-    await p2.connect(consumer.address);
-    const anchor = consumer.createAnchor<string>();
-    const s1 = await p1.attachAnchor<string>(anchor.handle);
-    for (const x of ['a1', 'a2', 'a3']) await s1.send(x);
-    await s1.detach();
-    const s2 = await p2.attachAnchor<string>(anchor.handle);
-    for (const x of ['b1', 'b2']) await s2.send(x);
-    await s2.detach();
-    const s3 = await p1.attachAnchor<string>(anchor.handle);
-    await s3.send('c1');
-    await s3.finalize();
-    expect(await readAll(anchor)).toEqual(['a1', 'a2', 'a3', 'b1', 'b2', 'c1']);
-    expect(await s3.retired()).toBe('Sent');
-  });
-
-  it('over the per-stream path: the producer re-attaches right after await detach(); the consumer reads both senders in order', async () => {
-    const [mc, mp] = LoopMessenger.pair();
-    const consumer = await createNode({ messenger: mc, perStream: tcpStreamTransport(), mux: { enabled: false } });
-    const producer = await createNode({ messenger: mp, perStream: tcpStreamTransport(), mux: { enabled: false } });
-    nodes.push(consumer, producer);
-    const anchor = consumer.createAnchor<string>();
-    const first = await producer.attachAnchor<string>(anchor.handle);
-    expect(first.negotiatedTransport).toBe('tcp-stream');
-    await first.send('a1');
-    await first.send('a2');
-    await first.detach();
-    const second = await producer.attachAnchor<string>(anchor.handle);
-    await second.send('b1');
-    await second.finalize();
-    expect(await readAll(anchor)).toEqual(['a1', 'a2', 'b1']);
-  });
-
-  it('a cancel while senders wait behind a detached one fails them all; an attach to the cancelled anchor is refused', async () => {
-    const { consumer, producer } = await pair({ initialCredit: 2 });
-    const anchor = consumer.createAnchor<string>();
-    const first = await producer.attachAnchor<string>(anchor.handle);
-    await first.send('a1');
-    await first.detach();
-    const second = await producer.attachAnchor<string>(anchor.handle);
-    await second.send('b1');
-    const local = anchor.handle;
-    await settle();
-    anchor.cancel();
-    await new Promise<void>((r) =>
-      second.cancelSignal.aborted ? r() : second.cancelSignal.addEventListener('abort', () => r(), { once: true }),
-    );
-    await expect(second.send('b2')).rejects.toMatchObject({ code: 'ERR_STREAM_CANCELLED' });
-    await expect(producer.attachAnchor(local)).rejects.toMatchObject({ code: 'ERR_ATTACH_REFUSED' });
-    await settle();
-    expect(consumer.metricsRegistry.liveSlots + producer.metricsRegistry.liveSlots).toBe(0);
-    expect(consumer.metricsRegistry.activeAnchors).toBe(0);
-  });
-
-  it("a sender that goes away behind a detached one ends the stream ERR_SENDER_DROPPED after both senders' items", async () => {
-    const { consumer } = await pair();
-    const anchor = consumer.createAnchor<string>();
-    const first = await consumer.attachAnchor<string>(anchor.handle);
-    await first.send('a1');
-    await first.detach();
-    const ac = new AbortController();
-    const second = await consumer.attachAnchor<string>(anchor.handle, { signal: ac.signal });
-    await second.send('b1');
-    ac.abort();
-    const got: string[] = [];
-    await expect(
-      (async () => {
-        for await (const x of anchor) got.push(x);
-      })(),
-    ).rejects.toMatchObject({ code: 'ERR_SENDER_DROPPED' });
-    expect(got).toEqual(['a1', 'b1']);
-  });
-
-  it('a sender whose link dies before its Detached arrives ends the stream there; a sender waiting behind it is let go at once', async () => {
-    const { consumer, producer, mp } = await pair();
-    const anchor = consumer.createAnchor<string>();
-    const first = await producer.attachAnchor<string>(anchor.handle);
-    await first.send('a1');
-    await settle();
-    mp.mode = 'stall';
-    await first.detach();
-    // Waiting behind the remote sender: a same-worker one.
-    const second = await consumer.attachAnchor<string>(anchor.handle);
-    await second.send('b1');
-    mp.kill();
-    await new Promise<void>((r) =>
-      second.cancelSignal.aborted ? r() : second.cancelSignal.addEventListener('abort', () => r(), { once: true }),
-    );
-    await expect(second.send('b2')).rejects.toMatchObject({ code: 'ERR_STREAM_CLOSED' });
-    expect(await second.retired()).toBe('Discarded');
-    expect(consumer.metricsRegistry.activeAnchors, 'the anchor is forgotten with its dropped sender').toBe(0);
-    const got: string[] = [];
-    await expect(
-      (async () => {
-        for await (const x of anchor) got.push(x);
-      })(),
-    ).rejects.toMatchObject({ code: 'ERR_SENDER_DROPPED' });
-    expect(got).toEqual(['a1']);
-  });
-
-  it('at most 4 senders wait behind the one the consumer reads: the next attach is refused, and accepted again once it reads', async () => {
-    const { consumer, producer } = await pair();
-    const anchor = consumer.createAnchor<number>();
-    for (let i = 0; i < 5; i++) {
-      const s = await producer.attachAnchor<number>(anchor.handle);
-      await s.send(i);
-      await s.detach();
-    }
-    await expect(producer.attachAnchor(anchor.handle)).rejects.toMatchObject({
-      code: 'ERR_ATTACH_REFUSED',
-      message: /not read/,
+  it('an offset older than the history keeps is refused, saying which item it no longer holds', async () => {
+    const { producer, page } = await server({
+      resume: { history: { bytesPerStream: 256 }, maxReplayBytesPerStream: 256 },
     });
-    await expect(consumer.attachAnchor(anchor.handle)).rejects.toMatchObject({
+    const first = await page();
+    const { anchor, sender } = await open(first.node, producer);
+    expect(await produce(sender, 60)).toBeNull();
+    await readN(anchor, 60);
+    first.cut();
+    const second = await page();
+    await expect(second.node.reattach(second.peer, sender.resumeToken!, { offset: 2 })).rejects.toMatchObject({
       code: 'ERR_ATTACH_REFUSED',
-      message: /not read/,
+      message: expect.stringContaining('no longer holds item 3'),
     });
-    const it = anchor[Symbol.asyncIterator]();
-    expect(await it.next()).toEqual({ done: false, value: 0 });
-    expect(await it.next()).toEqual({ done: false, value: 1 });
-    const last = await producer.attachAnchor<number>(anchor.handle);
-    await last.send(5);
-    await last.finalize();
-    const rest: number[] = [];
-    for (let r = await it.next(); !r.done; r = await it.next()) rest.push(r.value);
-    expect(rest).toEqual([2, 3, 4, 5]);
+  });
+
+  it('a wrong token, or a producer without history, is refused with a clear error and nothing else changes', async () => {
+    const { producer, page } = await server();
+    const first = await page();
+    const { anchor, sender } = await open(first.node, producer);
+    const writing = produce(sender, 40);
+    const second = await page();
+    await expect(second.node.reattach(second.peer, '0'.repeat(32), { offset: 0 })).rejects.toMatchObject({
+      code: 'ERR_ATTACH_REFUSED',
+      message: expect.stringContaining('no stream for this resume token'),
+    });
+    // The first page's stream is untouched.
+    expect(await readAll(anchor)).toEqual(numbered(0, 40));
+    expect(await writing).toBeNull();
+
+    const plain = await server({});
+    const p = await plain.page();
+    const s = await open(p.node, plain.producer);
+    expect(s.sender.resumeToken).toBeNull();
+    await expect(p.node.reattach(p.peer, 'a'.repeat(32), { offset: 0 })).rejects.toMatchObject({
+      code: 'ERR_ATTACH_REFUSED',
+      message: expect.stringContaining('keeps no stream history'),
+    });
+  });
+
+  it('a full node-wide budget lets the oldest finished stream’s history go first, not a live one’s', async () => {
+    const { producer, page } = await server({ resume: { history: true, maxReplayBytes: 4_000 } });
+    const first = await page();
+    const done = await open(first.node, producer);
+    expect(await produce(done.sender, 100)).toBeNull();
+    await readAll(done.anchor);
+    const live = await open(first.node, producer);
+    const writing = produce(live.sender, 400);
+    await readN(live.anchor, 200);
+    first.cut();
+    const second = await page();
+    await expect(second.node.reattach(second.peer, done.sender.resumeToken!, { offset: 0 })).rejects.toMatchObject({
+      code: 'ERR_ATTACH_REFUSED',
+    });
+    const again = await second.node.reattach<string>(second.peer, live.sender.resumeToken!, { offset: 200 });
+    expect(await readAll(again)).toEqual(numbered(200, 400));
+    expect(await writing).toBeNull();
   });
 });
