@@ -256,6 +256,16 @@ export class StreamSender<T = unknown> {
     }
   }
 
+  /** @internal The node ends the stream (a drain's deadline): it departs (Dropped for the consumer) and fails with `error`. */
+  _depart(error: LanemuxError): void {
+    if (this.closed) return;
+    this.#error = error;
+    this.#port?.depart();
+    this.#abortCancel(error);
+    this.#abortStop(error);
+    this.#done();
+  }
+
   #abort(): void {
     if (this.closed) return;
     this.#error = new StreamError('ERR_ABORTED', 'the sender was aborted by its signal', {
