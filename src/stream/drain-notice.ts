@@ -8,8 +8,13 @@
  * lists {@link DRAIN_KEY}; a malformed payload is counted and ignored. Every lane carries it so that
  * whatever the drain does to a stream on lane k (a refused claim, a slot closed at the deadline)
  * reaches the peer after the notice.
+ *
+ * The peer's side: {@link PeerDrains} remembers who drains and turns what the drain does to a
+ * stream (an UnknownSlot close, a Dropped after the deadline) into `ERR_DRAINING`; a producer's slot
+ * owner reports it to the sender and to a `send()` waiting on the slot alike.
  */
 import type { LanemuxError } from '../errors.ts';
+import type { EgressSlotOwner, Retirement } from '../mux/egress-slot.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import type { Messenger, PeerId } from '../messenger/types.ts';
 import { StreamError } from './errors.ts';
@@ -133,5 +138,50 @@ export class PeerDrains {
   dropped(peer: PeerId | null | undefined): StreamError | null {
     if (peer == null || this.#of(peer)?.deadline !== true) return null;
     return drainingError(`the sender's node (${peer}) drained: its drain deadline passed before the stream finished`);
+  }
+}
+
+/**
+ * Waiters of a slot that a draining peer closed (UnknownSlot) fail with the drain's error, as the
+ * sender then does (docs/protocol.md §8.4). False when the close is not the drain's.
+ */
+export function failForDrain(
+  drains: PeerDrains,
+  peer: PeerId,
+  error: LanemuxError | null,
+  waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }>,
+): boolean {
+  const mapped = drains.slotClosed(peer, error);
+  if (mapped === error) return false;
+  for (const w of waiters) w.reject(mapped);
+  return true;
+}
+
+/** A resumable stream's slot owner, told a draining peer's UnknownSlot as the drain (docs/protocol.md §8.4). */
+export class DrainAwareOwner implements EgressSlotOwner {
+  readonly #inner: EgressSlotOwner;
+  readonly #peer: PeerId;
+  readonly #drains: PeerDrains;
+  constructor(inner: EgressSlotOwner, peer: PeerId, drains: PeerDrains) {
+    this.#inner = inner;
+    this.#peer = peer;
+    this.#drains = drains;
+  }
+  onSlotClosed(error: LanemuxError | null): void {
+    this.#inner.onSlotClosed(this.#drains.slotClosed(this.#peer, error));
+  }
+  onLifecycle(cancel: boolean): void {
+    this.#inner.onLifecycle(cancel);
+  }
+  onRetired(outcome: Retirement): void {
+    this.#inner.onRetired(outcome);
+  }
+  adoptWaiters(
+    error: LanemuxError | null,
+    waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }>,
+  ): boolean {
+    return (
+      this.#inner.adoptWaiters?.(error, waiters) === true || failForDrain(this.#drains, this.#peer, error, waiters)
+    );
   }
 }

@@ -267,7 +267,8 @@ export class LanemuxNode {
 
   /**
    * Called at each step of each peer's life — `up`, `down`, `reconnecting`, `resumed`, `gone`, in
-   * that order (see `PeerStateType`). Returns an unsubscribe function.
+   * that order, and `draining` when the peer says it drains (see `PeerStateType`). Returns an
+   * unsubscribe function.
    */
   onPeerState(listener: (event: PeerStateEvent) => void): () => void {
     return onPeerState(this.#s.messenger, listener);

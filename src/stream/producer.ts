@@ -24,7 +24,7 @@ import { ANCHOR_CHANNEL_DEPTH, WAITING_FULL, type NodeState } from './node-state
 import { hex } from './control-fields.ts';
 import { ResumeLink, type ResumeAnswer } from './resume-link.ts';
 import { ResumeRegistry, type ResumeTransport } from './resume-registry.ts';
-import { drainingError, type PeerDrains } from './drain-notice.ts';
+import { DrainAwareOwner, drainingError, failForDrain, type PeerDrains } from './drain-notice.ts';
 
 /** Options of {@link LanemuxNode.attachAnchor}. */
 export interface AttachOptions {
@@ -60,22 +60,6 @@ export function attachRefused(what: string, err: { reason: string; code?: string
   return err.code === 'ERR_DRAINING' ? drainingError(message) : new StreamError('ERR_ATTACH_REFUSED', message);
 }
 
-/**
- * Waiters of a slot that a draining peer closed (UnknownSlot) fail with the drain's error, as the
- * sender then does (docs/protocol.md §8.4). False when the close is not the drain's.
- */
-function failForDrain(
-  drains: PeerDrains,
-  peer: PeerId,
-  error: LanemuxError | null,
-  waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }>,
-): boolean {
-  const mapped = drains.slotClosed(peer, error);
-  if (mapped === error) return false;
-  for (const w of waiters) w.reject(mapped);
-  return true;
-}
-
 /** A mux sender's slot callbacks, as one object (not three closures per stream). */
 class MuxSenderOwner implements EgressSlotOwner {
   readonly #sender: StreamSender<unknown>;
@@ -100,35 +84,6 @@ class MuxSenderOwner implements EgressSlotOwner {
   }
   onRetired(outcome: Retirement): void {
     this.#sender._retire(outcome);
-  }
-}
-
-/** A resumable stream's slot owner, told a draining peer's UnknownSlot as the drain (docs/protocol.md §8.4). */
-class DrainAwareOwner implements EgressSlotOwner {
-  readonly #inner: EgressSlotOwner;
-  readonly #peer: PeerId;
-  readonly #drains: PeerDrains;
-  constructor(inner: EgressSlotOwner, peer: PeerId, drains: PeerDrains) {
-    this.#inner = inner;
-    this.#peer = peer;
-    this.#drains = drains;
-  }
-  onSlotClosed(error: LanemuxError | null): void {
-    this.#inner.onSlotClosed(this.#drains.slotClosed(this.#peer, error));
-  }
-  onLifecycle(cancel: boolean): void {
-    this.#inner.onLifecycle(cancel);
-  }
-  onRetired(outcome: Retirement): void {
-    this.#inner.onRetired(outcome);
-  }
-  adoptWaiters(
-    error: LanemuxError | null,
-    waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }>,
-  ): boolean {
-    return (
-      this.#inner.adoptWaiters?.(error, waiters) === true || failForDrain(this.#drains, this.#peer, error, waiters)
-    );
   }
 }
 

@@ -143,6 +143,38 @@ describe('node.drain(): no new streams', () => {
     expect((await h.drive(collect(anchor))).error).toMatchObject(draining);
   });
 
+  it.each([
+    ['on', undefined],
+    ['off', false as const],
+  ])(
+    'a producer waiting for credit from the draining node fails ERR_DRAINING at its deadline (resume %s)',
+    async (_, resume) => {
+      const { server, client } = await serverAndClient({
+        server: { mux: { initialCredit: 2 } },
+        client: resume === undefined ? {} : { resume },
+      });
+      const anchor = server.createAnchor<string>();
+      const sender = await h.drive(client.attachAnchor<string>(anchor.handle));
+      // Nobody reads on the server: the sender fills its credit and byte budget, then waits in send().
+      const big = 'x'.repeat(64 * 1024);
+      let sent = 0;
+      const loop = (async () => {
+        for (;;) {
+          await sender.send(big);
+          sent++;
+        }
+      })().catch((e: unknown) => e);
+      const drained = server.drain({ timeout: 100 });
+      await h.rt.advance(50);
+      const before = sent;
+      await h.rt.advance(40);
+      expect(sent, 'the sender waits for credit').toBe(before);
+      await h.tick(drained);
+      expect(await h.tick(loop)).toMatchObject({ ...draining, cause: { code: 'ERR_UNKNOWN_SLOT' } });
+      expect(sender.cancelSignal.reason).toMatchObject(draining);
+    },
+  );
+
   it('bad options throw one ConfigError naming the field; drain() twice is the same promise; a closed node rejects', async () => {
     const server = await h.node('server');
     for (const bad of [{ timeout: -1 }, { timeout: 1.5 }, { timeout: Number.NaN }, { timeout: Infinity }]) {
@@ -272,6 +304,50 @@ describe('node.drain(): the deadline', () => {
     expect(await rejection(toServer.send('late'))).toMatchObject(draining);
     await h.tick(h.drive(server.close()));
     expect(server.metricsRegistry.liveSlots).toBe(0);
+  });
+
+  it('MPSC both ways at the deadline: the draining anchor ends ERR_DRAINING, the peer MPSC anchor reads a dropped ERR_DRAINING and goes on', async () => {
+    const { server, client } = await serverAndClient();
+    const serverMpsc = server.createMpscAnchor<string>();
+    const clientMpsc = client.createMpscAnchor<string>();
+    const intoServer = await h.drive(client.attachMpscAnchor<string>(serverMpsc.handle));
+    const intoClient = await h.drive(server.attachMpscAnchor<string>(clientMpsc.handle));
+    const local = await h.drive(client.attachMpscAnchor<string>(clientMpsc.handle));
+    await h.drive(intoServer.send('s'));
+    await h.drive(intoClient.send('c'));
+    const drained = server.drain({ timeout: 1_000 });
+    await h.rt.advance(1_000);
+    expect(await h.drive(drained)).toEqual({ finished: 0, ended: 2 });
+    // The draining node's MPSC anchor ends: what it had not read is dropped with it.
+    await expect(h.drive(serverMpsc.next())).rejects.toMatchObject(draining);
+    await h.tick(aborted(intoServer.cancelSignal));
+    expect(intoServer.cancelSignal.reason).toMatchObject(draining);
+    expect(intoClient.cancelSignal.reason).toMatchObject(draining);
+    // The peer's MPSC anchor: the draining node's sender ends its part with ERR_DRAINING; the others go on.
+    const first = await h.tick(clientMpsc.next());
+    const second = await h.tick(clientMpsc.next());
+    expect(first.value).toMatchObject({ kind: 'item', value: 'c', sender: intoClient.senderId });
+    expect(second.value).toMatchObject({
+      kind: 'dropped',
+      sender: intoClient.senderId,
+      error: { ...draining, message: expect.stringMatching(/drained/) },
+    });
+    await h.drive(local.send('still here'));
+    expect((await h.tick(clientMpsc.next())).value).toMatchObject({ kind: 'item', value: 'still here' });
+  });
+
+  it('a timeout of 0 ends every live stream at once', async () => {
+    const { server, client } = await serverAndClient();
+    const down = client.createAnchor<string>();
+    const sender = await h.drive(server.attachAnchor<string>(down.handle));
+    const drained = server.drain({ timeout: 0 });
+    await h.rt.advance(0);
+    expect(await h.drive(drained)).toEqual({ finished: 0, ended: 1 });
+    expect(sender.cancelSignal.reason).toMatchObject({
+      ...draining,
+      message: expect.stringMatching(/within the drain timeout \(0 ms\)/),
+    });
+    expect((await h.tick(collect(down))).error).toMatchObject(draining);
   });
 
   it('close() during a drain ends it: the streams left end ERR_DRAINING, the peer told first', async () => {
