@@ -13,7 +13,7 @@
  */
 export { LanemuxError, isLanemuxError } from './errors.ts';
 export { createNode, LanemuxNode } from './stream/node.ts';
-export type { NodeOptions, AttachOptions } from './stream/node.ts';
+export type { NodeOptions, AttachOptions, DrainOptions, DrainSummary } from './stream/node.ts';
 export { StreamAnchor } from './stream/anchor.ts';
 export type { AnchorConsumer, AnchorConsumption } from './stream/anchor.ts';
 export { StreamSender } from './stream/sender.ts';

@@ -160,6 +160,12 @@ export class PeerLifecycle {
     if (this.#down > this.#maxDown) this.#evictOldestDown(peer);
   }
 
+  /** The peer said it is draining: `draining` for its live link (not for a peer that is down). */
+  draining(id: PeerId): void {
+    const peer = this.#peers.get(id);
+    if (peer?.state === 'live') this.#emit(peer, 'draining', undefined);
+  }
+
   /** A dial is trying again: a peer it last reached that is down is now `reconnecting`. */
   redial(event: RedialEvent): void {
     const peer = event.worker === undefined ? undefined : this.#peers.get(event.worker);

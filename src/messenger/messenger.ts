@@ -359,6 +359,10 @@ class MessengerImpl implements Messenger {
     return this.#lifecycle.on(listener);
   }
 
+  peerDraining(peer: PeerId): void {
+    this.#lifecycle.draining(peer);
+  }
+
   peerEvents(options: PeerEventsOptions = {}): AsyncIterableIterator<PeerEvent> {
     const max = options.maxQueued ?? DEFAULT_MAX_QUEUED_EVENTS;
     if (!Number.isInteger(max) || max < 1 || max > 1_000_000)

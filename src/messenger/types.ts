@@ -93,11 +93,13 @@ export interface DialEndedEvent {
  * - `down`: its link was lost (`error` says why); it may come back.
  * - `reconnecting`: a dial to it is trying again (`attempt`, `delayMs` for lanemux's own re-dial).
  * - `resumed`: a new link to the same worker and instance formed (new epoch).
+ * - `draining`: the peer said it is draining (docs/protocol.md §8.4): open no new streams there; its
+ *   live streams go on. Between `up` or `resumed` and the next `down` or `gone`, once per link.
  * - `gone`: it will not be back: the re-dial gave up, nothing brought it back within
  *   `downTimeoutMs`, it closed the link on purpose (its GOAWAY says `ERR_CLOSED`) or this node
  *   did (`disconnect`, `close`), or another instance of the worker linked.
  */
-export type PeerStateType = 'up' | 'down' | 'reconnecting' | 'resumed' | 'gone';
+export type PeerStateType = 'up' | 'down' | 'reconnecting' | 'resumed' | 'draining' | 'gone';
 
 /** One step in a peer's life (see {@link PeerStateType} for the order). */
 export interface PeerStateEvent {
@@ -264,6 +266,11 @@ export interface Messenger {
    * unsubscribe function. Implemented by `createMessenger`'s messenger; optional for others.
    */
   onPeerState?(listener: (event: PeerStateEvent) => void): () => void;
+  /**
+   * @internal The node heard `peer`'s draining notice (docs/protocol.md §8.4): `onPeerState` and
+   * `peerEvents` report `draining` for its current link. Optional for messengers not made by `createMessenger`.
+   */
+  peerDraining?(peer: PeerId): void;
   /**
    * The same events as an async iterator, with a bounded queue (see {@link PeerEventsOptions}):
    * a reader that falls behind loses the oldest and is told so. Ends when `signal` aborts or the

@@ -85,6 +85,10 @@ export class MuxMetrics {
   windowUpdateMalformed = 0;
   windowOverRelease = 0;
   windowUpdateSendFailed = 0;
+  /** Draining notices (docs/protocol.md §8.4) sent and received, and received ones that did not decode (ignored). */
+  drainNoticesSent = 0;
+  drainNoticesReceived = 0;
+  drainNoticeMalformed = 0;
   /** OpenSlots that named no bind they may claim (unknown session, or an attach answered to another peer). */
   claimRefused = 0;
   drainVisits = 0;
@@ -172,6 +176,9 @@ export class MuxMetrics {
       [`${mux}window_update_errors_total{reason="over_release"}`]: this.windowOverRelease,
       [`${mux}window_update_errors_total{reason="send_failed"}`]: this.windowUpdateSendFailed,
       [`${mux}claim_refused_total`]: this.claimRefused,
+      [`${p}streaming_drain_notices_total{direction="sent"}`]: this.drainNoticesSent,
+      [`${p}streaming_drain_notices_total{direction="received"}`]: this.drainNoticesReceived,
+      [`${p}streaming_drain_notice_errors_total{reason="malformed"}`]: this.drainNoticeMalformed,
       [`${mux}drain_visits_total`]: this.drainVisits,
       [`${mux}credit_reposted_total`]: this.creditReposted,
       [`${mux}credit_lost_total`]: this.creditLost,

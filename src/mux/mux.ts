@@ -592,6 +592,12 @@ export class Mux implements BatcherHost, IngressHost {
     return false;
   }
 
+  /** True when nothing this node's producers handed over waits to be written: no live egress slot, nothing staged or unadmitted. */
+  get egressIdle(): boolean {
+    for (const b of this.#lanes.batchers) if (!b.retired && (b.liveSlots > 0 || b.staged > 0 || b.parked)) return false;
+    return true;
+  }
+
   /** Live slots on both sides (the `live_slots` gauge). */
   get liveSlots(): number {
     return this.metrics.liveSlots;

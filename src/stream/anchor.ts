@@ -25,6 +25,8 @@ export interface AnchorHost {
   anchorLifecycle(anchor: StreamAnchor<unknown>, cancel: boolean): void;
   /** The anchor has no sender again (after a Detached): its unattached timer restarts. */
   anchorUnattached(anchor: StreamAnchor<unknown>): void;
+  /** Why `bind`'s sender ended without a terminal, when the node knows better than "dropped" (its drain). */
+  dropped?(bind: Bind | null): LanemuxError | null;
 }
 
 /** Callbacks of a push-mode reader ({@link StreamAnchor.consume}). */
@@ -573,9 +575,10 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
             continue;
           case FrameKind.Dropped:
             throw this.#fail(
-              new StreamError('ERR_SENDER_DROPPED', 'the sender went away without finishing the stream', {
-                retryable: true,
-              }),
+              this.#host.dropped?.(this.bind) ??
+                new StreamError('ERR_SENDER_DROPPED', 'the sender went away without finishing the stream', {
+                  retryable: true,
+                }),
             );
           case FrameKind.TransportError:
             throw this.#fail(new StreamError('ERR_TRANSPORT_ERROR', String(value)));

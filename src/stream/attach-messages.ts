@@ -74,8 +74,12 @@ const okSchema = z.object({
 /**
  * `{ Err: { reason } }`, the refusal arm of both attach answers. A refused resume adds `resume`:
  * `unknown` when the consumer does not know the session (a stream it has finished, or forgotten).
+ * `code`, optional: the refusal's lanemux error code; `ERR_DRAINING` when the consumer drains
+ * (docs/protocol.md §8.4).
  */
-const errAnswer = z.strictObject({ Err: z.object({ reason: str(1024), resume: z.optional(str(32)) }) });
+const errAnswer = z.strictObject({
+  Err: z.object({ reason: str(1024), resume: z.optional(str(32)), code: z.optional(str(64)) }),
+});
 
 const attachResponse = z.union([z.strictObject({ Ok: okSchema }), errAnswer]);
 /** Externally tagged attach answer: `{ Ok: {...} }` or `{ Err: { reason } }`. */

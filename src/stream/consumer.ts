@@ -257,6 +257,7 @@ export class ConsumerSide implements AnchorHost {
     if (this.#s.anchors.get(anchor.localId) !== anchor) return;
     this.#s.anchors.delete(anchor.localId);
     this.#s.metrics.activeAnchors--;
+    this.#s.drain?.poke();
     if (this.#suspended.size > 0) this.#dropSuspended(anchor);
     const bind = anchor.bind;
     if (bind !== null && this.#s.mux !== null) {
@@ -295,6 +296,11 @@ export class ConsumerSide implements AnchorHost {
     if (cancelled) this.#s.metrics.anchorOperation('cancel', 'success', anchor.feedKind);
   }
 
+  /** @internal AnchorHost: a sender whose node drained (docs/protocol.md §8.4) ended the stream past its deadline. */
+  dropped(bind: Bind | null): StreamError | null {
+    return this.#s.peerDrains.dropped(bind?.slot?.peer ?? bind?.peer);
+  }
+
   /** @internal AnchorHost: start (or restart) the anchor's unattached timer. */
   anchorUnattached(anchor: StreamAnchor<unknown>): void {
     this.#reaper.watch(anchor);
@@ -311,6 +317,7 @@ export class ConsumerSide implements AnchorHost {
     if (this.#s.anchors.get(anchor.localId) !== anchor) return;
     this.#s.anchors.delete(anchor.localId);
     this.#s.metrics.activeAnchors--;
+    this.#s.drain?.poke();
     // Senders waiting behind this one are never read (the stream ends at its Dropped): let them go now.
     const cut = anchor._cutAfter(bind);
     if (cut !== null) {

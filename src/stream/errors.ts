@@ -36,6 +36,11 @@ export type StreamErrorCode =
   | 'ERR_CONSUMER_THREW'
   /** The operation was aborted by its AbortSignal. */
   | 'ERR_ABORTED'
+  /**
+   * The node is draining (`node.drain()`, docs/protocol.md §8.4): it takes no new streams, or it
+   * drained and ended this stream at its deadline. Retryable: open the stream on another node.
+   */
+  | 'ERR_DRAINING'
   /** The node is closed. */
   | 'ERR_CLOSED';
 

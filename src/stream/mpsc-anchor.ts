@@ -57,6 +57,8 @@ export interface MpscHost {
   mpscDone(anchor: MpscAnchor<unknown>, cancelled: boolean): void;
   /** The anchor has no sender now: (re)start its unattached timer for `anchor.idleEpoch`. */
   mpscIdle(anchor: MpscAnchor<unknown>): void;
+  /** Why a sender of `peer` ended without a terminal, when the node knows better than "dropped" (its drain). */
+  dropped?(peer: PeerId | null): StreamError | null;
 }
 
 /** Options of `createMpscAnchor`. */
@@ -342,9 +344,11 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
               : {
                   kind: 'dropped',
                   sender,
-                  error: new StreamError('ERR_SENDER_DROPPED', `sender ${sender} went away without finishing`, {
-                    retryable: true,
-                  }),
+                  error:
+                    this.#host.dropped?.(feed.peer) ??
+                    new StreamError('ERR_SENDER_DROPPED', `sender ${sender} went away without finishing`, {
+                      retryable: true,
+                    }),
                 };
             return STEP_EVENT;
           case FrameKind.TransportError:
@@ -370,9 +374,11 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
           : {
               kind: 'dropped',
               sender,
-              error: new StreamError('ERR_SENDER_DROPPED', `sender ${sender}'s stream closed without a terminal`, {
-                retryable: true,
-              }),
+              error:
+                this.#host.dropped?.(feed.peer) ??
+                new StreamError('ERR_SENDER_DROPPED', `sender ${sender}'s stream closed without a terminal`, {
+                  retryable: true,
+                }),
             };
         return STEP_EVENT;
       }

@@ -27,7 +27,7 @@ import { LocalPort } from './port.ts';
 import type { StreamSender } from './sender.ts';
 import { ANCHOR_CHANNEL_DEPTH, refuse, type NodeState, type PendingPerStream } from './node-state.ts';
 import type { UnattachedReaper } from './unattached.ts';
-import type { ProducerSide, AttachOptions } from './producer.ts';
+import { attachRefused, type ProducerSide, type AttachOptions } from './producer.ts';
 
 /** The mux side of every MPSC sender's bind: the anchor learns ends from the buffer itself. */
 const MPSC_BIND_OWNER: BindOwner = { onClaimed: () => {}, onEnded: () => {} };
@@ -66,6 +66,12 @@ export class MpscHostSide implements MpscHost {
     this.#s.mpscAnchors.delete(anchor.localId);
     this.#s.metrics.activeAnchors--;
     if (cancelled) this.#s.metrics.anchorOperation('cancel', 'success', 'mpsc');
+    this.#s.drain?.poke();
+  }
+
+  /** @internal MpscHost: the error of a sender's part that ended without a terminal, when its node drained. */
+  dropped(peer: PeerId | null): StreamError | null {
+    return this.#s.peerDrains.dropped(peer);
   }
 
   /** @internal MpscHost: the anchor has no sender; it ends after the unattached timeout unless one attaches. */
@@ -160,8 +166,7 @@ export class MpscHostSide implements MpscHost {
         'ERR_ATTACH_REFUSED',
         `malformed MPSC attach answer: ${parsed.error.issues[0]?.message ?? ''}`,
       );
-    if ('Err' in parsed.data)
-      throw new StreamError('ERR_ATTACH_REFUSED', `MPSC attach refused: ${parsed.data.Err.reason}`);
+    if ('Err' in parsed.data) throw attachRefused('MPSC attach', parsed.data.Err);
     const ok = parsed.data.Ok;
     const senderId = Number(ok.sender_id);
     return (await this.#producer.openAttached<T>(
@@ -189,7 +194,9 @@ export class MpscHostSide implements MpscHost {
       {
         transport: null,
         signal: options.signal,
-        onDone: () => this.#s.liveSenders.delete(sender as StreamSender<unknown>),
+        onDone: () => {
+          if (this.#s.liveSenders.delete(sender as StreamSender<unknown>)) this.#s.drain?.poke();
+        },
       },
       feed.senderId,
     );

@@ -17,6 +17,8 @@ import type { LocalPort } from './port.ts';
 import type { StreamSender } from './sender.ts';
 import type { ResolvedResume } from './resume-options.ts';
 import type { ResumeRegistry } from './resume-registry.ts';
+import type { NodeDrain } from './drain.ts';
+import { drainingError, PeerDrains } from './drain-notice.ts';
 
 /** Depth of an anchor's own channel (same-worker and per-stream senders), as in the reference. */
 export const ANCHOR_CHANNEL_DEPTH = 256;
@@ -70,6 +72,10 @@ export class NodeState {
   /** The producer's resumable streams (null: resume off); set by the producer side. */
   resume: ResumeRegistry | null = null;
   closed = false;
+  /** This node's drain, once `drain()` was called (it takes no new streams from then on). */
+  drain: NodeDrain | null = null;
+  /** The draining notices heard from peers (docs/protocol.md §8.4). */
+  readonly peerDrains: PeerDrains;
 
   constructor(
     init: Pick<
@@ -96,9 +102,12 @@ export class NodeState {
     this.offeredKeys = init.offeredKeys;
     this.unattachedTimeout = init.unattachedTimeout;
     this.resumeOptions = init.resumeOptions;
+    this.peerDrains = new PeerDrains(init.messenger, init.metrics);
   }
 
+  /** The node takes new streams: it is neither closed nor draining. */
   assertOpen(): void {
     if (this.closed) throw new StreamError('ERR_CLOSED', 'the node is closed');
+    if (this.drain !== null) throw drainingError('this node is draining: it takes no new streams');
   }
 }

@@ -59,11 +59,21 @@ import { RESUME_KEY, resolveResume, type ResumeOptions } from './resume-options.
 import type { Discovery } from '../discovery/discovery.ts';
 import type { NodeDiscoveryOptions } from './discovery-options.ts';
 import { DiscoveryDialer } from './discovery-dial.ts';
+import {
+  NodeDrain,
+  drainRefusal,
+  drainTimeout,
+  type DrainHost,
+  type DrainOptions,
+  type DrainSummary,
+} from './drain.ts';
+import { DRAIN_HANDLER, DRAIN_KEY } from './drain-notice.ts';
 
 export { ANCHOR_CHANNEL_DEPTH } from './node-state.ts';
 export type { AttachOptions } from './producer.ts';
 export type { ResumeOptions } from './resume-options.ts';
 export type { NodeDiscoveryOptions, NodeRegistration } from './discovery-options.ts';
+export type { DrainOptions, DrainSummary } from './drain.ts';
 
 /** Options of {@link createNode}: give either a `messenger`, or `transports` to build one. */
 export interface NodeOptions {
@@ -135,6 +145,8 @@ export class LanemuxNode {
   readonly #reaper: UnattachedReaper;
   readonly #ownsMessenger: boolean;
   readonly #discovery: DiscoveryDialer | null;
+  /** How a drain ends this node's streams at its deadline. */
+  readonly #drainHost: DrainHost;
 
   /** @internal Use {@link createNode}. */
   constructor(
@@ -178,14 +190,36 @@ export class LanemuxNode {
     const dialer = DiscoveryDialer.of(options.discovery, options.transports, messenger, runtime);
     if (dialer !== null) producer.findPeer = (peer, o) => dialer.peer(peer, o);
     this.#discovery = dialer;
+    this.#drainHost = {
+      endAnchor: (anchor, error) => {
+        const local = s.locals.get(anchor);
+        anchor._fail(error);
+        local?.fail(error);
+        consumer.anchorDone(anchor, false);
+      },
+      endMpsc: (anchor, error) => {
+        anchor._fail(error);
+        mpsc.mpscDone(anchor, false);
+      },
+    };
     // The attach handlers answer from state, never wait on the caller: no AbortSignal per request.
+    // A draining node refuses every new stream; a resume continues a live one (docs/protocol.md §8.4).
     const noSignal = { signal: false } as const;
-    messenger.handle(ATTACH_HANDLER, (from, body) => consumer.onAttach(from, body), noSignal);
+    messenger.handle(
+      ATTACH_HANDLER,
+      (from, body) => (s.drain !== null && !isResume(body) ? drainRefusal(s.metrics) : consumer.onAttach(from, body)),
+      noSignal,
+    );
     messenger.handle(DETACH_HANDLER, (from, body) => consumer.onDetach(from, body), noSignal);
-    messenger.handle(MPSC_ATTACH_HANDLER, (from, body) => mpsc.onMpscAttach(from, body), noSignal);
+    messenger.handle(
+      MPSC_ATTACH_HANDLER,
+      (from, body) => (s.drain !== null ? drainRefusal(s.metrics) : mpsc.onMpscAttach(from, body)),
+      noSignal,
+    );
     messenger.handle(MPSC_DETACH_HANDLER, (from, body) => mpsc.onMpscDetach(from, body), noSignal);
     messenger.handle(MPSC_CANCEL_HANDLER, (_from, body) => mpsc.onMpscCancel(body), noSignal);
     messenger.handle(REATTACH_HANDLER, (from, body) => answerReattach(this.#s, from, body), noSignal);
+    messenger.on(DRAIN_HANDLER, (from, _lane, payload) => s.peerDrains.onNotice(from, payload));
   }
 
   /** @internal */
@@ -251,7 +285,8 @@ export class LanemuxNode {
 
   /**
    * Called at each step of each peer's life — `up`, `down`, `reconnecting`, `resumed`, `gone`, in
-   * that order (see `PeerStateType`). Returns an unsubscribe function.
+   * that order, and `draining` when the peer says it drains (see `PeerStateType`). Returns an
+   * unsubscribe function.
    */
   onPeerState(listener: (event: PeerStateEvent) => void): () => void {
     return onPeerState(this.#s.messenger, listener);
@@ -401,9 +436,43 @@ export class LanemuxNode {
     this.#s.mux?.flushBatch();
   }
 
+  /** True once {@link drain} was called: the node takes no new streams (until it closes). */
+  get draining(): boolean {
+    return this.#s.drain !== null;
+  }
+
+  /**
+   * Drain the node for a deploy; then `close()` it. At once the node takes no new streams: its
+   * own `createAnchor`, `createMpscAnchor`, `attachAnchor`, `attachMpscAnchor` and
+   * `openAnchorStream` throw or reject `ERR_DRAINING` (a `StreamError`, retryable), and so do
+   * peers' attaches, MPSC attaches and zero-RTT opens (a resume of a live stream goes on). Every
+   * peer is told with a draining notice that keeps the link up (docs/protocol.md §8.4): it reports
+   * a `draining` peer state and fails new streams toward this node at once. Anchors that wait for a
+   * sender (none attached, an unclaimed pre-bind, or their sender detached) end `ERR_DRAINING` now.
+   * Every other stream, both ways and MPSC too, goes on; the drain resolves as soon as the last
+   * one has ended and what it handed over is written, or at `timeout` (ms, an integer from 0 to
+   * 86,400,000; defaults to 30,000), when the streams left end with `ERR_DRAINING`, their peers'
+   * ends too. A second call returns the same promise (its `timeout` does not change the first's); `close()`
+   * during a drain ends it. Resolves with a {@link DrainSummary}; a bad `timeout` throws a
+   * `ConfigError`; on a closed node it rejects `ERR_CLOSED`.
+   */
+  drain(options?: DrainOptions): Promise<DrainSummary> {
+    const s = this.#s;
+    const timeout = drainTimeout(options);
+    if (s.drain !== null) return s.drain.promise;
+    if (s.closed) return Promise.reject(new StreamError('ERR_CLOSED', 'the node is closed'));
+    const drain = new NodeDrain(s, this.#drainHost, timeout);
+    s.drain = drain;
+    drain.start();
+    return drain.promise;
+  }
+
   /** Close the node: every stream ends, every connection closes; `live_slots` returns to 0. */
   async close(): Promise<void> {
     if (this.#s.closed) return;
+    // A drain under way ends here: the streams left end ERR_DRAINING (peers told first).
+    this.#s.drain?.closing();
+    this.#s.drain?.dispose();
     this.#s.closed = true;
     // Deregistered first, while the rest closes, so no new attach is sent here.
     const deregistered = this.#discovery?.close();
@@ -430,6 +499,11 @@ export class LanemuxNode {
   }
 }
 
+/** An attach that resumes a stream whose link was lost (docs/protocol.md §8.3): a draining node answers it. */
+function isResume(body: unknown): boolean {
+  return typeof body === 'object' && body !== null && (body as { resume?: unknown }).resume !== undefined;
+}
+
 /**
  * Create a node. Validates every option, `mux` included: a bad value rejects with one `ConfigError`
  * (`ERR_INVALID_CONFIG`) naming every bad field, as do unknown options, options that only shape a
@@ -443,7 +517,8 @@ export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
   let messenger = options.messenger;
   let built: LanemuxNode | undefined;
   if (messenger === undefined) {
-    const keys: string[] = [];
+    // Every node hears and sends draining notices (docs/protocol.md §8.4).
+    const keys: string[] = [DRAIN_KEY];
     if (config.enabled) keys.push(MESSENGER_MUX_KEY);
     if (config.enabled && resolveResume(options.resume, config.slotByteBudget) !== null) keys.push(RESUME_KEY);
     if (options.perStream) keys.push(options.perStream.key);

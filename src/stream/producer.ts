@@ -24,6 +24,7 @@ import { ANCHOR_CHANNEL_DEPTH, WAITING_FULL, type NodeState } from './node-state
 import { hex } from './control-fields.ts';
 import { ResumeLink, type ResumeAnswer } from './resume-link.ts';
 import { ResumeRegistry, type ResumeTransport } from './resume-registry.ts';
+import { DrainAwareOwner, drainingError, failForDrain, type PeerDrains } from './drain-notice.ts';
 
 /** Options of {@link LanemuxNode.attachAnchor}. */
 export interface AttachOptions {
@@ -53,14 +54,30 @@ export type SenderFactory<T> = (init: SenderInit) => StreamSender<T>;
 /** The plain sender factory, shared (not a closure per stream). */
 const plainSender: SenderFactory<unknown> = (init) => new StreamSender<unknown>(init);
 
+/** The error of a refused attach answer: `ERR_DRAINING` when the consumer says it drains (docs/protocol.md §8.4). */
+export function attachRefused(what: string, err: { reason: string; code?: string | undefined }): StreamError {
+  const message = `${what} refused: ${err.reason}`;
+  return err.code === 'ERR_DRAINING' ? drainingError(message) : new StreamError('ERR_ATTACH_REFUSED', message);
+}
+
 /** A mux sender's slot callbacks, as one object (not three closures per stream). */
 class MuxSenderOwner implements EgressSlotOwner {
   readonly #sender: StreamSender<unknown>;
-  constructor(sender: StreamSender<unknown>) {
+  readonly #peer: PeerId;
+  readonly #drains: PeerDrains;
+  constructor(sender: StreamSender<unknown>, peer: PeerId, drains: PeerDrains) {
     this.#sender = sender;
+    this.#peer = peer;
+    this.#drains = drains;
   }
   onSlotClosed(error: LanemuxError | null): void {
-    this.#sender._closed(error);
+    this.#sender._closed(this.#drains.slotClosed(this.#peer, error));
+  }
+  adoptWaiters(
+    error: LanemuxError | null,
+    waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }>,
+  ): boolean {
+    return failForDrain(this.#drains, this.#peer, error, waiters);
   }
   onLifecycle(cancel: boolean): void {
     this.#sender._lifecycle(cancel);
@@ -125,7 +142,7 @@ export class ProducerSide implements ResumeTransport {
     const parsed = attachResponseSchema.safeParse(raw);
     if (!parsed.success)
       throw new StreamError('ERR_ATTACH_REFUSED', `malformed attach answer: ${parsed.error.issues[0]?.message ?? ''}`);
-    if ('Err' in parsed.data) throw new StreamError('ERR_ATTACH_REFUSED', `attach refused: ${parsed.data.Err.reason}`);
+    if ('Err' in parsed.data) throw attachRefused('attach', parsed.data.Err);
     return this.openAttached<T>(peer, h, parsed.data.Ok, options.signal, (init) => new StreamSender<T>(init), true);
   }
 
@@ -139,9 +156,14 @@ export class ProducerSide implements ResumeTransport {
     );
   }
 
-  /** The connected peer of the handle's worker, waiting for one whose link is coming back (or found through discovery); rejects `ERR_UNKNOWN_PEER`. */
+  /**
+   * The connected peer of the handle's worker, waiting for one whose link is coming back (or found
+   * through discovery); rejects `ERR_UNKNOWN_PEER`, and at once `ERR_DRAINING` when that peer said it drains.
+   */
   peerOf(h: AnchorHandle, options: WaitOptions = {}): Promise<PeerId> {
-    return this.findPeer(workerKey(h.workerId), options);
+    const peer = workerKey(h.workerId);
+    this.#s.peerDrains.refuseToward(peer);
+    return this.findPeer(peer, options);
   }
 
   /** Send an attach request (`_anchor_attach` or `_mpsc_anchor_attach`) offering this node's transports. */
@@ -219,7 +241,7 @@ export class ProducerSide implements ResumeTransport {
       const sender = factory({
         transport: TCP_STREAM_KEY,
         signal,
-        onDone: () => this.#s.liveSenders.delete(sender as StreamSender<unknown>),
+        onDone: () => this.#senderDone(sender as StreamSender<unknown>),
         onDetach: detachAck ? () => this.#ackDetach(peer, h, ok.routing_session_id) : undefined,
       });
       // Idle heartbeats at the consumer's interval (its watchdog), and its stop request.
@@ -272,6 +294,7 @@ export class ProducerSide implements ResumeTransport {
       throw new StreamError('ERR_ATTACH_REFUSED', `cannot open a ${t.streaming_transport_key} ticket without the mux`);
     }
     const peer = workerKey(h.workerId);
+    this.#s.peerDrains.refuseToward(peer);
     if (this.#s.messenger.peer(peer) === undefined)
       return this.findPeer(peer, { signal }).then(() => this.#openFromTicket<T>(handle, ticket, signal));
     const noMux = this.#noMuxToward(peer);
@@ -316,7 +339,7 @@ export class ProducerSide implements ResumeTransport {
       transport: MESSENGER_MUX_KEY,
       signal,
       onDone: () => {
-        this.#s.liveSenders.delete(sender as StreamSender<unknown>);
+        this.#senderDone(sender as StreamSender<unknown>);
         if (hb !== null) mux.removeHeartbeat(hb);
       },
       onDetach: detachOf === null ? undefined : () => this.#ackDetach(peer, detachOf, session),
@@ -334,7 +357,11 @@ export class ProducerSide implements ResumeTransport {
             limits.initialCredit,
           );
     if (link !== null && resume!.history !== null) sender._resumeToken = link.token = resume!.issueToken(link);
-    const owner = link === null ? new MuxSenderOwner(sender as StreamSender<unknown>) : link.firstOwner();
+    const drains = this.#s.peerDrains;
+    const owner =
+      link === null
+        ? new MuxSenderOwner(sender as StreamSender<unknown>, peer, drains)
+        : new DrainAwareOwner(link.firstOwner(), peer, drains);
     let slot: EgressSlot;
     try {
       // The slot holds the consumer's window and pauses its producer at the consumer's byte budget.
@@ -387,7 +414,7 @@ export class ProducerSide implements ResumeTransport {
     const sender = new StreamSender<T>({
       transport: null,
       signal: options.signal,
-      onDone: () => this.#s.liveSenders.delete(sender as StreamSender<unknown>),
+      onDone: () => this.#senderDone(sender as StreamSender<unknown>),
       // The anchor is this node's: the detach is known the moment it is handed over.
       onDetach: () => anchor._localDetached(buffer),
     });
@@ -403,6 +430,11 @@ export class ProducerSide implements ResumeTransport {
     this.#s.liveSenders.add(sender as StreamSender<unknown>);
     this.#s.metrics.anchorOperation('attach', 'success', 'local');
     return sender;
+  }
+
+  /** A sender is done (terminal handed over, closed or aborted): a drain counts it. */
+  #senderDone(sender: StreamSender<unknown>): void {
+    if (this.#s.liveSenders.delete(sender)) this.#s.drain?.poke();
   }
 
   /** ResumeTransport: the attach again after a lost link, naming the stream's last session (docs/protocol.md §8.3). */
@@ -444,7 +476,7 @@ export class ProducerSide implements ResumeTransport {
       link.handle.localId,
       answer.session,
       answer.credit,
-      owner,
+      new DrainAwareOwner(owner, link.peer, this.#s.peerDrains),
       answer.budget,
     );
   }

@@ -73,6 +73,11 @@ export class ResumeRegistry implements ResumeHost {
     );
   }
 
+  /** True while a stream waits for its peer to link again. */
+  get waiting(): boolean {
+    return this.#waiting.size > 0;
+  }
+
   /** True when streams toward `peer` resume: both this node's and the peer's HELLO list the resume key. */
   negotiated(peer: PeerId): boolean {
     if (!this.#selfAdvertises) return false;

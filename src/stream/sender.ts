@@ -164,15 +164,6 @@ export class StreamSender<T = unknown> {
     return this.#port?.withheld ?? 0;
   }
 
-  /** @internal Leave without a terminal because of `error`: the consumer reads `Dropped`. */
-  _depart(error: LanemuxError): void {
-    if (this.closed) return;
-    this.#error = error;
-    this.#port?.depart();
-    this.#abortCancel(error);
-    this.#done();
-  }
-
   /** True once the stream can take no more frames. */
   get closed(): boolean {
     return this.#terminal || this.#error !== null || this.#port?.closeError != null;
@@ -319,6 +310,16 @@ export class StreamSender<T = unknown> {
       if (this.#error === null) this.#error = e;
       this.#abortCancel(e);
     }
+  }
+
+  /** @internal The node ends the stream (a drain's deadline): it departs (Dropped for the consumer) and fails with `error`. */
+  _depart(error: LanemuxError): void {
+    if (this.closed) return;
+    this.#error = error;
+    this.#port?.depart();
+    this.#abortCancel(error);
+    this.#abortStop(error);
+    this.#done();
   }
 
   #abort(): void {

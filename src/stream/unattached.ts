@@ -39,16 +39,24 @@ export class UnattachedReaper {
     this.#queue = new DeadlineQueue<Unattached>(untilDeadline);
   }
 
-  /** Start (or restart) a stream anchor's unattached timer. */
+  /** Start (or restart) a stream anchor's unattached timer; while the node drains nobody may attach, so it ends now. */
   watch(anchor: StreamAnchor<unknown>): void {
     if (this.#s.closed) return;
+    if (this.#s.drain !== null) {
+      this.#s.drain.unattached(anchor);
+      return;
+    }
     this.#queue.push({ anchor: anchor.localId, deadline: this.#s.runtime.now() + this.#s.unattachedTimeout, epoch: 0 });
     this.#arm();
   }
 
-  /** An MPSC anchor has no sender: it ends after the timeout unless one attaches. */
+  /** An MPSC anchor has no sender: it ends after the timeout unless one attaches (at once, cleanly, while the node drains). */
   watchMpsc(anchor: MpscAnchor<unknown>): void {
     if (this.#s.closed) return;
+    if (this.#s.drain !== null) {
+      anchor._expire(anchor.idleEpoch);
+      return;
+    }
     this.#queue.push({ anchor, deadline: this.#s.runtime.now() + this.#s.unattachedTimeout, epoch: anchor.idleEpoch });
     this.#arm();
   }

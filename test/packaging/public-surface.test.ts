@@ -17,6 +17,8 @@ const ROOT_NAMES = [
   'AttachOptions',
   'ConfigError',
   'DialEndedEvent',
+  'DrainOptions',
+  'DrainSummary',
   'FlushPolicy',
   'HistoryOptions',
   'LanemuxError',
