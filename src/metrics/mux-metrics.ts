@@ -108,6 +108,12 @@ export class MuxMetrics {
    * anomaly worth alarming on. The receive side also counts them in `records_dropped_total`.
    */
   readonly noRoute = new Float64Array(RECORD_TYPE_NAMES.length);
+  /**
+   * `streaming_overruns_total` (lanemux's own series): records live streams (`overrun:
+   * 'drop-oldest'` or `'fail'`) dropped or refused because the consumer's credit lagged the source
+   * (docs/protocol.md §10.9). Each stream counts its own in `sender.overruns`.
+   */
+  overruns = 0;
   readonly recordsSent = new Float64Array(RECORD_TYPE_NAMES.length);
   readonly batcherWakes = new Float64Array(WAKE_NAMES.length);
   readonly recordsPerBatchSent = new Histogram(RECORDS_PER_BATCH_BUCKETS);
@@ -210,6 +216,7 @@ export class MuxMetrics {
     // Stragglers beside drops: the teardown race next to real routing loss.
     RECORD_TYPE_NAMES.forEach((n, i) => (s[`${mux}stragglers_total{record_type="${n}"}`] = this.stragglers[i]!));
     RECORD_TYPE_NAMES.forEach((n, i) => (s[`${mux}no_route_total{record_type="${n}"}`] = this.noRoute[i]!));
+    s[`${p}streaming_overruns_total`] = this.overruns;
     RECORD_TYPE_NAMES.forEach((n, i) => (s[`${mux}records_sent_total{record_type="${n}"}`] = this.recordsSent[i]!));
     WAKE_NAMES.forEach((n, i) => (s[`${mux}batcher_wakes_total{source="${n}"}`] = this.batcherWakes[i]!));
     for (const [dir, h] of [

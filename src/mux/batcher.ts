@@ -220,12 +220,13 @@ export class Batcher implements SlotBatcher {
     }
     slot.enqueue(kind, value, recordBytes(kind, value));
     m.withheldRecords++;
-    // Pause at the byte cap, at the inlet depth (C+1) while parked on admission, or while the peer's
-    // withheld bytes (all its lanes) are at the peer budget.
+    // Pause at the byte cap, at the inlet depth (C+1) while parked on admission, while the peer's
+    // withheld bytes (all its lanes) are at the peer budget, or past a live feed's depth.
     if (
       slot.withheldBytes >= slot.byteBudget ||
       (this.parked && slot.queued > slot.inletDepth) ||
-      this.peerEgress.over
+      this.peerEgress.over ||
+      slot.queued > slot.withholdDepth
     ) {
       if (!slot.paused) m.producerSendBackpressure++;
       slot.paused = true;
@@ -347,7 +348,8 @@ export class Batcher implements SlotBatcher {
       slot.paused &&
       slot.withheldBytes < slot.byteBudget &&
       !(this.parked && slot.queued > slot.inletDepth) &&
-      (slot.queued === 0 || !this.peerEgress.over)
+      (slot.queued === 0 || !this.peerEgress.over) &&
+      slot.queued <= slot.withholdDepth
     ) {
       slot.resume();
     }

@@ -25,6 +25,11 @@ export interface SenderPort {
   depart(): void;
   /** Why the port closed, once it has. */
   readonly closeError: LanemuxError | null;
+  /**
+   * Pause the producer once more than `depth` records wait for credit (a live feed keeps its
+   * records itself, live-feed.ts). Absent: the port's own bound (its buffer, its socket) applies.
+   */
+  holdBack?(depth: number): void;
 }
 
 /** A producer's frames into a mux slot. Strings and bytes are written into the batch by hand. */
@@ -70,6 +75,9 @@ export class MuxPort implements SenderPort {
   }
   depart(): void {
     this.slot.batcher.depart(this.slot);
+  }
+  holdBack(depth: number): void {
+    this.slot.withholdDepth = depth;
   }
 }
 
