@@ -22,7 +22,7 @@ export const DropReason = {
 export type DropReason = (typeof DropReason)[keyof typeof DropReason];
 const DROP_NAMES = Object.keys(DropReason);
 
-/** `records_sent_total{record_type}` index: the wire record type (0..5). */
+/** `records_sent_total{record_type}` index: the wire record type (0..5); also `stragglers_total` and `no_route_total`. */
 const RECORD_TYPE_NAMES = ['data', 'open_slot', 'close_slot', 'credit_update', 'slot_heartbeat', 'lifecycle'] as const;
 
 /** `batcher_wakes_total{source}`. */
@@ -100,6 +100,24 @@ export class MuxMetrics {
   batchesSent = 0;
   batchesReceived = 0;
   readonly recordsDropped = new Float64Array(DROP_NAMES.length);
+  /**
+   * `stragglers_total{record_type}` (lanemux's own series), by wire record type: records naming a
+   * slot that ended moments ago on this side (they crossed its close in flight). The ordinary
+   * teardown race: benign, not a drop (docs/protocol.md §10.9).
+   */
+  readonly stragglers = new Float64Array(RECORD_TYPE_NAMES.length);
+  /**
+   * `no_route_total{record_type}` (lanemux's own series), by wire record type: records naming a slot
+   * this side has no memory of (never opened, or ended longer ago than it remembers): a routing
+   * anomaly worth alarming on. The receive side also counts them in `records_dropped_total`.
+   */
+  readonly noRoute = new Float64Array(RECORD_TYPE_NAMES.length);
+  /**
+   * `streaming_overruns_total` (lanemux's own series): records live streams (`overrun:
+   * 'drop-oldest'` or `'fail'`) dropped or refused because the consumer's credit lagged the source
+   * (docs/protocol.md §10.9). Each stream counts its own in `sender.overruns`.
+   */
+  overruns = 0;
   readonly recordsSent = new Float64Array(RECORD_TYPE_NAMES.length);
   readonly batcherWakes = new Float64Array(WAKE_NAMES.length);
   readonly recordsPerBatchSent = new Histogram(RECORDS_PER_BATCH_BUCKETS);
@@ -140,6 +158,18 @@ export class MuxMetrics {
   dropped(reason?: keyof typeof DropReason): number {
     if (reason !== undefined) return this.recordsDropped[DropReason[reason]]!;
     return this.recordsDropped.reduce((a, b) => a + b, 0);
+  }
+
+  /** Sum of `stragglers_total` over every record type, or for one wire record type. */
+  straggled(recordType?: number): number {
+    if (recordType !== undefined) return this.stragglers[recordType] ?? 0;
+    return this.stragglers.reduce((a, b) => a + b, 0);
+  }
+
+  /** Sum of `no_route_total` over every record type, or for one wire record type. */
+  unrouted(recordType?: number): number {
+    if (recordType !== undefined) return this.noRoute[recordType] ?? 0;
+    return this.noRoute.reduce((a, b) => a + b, 0);
   }
 
   /** Every series as `name{labels}` → value, with the reference's names. */
@@ -190,6 +220,10 @@ export class MuxMetrics {
       [`${p}streaming_active_anchors`]: this.activeAnchors,
     };
     DROP_NAMES.forEach((n, i) => (s[`${mux}records_dropped_total{reason="${n}"}`] = this.recordsDropped[i]!));
+    // Stragglers beside drops: the teardown race next to real routing loss.
+    RECORD_TYPE_NAMES.forEach((n, i) => (s[`${mux}stragglers_total{record_type="${n}"}`] = this.stragglers[i]!));
+    RECORD_TYPE_NAMES.forEach((n, i) => (s[`${mux}no_route_total{record_type="${n}"}`] = this.noRoute[i]!));
+    s[`${p}streaming_overruns_total`] = this.overruns;
     RECORD_TYPE_NAMES.forEach((n, i) => (s[`${mux}records_sent_total{record_type="${n}"}`] = this.recordsSent[i]!));
     WAKE_NAMES.forEach((n, i) => (s[`${mux}batcher_wakes_total{source="${n}"}`] = this.batcherWakes[i]!));
     for (const [dir, h] of [

@@ -205,6 +205,7 @@ export function closeSlotLocally(
   const m = b.host.metrics;
   m.withheldRecords -= slot.clearQueue();
   b.slotTable.release(slot);
+  b.ended.add(slot.id, slot.sessionId);
   b.liveSlots--;
   m.liveSlots--;
   slot.failWaiters(slot.closeError);

@@ -43,6 +43,7 @@ import { emitSingleton, stageRoomReturned } from './batcher-singleton.ts';
 import { syncWindow, windowBlock, windowRoom } from './batcher-window.ts';
 import { UNBOUNDED_EGRESS, type PeerEgress } from './peer-egress.ts';
 import { ControlInbox } from './control-inbox.ts';
+import { EndedSlots } from './ended-slots.ts';
 import { EgressKind, type EgressSlot, Offer } from './egress-slot.ts';
 import type { EgressSlotOwner, SlotBatcher } from './egress-slot.ts';
 import { MuxError } from './errors.ts';
@@ -88,6 +89,8 @@ export class Batcher implements SlotBatcher {
   readonly peerEgress: PeerEgress;
   /** Owned slots by SlotId; freed indexes are reused LIFO at their next generation. */
   readonly slotTable = new SlotTable<EgressSlot>();
+  /** Owned slots closed moments ago (shared with the lane's later batchers): late peer control is a straggler. */
+  readonly ended: EndedSlots;
   /** A `flushBatch()` or an inbox kick asked for the next wake to write. */
   kicked = false;
   timer: TimerHandle | null = null;
@@ -139,8 +142,9 @@ export class Batcher implements SlotBatcher {
     this.#runWake();
   };
 
-  constructor(host: BatcherHost, peer: PeerId, lane: number) {
+  constructor(host: BatcherHost, peer: PeerId, lane: number, ended: EndedSlots = new EndedSlots()) {
     this.host = host;
+    this.ended = ended;
     this.peer = peer;
     this.lane = lane;
     this.epoch = host.nextEpoch();
@@ -216,12 +220,13 @@ export class Batcher implements SlotBatcher {
     }
     slot.enqueue(kind, value, recordBytes(kind, value));
     m.withheldRecords++;
-    // Pause at the byte cap, at the inlet depth (C+1) while parked on admission, or while the peer's
-    // withheld bytes (all its lanes) are at the peer budget.
+    // Pause at the byte cap, at the inlet depth (C+1) while parked on admission, while the peer's
+    // withheld bytes (all its lanes) are at the peer budget, or past a live feed's depth.
     if (
       slot.withheldBytes >= slot.byteBudget ||
       (this.parked && slot.queued > slot.inletDepth) ||
-      this.peerEgress.over
+      this.peerEgress.over ||
+      slot.queued > slot.withholdDepth
     ) {
       if (!slot.paused) m.producerSendBackpressure++;
       slot.paused = true;
@@ -343,7 +348,8 @@ export class Batcher implements SlotBatcher {
       slot.paused &&
       slot.withheldBytes < slot.byteBudget &&
       !(this.parked && slot.queued > slot.inletDepth) &&
-      (slot.queued === 0 || !this.peerEgress.over)
+      (slot.queued === 0 || !this.peerEgress.over) &&
+      slot.queued <= slot.withholdDepth
     ) {
       slot.resume();
     }

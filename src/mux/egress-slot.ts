@@ -78,6 +78,8 @@ export class EgressSlot {
   readonly inletDepth: number;
   /** The negotiated slot byte budget: the withheld queue pauses its producer here. */
   readonly byteBudget: number;
+  /** The withheld queue also pauses its producer past this many records (a live feed's 0; else no count bound). */
+  withholdDepth = Number.POSITIVE_INFINITY;
   /** frame_seq of the next record (OpenSlot took 0). */
   nextSeq = 1;
   // Withheld FIFO: parallel arrays with a moving head (no object per record).

@@ -22,6 +22,7 @@ import type { DecodedFrame } from '../wire/frame.ts';
 import { seqGap, seqNewer } from '../wire/seq.ts';
 import { slotIndex } from '../wire/slot-id.ts';
 import type { Bind, BindEnd, BoundSlot } from './bind.ts';
+import { EndedSlots } from './ended-slots.ts';
 import { IngressSlot } from './ingress-slot.ts';
 import { HEARTBEAT_BODY, INERT_WINDOW, type IngressWindow, releaseRecord, releaseUnkept } from './ingress-window.ts';
 import { MAX_QUEUED_TRANSFERS } from './rendezvous.ts';
@@ -82,6 +83,8 @@ export class IngressTable {
    * still being pulled (docs/protocol.md §8.1 "Index reuse"). Keyed by full SlotId.
    */
   #aside: Map<number, IngressSlot> | null = null;
+  /** Slots retired moments ago: their late records are stragglers, not drops (docs/protocol.md §10.9). */
+  readonly ended = new EndedSlots();
   liveSlots = 0;
   #hasEpoch = false;
   #epochHi = 0;
@@ -179,8 +182,10 @@ export class IngressTable {
         releaseUnkept(reader, this.window, staged);
         return;
       }
-      // A newer epoch: the sender's slots of the old one died with it (a lost link).
+      // A newer epoch: the sender's slots of the old one died with it (a lost link). Its SlotIds
+      // name other streams now, so no record of the new epoch is a straggler of the old.
       this.retireAll(true);
+      this.ended.clear();
       this.#adopt(hi, lo);
     }
     const seq = reader.batchSeq;
@@ -253,7 +258,7 @@ export class IngressTable {
           this.#host.ownedClose(this.peer, this.lane, id, reason);
           return;
         }
-        const s = this.#lookup(id);
+        const s = this.#lookup(id, type);
         if (!s) return;
         if (seqNewer(r.frameSeq, s.nextSeq)) {
           s.pendingCloseSeq = r.frameSeq;
@@ -265,7 +270,7 @@ export class IngressTable {
       }
       default: {
         // Data or SlotHeartbeat.
-        const s = this.#lookup(id);
+        const s = this.#lookup(id, type);
         if (!s) {
           this.#unkept(r, this.window);
           return;
@@ -335,8 +340,11 @@ export class IngressTable {
     }
   }
 
-  /** Checked lookup: generation mismatch and empty index are metered drops. */
-  #lookup(id: number): IngressSlot | undefined {
+  /**
+   * Checked lookup. A miss naming a slot retired moments ago is a straggler (by record `type`);
+   * any other miss (generation mismatch, empty index) is a metered drop.
+   */
+  #lookup(id: number, type: number): IngressSlot | undefined {
     const s = this.#slots.at(slotIndex(id));
     if (s !== undefined && s.id === id) return s;
     if (this.#aside !== null) {
@@ -344,6 +352,11 @@ export class IngressTable {
       if (a !== undefined) return a;
     }
     const m = this.#host.metrics;
+    if (this.ended.has(id)) {
+      m.stragglers[type]! += 1;
+      return undefined;
+    }
+    m.noRoute[type]! += 1;
     if (s === undefined) {
       m.recordsDropped[DropReason.closed_slot]! += 1;
     } else {
@@ -557,6 +570,7 @@ export class IngressTable {
   #retire(s: IngressSlot, injectDropped: boolean, end: BindEnd | null, linkLost = false): void {
     if (s.closed) return;
     s.closed = true;
+    this.ended.add(s.id, s.bind.sessionId);
     const m = this.#host.metrics;
     if (!this.#slots.remove(s) && this.#aside?.get(s.id) === s) {
       this.#aside.delete(s.id);

@@ -15,7 +15,7 @@ import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import { DropReason } from '../metrics/mux-metrics.ts';
 import type { Admission, Messenger, PeerGoneEvent, PeerId } from '../messenger/types.ts';
 import type { Runtime } from '../runtime/runtime.ts';
-import { CloseReason, MAX_LANES } from '../wire/constants.ts';
+import { CloseReason, MAX_LANES, RecordType } from '../wire/constants.ts';
 import { BatchReader } from '../wire/decoder.ts';
 import { laneForKey } from '../wire/lane-hash.ts';
 import type { Batcher } from './batcher.ts';
@@ -290,19 +290,32 @@ export class Mux implements BatcherHost, IngressHost {
     if (!this.#lanes.batcherFor(peer, lane).inbox.postReject(peerSlot, reason)) this.metrics.controlRefused++;
   }
 
+  // Control for a slot not live here is counted (straggler or no route) and then handled as it
+  // always was: the inbox still decides what is refused (docs/protocol.md §10.9).
   ownedCredit(peer: PeerId, lane: number, slot: number, delta: number): void {
     const b = this.#lanes.batcher(peer, lane);
+    if (b?.slotFor(slot) === undefined) this.#notLive(peer, lane, slot, RecordType.CreditUpdate);
     if (!b || !b.inbox.postCredit(slot, delta)) this.metrics.controlRefused++;
   }
 
   ownedClose(peer: PeerId, lane: number, slot: number, reason: number): void {
     const b = this.#lanes.batcher(peer, lane);
+    if (b?.slotFor(slot) === undefined) this.#notLive(peer, lane, slot, RecordType.CloseSlot);
     if (!b || !b.inbox.postClose(slot, reason)) this.metrics.controlRefused++;
   }
 
   ownedLifecycle(peer: PeerId, lane: number, slot: number, session: bigint, cancel: boolean): void {
     const b = this.#lanes.batcher(peer, lane);
+    if (b?.slotFor(slot) === undefined) this.#notLive(peer, lane, slot, RecordType.LifecycleSlot, session);
     if (!b || !b.inbox.postLifecycle(slot, session, cancel)) this.metrics.controlRefused++;
+  }
+
+  /** A record of `type` names an owned slot that is not live: a straggler if it ended moments ago, else no route. */
+  #notLive(peer: PeerId, lane: number, slot: number, type: number, session?: bigint): void {
+    const ended = this.#lanes.endedOwned(peer, lane);
+    const recent = ended !== undefined && (session === undefined ? ended.has(slot) : ended.hasSession(slot, session));
+    if (recent) this.metrics.stragglers[type]! += 1;
+    else this.metrics.noRoute[type]! += 1;
   }
 
   ringDoorbell(table: IngressTable): void {

@@ -7,6 +7,7 @@
 import { ByteBudget } from '../credit/byte-budget.ts';
 import type { PeerId } from '../messenger/types.ts';
 import { Batcher } from './batcher.ts';
+import { EndedSlots } from './ended-slots.ts';
 import type { BatcherHost } from './batcher-host.ts';
 import { type IngressHost, IngressTable } from './ingress.ts';
 import type { IngressWindow } from './ingress-window.ts';
@@ -25,6 +26,8 @@ export class PeerLanes {
   readonly #batchers = new Map<PeerId, Array<Batcher | undefined>>();
   readonly #tables = new Map<PeerId, Array<IngressTable | undefined>>();
   readonly #budgets = new Map<PeerId, ByteBudget>();
+  /** Owned slots ended recently, by (peer, lane): they outlive a retired batcher, as the peer's late control does. */
+  readonly #ended = new Map<PeerId, Array<EndedSlots | undefined>>();
 
   /**
    * `host` is every part's mux; a new table charges `windowFor(peer)` and holds at most
@@ -46,7 +49,8 @@ export class PeerLanes {
   batcherFor(peer: PeerId, lane: number): Batcher {
     const live = this.#batchers.get(peer)?.[lane];
     if (live !== undefined && !live.retired) return live;
-    const b = new Batcher(this.#host, peer, lane);
+    const ended = byLane(this.#ended, peer);
+    const b = new Batcher(this.#host, peer, lane, (ended[lane] ??= new EndedSlots()));
     byLane(this.#batchers, peer)[lane] = b;
     this.batchers.push(b);
     this.#added();
@@ -67,6 +71,11 @@ export class PeerLanes {
   /** Every peer's batchers by lane. */
   allBatchers(): IterableIterator<ReadonlyArray<Batcher | undefined>> {
     return this.#batchers.values();
+  }
+
+  /** Owned slots of (peer, lane) that ended recently, if a batcher was ever made there. */
+  endedOwned(peer: PeerId, lane: number): EndedSlots | undefined {
+    return this.#ended.get(peer)?.[lane];
   }
 
   /** The ingress table of (peer, lane), made on first use. */
@@ -107,6 +116,7 @@ export class PeerLanes {
 
   /** `peer` is gone: retire its tables (Dropped each) and forget them. False if it had none. */
   retireTables(peer: PeerId, linkLost = true): boolean {
+    this.#ended.delete(peer);
     const tables = this.#tables.get(peer);
     if (!tables) return false;
     // The peer's link is gone: a stream its owner keeps for a resume is suspended, not Dropped.
@@ -129,6 +139,7 @@ export class PeerLanes {
     for (const b of this.batchers) if (!b.retired) b.kick();
     for (const arr of this.#batchers.values()) for (const b of arr) if (b !== undefined && !b.retired) b.retire();
     this.#batchers.clear();
+    this.#ended.clear();
     this.batchers = [];
     for (const t of this.tables) t.retireAll();
     this.#tables.clear();

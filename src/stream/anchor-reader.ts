@@ -29,6 +29,11 @@ export abstract class AnchorReader<E> implements AsyncIterableIterator<E> {
 
   /** The iterator of the `for await` loop reading the anchor, until that loop ends. */
   #loop: AsyncIterableIterator<E> | null = null;
+  /**
+   * The value the last `step()` found follows a gap (a live stream dropped records before it):
+   * `takeAvailable` returns with it last, so what the subclass says of the gap is about `out`'s last value.
+   */
+  protected stamped = false;
   #readable: ReadableStream<E> | null = null;
 
   /**
@@ -129,6 +134,7 @@ export abstract class AnchorReader<E> implements AsyncIterableIterator<E> {
     while (n < max && this.step() === STEP_VALUE) {
       out.push(this.take());
       n++;
+      if (this.stamped) break;
     }
     return n;
   }

@@ -16,6 +16,7 @@ import { AnchorReader, STEP_DONE, STEP_NONE, STEP_VALUE, readerActive } from './
 import { enqueueDrain } from './drain-queue.ts';
 import type { Drainable } from './drain-queue.ts';
 import { StreamError } from './errors.ts';
+import { type GapMarker, mergeGap, parseGap, transportError } from './live-feed.ts';
 
 /** What an anchor needs from its node. */
 export interface AnchorHost {
@@ -34,9 +35,10 @@ export interface AnchorConsumer<T> {
   /**
    * Called for every item, in order. Return `false` to pause: nothing more is delivered until
    * `resume()`, and unread items hold their sender's credit as an idle iterator would. A throw
-   * cancels the stream and ends it with `ERR_CONSUMER_THREW`.
+   * cancels the stream and ends it with `ERR_CONSUMER_THREW`. `gap` is null unless a live producer
+   * (`overrun: 'drop-oldest'`) dropped records right before this one: then it says how many.
    */
-  item(value: T): boolean | void;
+  item(value: T, gap: GapMarker | null): boolean | void;
   /**
    * Called once when the stream ends: `null` when the producer finalized or the anchor was
    * cancelled, else the error that ended it (`ERR_SENDER_DROPPED`, `ERR_TRANSPORT_ERROR`, …).
@@ -134,6 +136,9 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   #tailDetached = false;
   /** Items (and sender errors) taken from the current feed: what a resume counts as received. */
   #feedRead = 0;
+  /** The gap before the item last taken, and gap markers read since (they stamp the next item). */
+  #gap: GapMarker | null = null;
+  #gapNext: GapMarker | null = null;
   /** Feeds suspended by a lost link (docs/protocol.md §8.3); null while none is. */
   #resumes: ResumeMark[] | null = null;
 
@@ -174,6 +179,15 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
     this.#host = host;
     this.handle = handle;
     this.localId = localId;
+  }
+
+  /**
+   * The gap before the item last read (`next()`, `for await`, `readable`, the last one
+   * `takeAvailable` returned, which stops at such an item): what a live producer with `overrun:
+   * 'drop-oldest'` dropped right before it, or null when nothing was.
+   */
+  get gap(): GapMarker | null {
+    return this.#gap;
   }
 
   /** How the anchor is fed now: `none` until a sender attaches. */
@@ -514,7 +528,7 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
       }
       let more: boolean | void;
       try {
-        more = c.item(this.take() as T);
+        more = c.item(this.take() as T, this.#gap);
       } catch (e) {
         this.cancel();
         this.#end(c, consumerThrew('item', e));
@@ -557,12 +571,19 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
           case FrameKind.Item:
             this.#feedRead++;
             this.#pending = value;
+            if (this.#gapNext !== null || this.stamped) this.#stamp();
             return STEP_VALUE;
           case FrameKind.Heartbeat:
             continue;
-          case FrameKind.SenderError:
+          case FrameKind.SenderError: {
             this.#feedRead++;
+            const gap = parseGap(value);
+            if (gap !== null) {
+              this.#gapNext = mergeGap(this.#gapNext, gap);
+              continue;
+            }
             throw new StreamError('ERR_SENDER_ERROR', String(value));
+          }
           case FrameKind.Finalized:
             this.#finish(false);
             return STEP_DONE;
@@ -581,7 +602,7 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
                 }),
             );
           case FrameKind.TransportError:
-            throw this.#fail(new StreamError('ERR_TRANSPORT_ERROR', String(value)));
+            throw this.#fail(transportError(value));
           default:
             throw this.#fail(new StreamError('ERR_DESERIALIZATION', String(value)));
         }
@@ -615,6 +636,13 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
       }
       return STEP_NONE;
     }
+  }
+
+  /** The item just stepped to carries the gap markers read before it (or none). */
+  #stamp(): void {
+    this.#gap = this.#gapNext;
+    this.#gapNext = null;
+    this.stamped = this.#gap !== null;
   }
 
   #fail(error: LanemuxError): LanemuxError {

@@ -26,6 +26,11 @@ export type StreamErrorCode =
   | 'ERR_UNKNOWN_PEER'
   /** `send()` was called again and again without waiting while the stream was at its byte budget. */
   | 'ERR_BACKPRESSURE'
+  /**
+   * A live stream with `overrun: 'fail'` had more records waiting for credit than its `overrunLimit`:
+   * it ended (the producer's sends reject with it, and a lanemux consumer's read does). Terminal.
+   */
+  | 'ERR_FEED_OVERRUN'
   /** The stream is closed for this operation (after finalize, detach, cancel or a peer close). */
   | 'ERR_STREAM_CLOSED'
   /** The consumer cancelled the stream. */

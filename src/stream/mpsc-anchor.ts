@@ -37,11 +37,15 @@ import type { SlotBuffer } from '../mux/slot-buffer.ts';
 import { FrameKind } from '../wire/frame.ts';
 import { AnchorReader, STEP_DONE, STEP_NONE, STEP_VALUE } from './anchor-reader.ts';
 import { StreamError } from './errors.ts';
+import { type GapMarker, mergeGap, parseGap, transportError } from './live-feed.ts';
 
 /** One event of an MPSC stream, tagged with the sender (its id from `attachMpscAnchor`). */
 export type MpscEvent<T> =
-  /** An item from `sender`. */
-  | { readonly kind: 'item'; readonly sender: number; readonly value: T }
+  /**
+   * An item from `sender`. `gap` is there when a live sender (`overrun: 'drop-oldest'`) dropped
+   * records right before this one: it says how many.
+   */
+  | { readonly kind: 'item'; readonly sender: number; readonly value: T; readonly gap?: GapMarker }
   /** `sender` reported an error with `sender.error(message)`; it may go on sending. */
   | { readonly kind: 'error'; readonly sender: number; readonly message: string }
   /** `sender` finalized: its part ended normally (the anchor goes on). */
@@ -90,6 +94,8 @@ export class MpscFeed {
   ended = false;
   /** A `_mpsc_anchor_detach` closed it: a close without terminal reads as `detached`. */
   detachRequested = false;
+  /** Gap markers read since the sender's last item: they stamp its next one. */
+  gap: GapMarker | null = null;
 
   constructor(
     senderId: number,
@@ -322,13 +328,23 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
         else this.#watch(feed);
         switch (kind) {
           case FrameKind.Item:
-            this.#pending = { kind: 'item', sender, value: value as T };
+            if (feed.gap === null) this.#pending = { kind: 'item', sender, value: value as T };
+            else {
+              this.#pending = { kind: 'item', sender, value: value as T, gap: feed.gap };
+              feed.gap = null;
+            }
             return STEP_EVENT;
           case FrameKind.Heartbeat:
             continue;
-          case FrameKind.SenderError:
+          case FrameKind.SenderError: {
+            const gap = parseGap(value);
+            if (gap !== null) {
+              feed.gap = mergeGap(feed.gap, gap);
+              continue;
+            }
             this.#pending = { kind: 'error', sender, message: String(value) };
             return STEP_EVENT;
+          }
           case FrameKind.Finalized:
             this.#endFeed(feed);
             this.#pending = { kind: 'finalized', sender };
@@ -353,7 +369,7 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
             return STEP_EVENT;
           case FrameKind.TransportError:
             this.#endFeed(feed);
-            this.#pending = { kind: 'dropped', sender, error: new StreamError('ERR_TRANSPORT_ERROR', String(value)) };
+            this.#pending = { kind: 'dropped', sender, error: transportError(value) };
             return STEP_EVENT;
           default:
             // An undecodable record ends this sender only: its slot closes (the producer is told).

@@ -23,6 +23,7 @@ import { formatHandle, parseHandle } from './handle.ts';
 import { MPSC_MAX_SENDERS, MpscAnchor, MpscFeed } from './mpsc-anchor.ts';
 import type { MpscAnchorOptions, MpscHost } from './mpsc-anchor.ts';
 import { MpscSender } from './mpsc-sender.ts';
+import { liveFeedOptions } from './live-feed.ts';
 import { LocalPort } from './port.ts';
 import type { StreamSender } from './sender.ts';
 import { ANCHOR_CHANNEL_DEPTH, refuse, type NodeState, type PendingPerStream } from './node-state.ts';
@@ -153,11 +154,12 @@ export class MpscHostSide implements MpscHost {
   /** See `LanemuxNode.attachMpscAnchor`. */
   async attachMpscAnchor<T = unknown>(handle: string, options: AttachOptions = {}): Promise<MpscSender<T>> {
     this.#s.assertOpen();
+    const live = liveFeedOptions(options, 'attachMpscAnchor');
     const h = parseHandle(handle);
     options.signal?.throwIfAborted();
     if ((h.localId & MPSC_ANCHOR_BIT) === 0n)
       throw new StreamError('ERR_ATTACH_REFUSED', 'the handle is not an MPSC anchor: use attachAnchor');
-    if (h.workerId === this.#s.workerId) return this.#attachMpscLocal<T>(h.localId, options);
+    if (h.workerId === this.#s.workerId) return this.#producer.live(this.#attachMpscLocal<T>(h.localId, options), live);
     const peer = await this.#producer.peerOf(h, options);
     const raw = await this.#producer.requestAttach(peer, MPSC_ATTACH_HANDLER, h, options);
     const parsed = mpscAttachResponseSchema.safeParse(raw);
@@ -169,13 +171,14 @@ export class MpscHostSide implements MpscHost {
     if ('Err' in parsed.data) throw attachRefused('MPSC attach', parsed.data.Err);
     const ok = parsed.data.Ok;
     const senderId = Number(ok.sender_id);
-    return (await this.#producer.openAttached<T>(
+    const sender = (await this.#producer.openAttached<T>(
       peer,
       h,
       ok,
       options.signal,
       (init) => new MpscSender<T>(init, senderId),
     )) as MpscSender<T>;
+    return this.#producer.live(sender, live);
   }
 
   #attachMpscLocal<T>(localId: bigint, options: AttachOptions): MpscSender<T> {

@@ -52,7 +52,7 @@ import { MpscHostSide } from './mpsc-host.ts';
 import type { MpscSender } from './mpsc-sender.ts';
 import { NodeState } from './node-state.ts';
 import type { PerStreamTransport } from './per-stream.ts';
-import { ProducerSide, type AttachOptions } from './producer.ts';
+import { ProducerSide, type AttachOptions, type OpenOptions } from './producer.ts';
 import type { StreamSender } from './sender.ts';
 import { UnattachedReaper } from './unattached.ts';
 import { RESUME_KEY, resolveResume, type ResumeOptions } from './resume-options.ts';
@@ -397,11 +397,7 @@ export class LanemuxNode {
    * Open a stream from a zero-RTT ticket: the first batch's OpenSlot claims the consumer's
    * pre-bind; no attach message crosses the wire.
    */
-  openAnchorStream<T = unknown>(
-    handle: string,
-    ticket: string,
-    options: { signal?: AbortSignal } = {},
-  ): Promise<StreamSender<T>> {
+  openAnchorStream<T = unknown>(handle: string, ticket: string, options: OpenOptions = {}): Promise<StreamSender<T>> {
     return this.#producer.openAnchorStream<T>(handle, ticket, options);
   }
 

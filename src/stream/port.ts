@@ -34,6 +34,11 @@ export interface SenderPort {
   notifyRoom(fn: () => void): void;
   /** Records handed over and still waiting here (for credit, room or a link). */
   readonly withheld: number;
+  /**
+   * Pause the producer once more than `depth` records wait for credit (a live feed keeps its
+   * records itself, live-feed.ts). Absent: the port's own bound (its buffer, its socket) applies.
+   */
+  holdBack?(depth: number): void;
 }
 
 /** A producer's frames into a mux slot. Strings and bytes are written into the batch by hand. */
@@ -88,6 +93,9 @@ export class MuxPort implements SenderPort {
   }
   depart(): void {
     this.slot.batcher.depart(this.slot);
+  }
+  holdBack(depth: number): void {
+    this.slot.withholdDepth = depth;
   }
 }
 

@@ -25,6 +25,7 @@ import { hex } from './control-fields.ts';
 import { ResumeLink, type ResumeAnswer } from './resume-link.ts';
 import { ResumeRegistry, type ResumeTransport } from './resume-registry.ts';
 import { DrainAwareOwner, drainingError, failForDrain, type PeerDrains } from './drain-notice.ts';
+import { liveFeedOptions, type LiveFeedOptions, type OverrunPolicy } from './live-feed.ts';
 
 /** Options of {@link LanemuxNode.attachAnchor}. */
 export interface AttachOptions {
@@ -41,7 +42,24 @@ export interface AttachOptions {
    * (knowing a handle is not enough to take a stream). Defaults to none.
    */
   readonly ticket?: string;
+  /**
+   * What the sender does when its records outrun the consumer's credit (docs/protocol.md §10.9): `'block'`
+   * (the default) makes `send()` wait; for a live source that cannot wait, `'drop-oldest'` drops the
+   * oldest record waiting for credit once more than `overrunLimit` wait, and the next record the
+   * consumer reads carries a gap marker (`anchor.gap`, `consume({ item(value, gap) })`, an MPSC item's
+   * `gap`); `'fail'` ends the stream with `ERR_FEED_OVERRUN` instead. Either way `send()` never waits,
+   * and `sender.overruns` and `streaming_overruns_total` count what was dropped or refused.
+   */
+  readonly overrun?: OverrunPolicy;
+  /**
+   * A live stream's records that may wait for credit (`overrun` other than `'block'`), 1..65,536.
+   * Defaults to 256.
+   */
+  readonly overrunLimit?: number;
 }
+
+/** Options of {@link LanemuxNode.openAnchorStream}. */
+export type OpenOptions = Pick<AttachOptions, 'signal' | 'overrun' | 'overrunLimit'>;
 
 /** How long a remote sender's `detach()` waits for the consumer's acknowledgement (`_anchor_detach`), ms. */
 const DETACH_ACK_TIMEOUT = 10_000;
@@ -132,18 +150,33 @@ export class ProducerSide implements ResumeTransport {
   /** See `LanemuxNode.attachAnchor`. */
   async attachAnchor<T = unknown>(handle: string, options: AttachOptions = {}): Promise<StreamSender<T>> {
     this.#s.assertOpen();
+    const live = liveFeedOptions(options, 'attachAnchor');
     const h = parseHandle(handle);
     options.signal?.throwIfAborted();
     if ((h.localId & MPSC_ANCHOR_BIT) !== 0n)
       throw new StreamError('ERR_ATTACH_REFUSED', 'the handle is an MPSC anchor: use attachMpscAnchor');
-    if (h.workerId === this.#s.workerId) return this.#attachLocal<T>(h.localId, options);
+    if (h.workerId === this.#s.workerId) return this.live(this.#attachLocal<T>(h.localId, options), live);
     const peer = await this.peerOf(h, options);
     const raw = await this.requestAttach(peer, ATTACH_HANDLER, h, options);
     const parsed = attachResponseSchema.safeParse(raw);
     if (!parsed.success)
       throw new StreamError('ERR_ATTACH_REFUSED', `malformed attach answer: ${parsed.error.issues[0]?.message ?? ''}`);
     if ('Err' in parsed.data) throw attachRefused('attach', parsed.data.Err);
-    return this.openAttached<T>(peer, h, parsed.data.Ok, options.signal, (init) => new StreamSender<T>(init), true);
+    const sender = await this.openAttached<T>(
+      peer,
+      h,
+      parsed.data.Ok,
+      options.signal,
+      (init) => new StreamSender<T>(init),
+      true,
+    );
+    return this.live(sender, live);
+  }
+
+  /** Make `sender` a live stream when its options asked for one (before the application has it). */
+  live<S extends StreamSender<unknown>>(sender: S, options: LiveFeedOptions | null): S {
+    if (options !== null && !sender.closed) sender._live(options, this.#s);
+    return sender;
   }
 
   /** Why no mux stream may be opened toward `peer`: its HELLO does not list the mux key (docs/protocol.md §3.1). Null if it may. */
@@ -266,15 +299,13 @@ export class ProducerSide implements ResumeTransport {
   }
 
   /** See `LanemuxNode.openAnchorStream`. */
-  openAnchorStream<T = unknown>(
-    handle: string,
-    ticket: string,
-    options: { signal?: AbortSignal } = {},
-  ): Promise<StreamSender<T>> {
+  openAnchorStream<T = unknown>(handle: string, ticket: string, options: OpenOptions = {}): Promise<StreamSender<T>> {
     // Not `async`: the open's own promise is returned as is (a wrapper cost a promise and ticks per
     // stream); a refusal here still rejects rather than throws.
     try {
-      return this.#openFromTicket<T>(handle, ticket, options.signal);
+      const live = liveFeedOptions(options, 'openAnchorStream');
+      const open = this.#openFromTicket<T>(handle, ticket, options.signal);
+      return live === null ? open : open.then((s) => this.live(s, live));
     } catch (e) {
       return Promise.reject(e);
     }

@@ -127,8 +127,11 @@ export class ResumeLink implements SenderPort {
   readonly #ring: ReplayRing;
   /** Records sent while suspended or resuming. */
   #down = 0;
-  /** The terminal handed over (a FrameKind), or 0. */
+  /** The terminal handed over (a FrameKind), or 0, and its body. */
   #terminal = 0;
+  #terminalBody: Uint8Array = FRAME_FINALIZED;
+  /** A live feed's withhold depth, for every slot the stream has (see `SenderPort.holdBack`). */
+  #depth = Number.POSITIVE_INFINITY;
   /** The terminal went out on the current slot (the stream lingers). */
   #terminalSent = false;
   /** A Discarded retirement of the current slot waits for its close to say whether the stream resumes. */
@@ -259,7 +262,7 @@ export class ResumeLink implements SenderPort {
         if (this.#state === LIVE) this.#slot.batcher.heartbeat(this.#slot);
         return Offer.Ok;
       default:
-        return this.#offerTerminal(kind);
+        return this.#offerTerminal(kind, value);
     }
     if (this.#state === LIVE) {
       const slot = this.#slot;
@@ -283,11 +286,17 @@ export class ResumeLink implements SenderPort {
     return this.#down > this.#credit ? Offer.Wait : Offer.Ok;
   }
 
-  #offerTerminal(kind: number): Offer {
-    // Only Finalized and Detached reach a port as terminals (Dropped is `depart`).
+  #offerTerminal(kind: number, value: unknown): Offer {
+    // Finalized, Detached, and a live feed's TransportError reach a port as terminals (Dropped is `depart`).
     this.#terminal = kind;
+    this.#terminalBody = terminalBody(kind, value);
     if (this.#state !== LIVE) return Offer.Ok;
-    return this.#slot.batcher.offer(this.#slot, EgressKind.Terminal, terminalBody(kind));
+    return this.#slot.batcher.offer(this.#slot, EgressKind.Terminal, this.#terminalBody);
+  }
+
+  holdBack(depth: number): void {
+    this.#depth = depth;
+    this.#slot.withholdDepth = depth;
   }
 
   waitWritable(): Promise<void> {
@@ -504,6 +513,7 @@ export class ResumeLink implements SenderPort {
     }
     if (this.#gen !== owner.gen || this.#state !== RESUMING) return;
     this.#slot = slot;
+    slot.withholdDepth = this.#depth;
     this.#session = answer.session;
     this.epoch = info.epoch;
     // Send again what the consumer lacks, then what was sent meanwhile (the loop reads `next` afresh).
@@ -529,7 +539,7 @@ export class ResumeLink implements SenderPort {
     }
     this.#host.watch(this, false);
     this.#host.resumed();
-    if (this.#terminal !== 0) slot.batcher.offer(slot, EgressKind.Terminal, terminalBody(this.#terminal));
+    if (this.#terminal !== 0) slot.batcher.offer(slot, EgressKind.Terminal, this.#terminalBody);
     this.#wake(null);
     this.#wakeRoom();
   }
@@ -583,6 +593,7 @@ export class ResumeLink implements SenderPort {
   }
 }
 
-function terminalBody(kind: number): Uint8Array {
+function terminalBody(kind: number, value: unknown): Uint8Array {
+  if (kind === FrameKind.TransportError) return encodeFrame({ kind: 'TransportError', message: String(value) });
   return kind === FrameKind.Detached ? FRAME_DETACHED : FRAME_FINALIZED;
 }

@@ -8,6 +8,7 @@ import type { Retirement } from '../mux/egress-slot.ts';
 import { FrameKind } from '../wire/frame.ts';
 import { itemRefusal } from '../wire/item.ts';
 import { StreamError } from './errors.ts';
+import { FEED_OVERRUN_PREFIX, LiveFeed, OVERRUN, type LiveFeedHost, type LiveFeedOptions } from './live-feed.ts';
 import { Offer } from './port.ts';
 import type { SenderPort } from './port.ts';
 
@@ -61,6 +62,10 @@ export class StreamSender<T = unknown> {
   #signal: AbortSignal | undefined;
   #finished = false;
   #watcher: SenderWatcher | null = null;
+  /** A live stream's queue (`overrun: 'drop-oldest' | 'fail'`); null for the default `'block'`. */
+  #feed: LiveFeed | null = null;
+  /** A live stream's terminal queued behind its waiting records: settles when handed on. */
+  #queuedEnd: Promise<void> | null = null;
 
   /** @internal */
   constructor(init: SenderInit) {
@@ -96,6 +101,18 @@ export class StreamSender<T = unknown> {
 
   /** @internal */
   _resumeToken: string | null = null;
+  /** @internal Make this a live stream (before the application gets the sender): see `AttachOptions.overrun`. */
+  _live(options: LiveFeedOptions, host: LiveFeedHost): void {
+    if (this.#port !== null) this.#feed = new LiveFeed(options, this.#port, host);
+  }
+
+  /**
+   * Records this stream dropped (`overrun: 'drop-oldest'`) or refused (`'fail'`) because its
+   * consumer's credit lagged the source. Always 0 with the default `'block'`.
+   */
+  get overruns(): number {
+    return this.#feed?.overruns ?? 0;
+  }
 
   /** The transport key the attach settled on (`messenger-mux-v2`, `tcp-stream`), or null for a same-worker attach. */
   get negotiatedTransport(): string | null {
@@ -181,6 +198,7 @@ export class StreamSender<T = unknown> {
   #offer(kind: number, value: unknown): Promise<void> {
     const port = this.#port;
     if (port === null || this.closed) return Promise.reject(this.#closedError());
+    if (this.#feed !== null) return this.#liveOffer(this.#feed, kind, value);
     const r = port.offer(kind, value);
     if (r === Offer.Ok) return RESOLVED;
     if (r === Offer.Wait) return port.waitWritable();
@@ -194,6 +212,27 @@ export class StreamSender<T = unknown> {
       );
     }
     return Promise.reject(this.#closedError());
+  }
+
+  /** A live stream's record: taken (resolved at once), or the stream is closed or just overran. */
+  #liveOffer(feed: LiveFeed, kind: number, value: unknown): Promise<void> {
+    const r = feed.offer(kind, value);
+    if (r === Offer.Ok) return RESOLVED;
+    return Promise.reject(r === OVERRUN ? this.#overran(feed) : this.#closedError());
+  }
+
+  /** A `'fail'` live stream overran: it ends with ERR_FEED_OVERRUN, and its consumer is told so. */
+  #overran(feed: LiveFeed): StreamError {
+    const e = new StreamError(
+      'ERR_FEED_OVERRUN',
+      `the live stream overran: ${feed.limit} records (overrunLimit) waited for the consumer's credit and another was sent (overrun: 'fail')`,
+    );
+    this.#error = e;
+    feed.close(e);
+    this.#port?.offer(FrameKind.TransportError, `${FEED_OVERRUN_PREFIX}${e.message}`);
+    this.#abortCancel(e);
+    this.#done();
+    return e;
   }
 
   /**
@@ -225,7 +264,13 @@ export class StreamSender<T = unknown> {
       if (refused !== undefined) throw refused;
     }
     const port = this.#port;
-    if (port === null || this.closed || port.paused) return false;
+    if (port === null || this.closed) return false;
+    if (this.#feed !== null) {
+      const r = this.#feed.offer(FrameKind.Item, item);
+      if (r === OVERRUN) this.#overran(this.#feed);
+      return r === Offer.Ok;
+    }
+    if (port.paused) return false;
     const r = port.offer(FrameKind.Item, item);
     return r === Offer.Ok || r === Offer.Wait;
   }
@@ -238,7 +283,9 @@ export class StreamSender<T = unknown> {
   /** @internal A heartbeat: dropped (not sent) when the stream must wait. */
   _heartbeat(): void {
     const port = this.#port;
-    if (port !== null && !this.closed && !port.paused) port.offer(FrameKind.Heartbeat, undefined);
+    // A live stream's waiting records go first (a heartbeat would spend their credit).
+    if (port !== null && !this.closed && !port.paused && (this.#feed === null || this.#feed.queued === 0))
+      port.offer(FrameKind.Heartbeat, undefined);
   }
 
   /** End the stream normally. Never blocks the caller: resolves once the terminal is handed over. */
@@ -257,6 +304,8 @@ export class StreamSender<T = unknown> {
   detach(): Promise<void> {
     const p = this.#end(FrameKind.Detached);
     const ack = this.#onDetach;
+    // A live stream's Detached may wait behind its records: the consumer is told once it is handed on.
+    if (p === this.#queuedEnd && ack !== undefined) return p.then(() => ack());
     // #end gives the shared RESOLVED exactly when the terminal was taken.
     if (p !== RESOLVED || ack === undefined) return p;
     return ack() ?? RESOLVED;
@@ -265,6 +314,16 @@ export class StreamSender<T = unknown> {
   #end(kind: number): Promise<void> {
     const port = this.#port;
     if (port === null || this.closed) return Promise.reject(this.#closedError());
+    const queued = this.#feed?.endAfter(kind) ?? null;
+    if (queued !== null) {
+      // Behind a live stream's waiting records; finalize() does not wait for them.
+      this.#terminal = true;
+      this.#done();
+      queued.catch(() => {});
+      if (kind !== FrameKind.Detached) return RESOLVED;
+      this.#queuedEnd = queued;
+      return queued;
+    }
     // The terminal is always taken (a full inlet overshoots by one record), so this never waits.
     const r = port.offer(kind, undefined);
     this.#terminal = true;
@@ -298,6 +357,8 @@ export class StreamSender<T = unknown> {
       this.#abortCancel(error);
       this.#abortStop(error);
     }
+    // What a live stream still held is lost with the stream (its producer is told by the close).
+    if (error !== null) this.#feed?.close(error);
     this.#done();
   }
 
@@ -308,6 +369,7 @@ export class StreamSender<T = unknown> {
     if (cancel && this.#cancelReason === NOT_ABORTED) {
       const e = new StreamError('ERR_STREAM_CANCELLED', 'the consumer cancelled the stream');
       if (this.#error === null) this.#error = e;
+      this.#feed?.close(e);
       this.#abortCancel(e);
     }
   }
@@ -327,6 +389,7 @@ export class StreamSender<T = unknown> {
     this.#error = new StreamError('ERR_ABORTED', 'the sender was aborted by its signal', {
       cause: this.#signal?.reason,
     });
+    this.#feed?.close(this.#error);
     this.#port?.depart();
     this.#abortCancel(this.#error);
     this.#done();
