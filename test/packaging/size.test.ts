@@ -28,10 +28,12 @@ const TARGET = 15 * 1024;
  * `peerEvents`, re-dialling TCP and memory links) and one injected runtime threaded through every
  * timer (+2.4 kB), and the mux cut into files (+1 kB); 73 kB with stream resume across a lost link (the
  * producer's replay ring, suspended binds, the resume attach); 75.6 kB with dialling through discovery
- * (`createNode({ discovery })`) and the relay with end-to-end credit; plus ~2 % slack for unrelated edits. Lower it as the bundle shrinks (a consumer-only browser entry is where the real
+ * (`createNode({ discovery })`) and the relay with end-to-end credit; 79.8 kB with graceful drain (the draining
+ * notice), stragglers counted apart from drops, overrun policies for live sources and re-attach from a resume
+ * token (history); plus ~2 % slack for unrelated edits. Lower it as the bundle shrinks (a consumer-only browser entry is where the real
  * budget will be met).
  */
-const CURRENT_CEILING = 77 * 1024;
+const CURRENT_CEILING = 82 * 1024;
 
 const DEPS = ['zod', '@msgpack/msgpack', 'partysocket'] as const;
 const ENTRY = `export * from '${ROOT}/src/index.ts';\nexport * from '${ROOT}/src/adapters/websocket.ts';\n`;
