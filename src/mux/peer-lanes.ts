@@ -51,6 +51,8 @@ export class PeerLanes {
     if (live !== undefined && !live.retired) return live;
     const ended = byLane(this.#ended, peer);
     const b = new Batcher(this.#host, peer, lane, (ended[lane] ??= new EndedSlots()));
+    // A late credit or close from the peer for the retired batcher's slots must find nothing here.
+    if (live !== undefined) b.slotTable.continueFrom(live.slotTable);
     byLane(this.#batchers, peer)[lane] = b;
     this.batchers.push(b);
     this.#added();

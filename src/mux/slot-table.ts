@@ -86,6 +86,18 @@ export class SlotTable<T extends SlotEntry> {
     return true;
   }
 
+  /**
+   * Owning side, a fresh table replacing `prev` for the same (peer, lane) (a retired batcher): every
+   * index `prev` ever used starts one generation on, so no id of `prev`'s — which the peer may still
+   * name in a late credit or close — is given out again.
+   */
+  continueFrom(prev: SlotTable<SlotEntry>): void {
+    const used = prev.#nextIndex;
+    const g = new Uint8Array(Math.max(64, prev.#generations.length));
+    for (let i = 0; i < used; i++) g[i] = (prev.#generations[i]! + 1) & 0xff;
+    this.#generations = g;
+  }
+
   /** Every live entry, by index. */
   *values(): IterableIterator<T> {
     for (const e of this.#entries) if (e !== undefined) yield e;

@@ -45,6 +45,24 @@ describe('SlotTable', () => {
     expect(slotIndex(e.id)).toBe(0);
   });
 
+  it('a table replacing a retired one gives out none of its ids: every index it used starts one generation on', () => {
+    const old = new SlotTable<{ id: number }>();
+    const a = entry(old.allocate());
+    const b = entry(old.allocate());
+    old.put(a);
+    old.put(b);
+    old.release(a);
+    const fresh = new SlotTable<{ id: number }>();
+    fresh.continueFrom(old);
+    const given = [fresh.allocate(), fresh.allocate(), fresh.allocate()];
+    for (const id of given) expect([a.id, b.id]).not.toContain(id);
+    expect(given.map((id) => [slotIndex(id), slotGeneration(id)])).toEqual([
+      [0, 2],
+      [1, 1],
+      [2, 0],
+    ]);
+  });
+
   it("receiving side: put at the peer's ids, remove only the entry held, values by index", () => {
     const t = new SlotTable<{ id: number }>();
     const x = entry(slotId(5, 7));

@@ -203,6 +203,8 @@ describe('send side: peer control for an owned slot that just retired', () => {
     old.retire();
     const fresh = p.a.batcherFor(peerB, 0);
     expect(fresh).not.toBe(old);
+    // The next batcher never gives the retired slot's id to a new stream.
+    expect(fresh.slotTable.allocate()).not.toBe(slot.id);
     fromB(rec.credit(slot.id, 1));
     await p.runtime.runMacrotasks();
     expect(p.metricsA.straggled(RecordType.CreditUpdate)).toBe(1);
