@@ -9,6 +9,7 @@ import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream
 import type { StreamSender } from '../../src/stream/sender.ts';
 import { TransportError } from '../../src/transport/errors.ts';
 import type { Connection, TransportAdapter } from '../../src/transport/port.ts';
+import { ManualRuntime } from '../support/manual-runtime.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 const nodes: LanemuxNode[] = [];
@@ -198,5 +199,42 @@ describe('re-attach from a resume token', () => {
     const again = await second.node.reattach<string>(second.peer, live.sender.resumeToken!, { offset: 200 });
     expect(await readAll(again)).toEqual(numbered(200, 400));
     expect(await writing).toBeNull();
+  });
+});
+
+describe('how long a finished stream stays re-attachable (manual clock)', () => {
+  it('a finished stream is re-attachable within resume.history.keepMs of its end, and refused after', async () => {
+    const rt = new ManualRuntime();
+    /** Let the manual clock run 1 ms at a time until `p` settles. */
+    const tick = async <T>(p: Promise<T>): Promise<T> => {
+      let settled = false;
+      p.then(
+        () => (settled = true),
+        () => (settled = true),
+      );
+      for (let i = 0; i < 10_000 && !settled; i++) await rt.advance(1);
+      return p;
+    };
+    const network = createMemoryNetwork();
+    const producer = await createNode({
+      transports: [memoryTransport({ network, name: 'server' })],
+      runtime: rt,
+      resume: { windowMs: 1_000, history: { keepMs: 5_000 } },
+    });
+    const page = await createNode({ transports: [memoryTransport({ network, listen: false })], runtime: rt });
+    nodes.push(producer, page);
+    const peer = await tick(page.connect('memory://server'));
+    const a = await tick(open(page, producer));
+    const b = await tick(open(page, producer));
+    await tick(Promise.all([produce(a.sender, 5), produce(b.sender, 5)]));
+    await tick(Promise.all([readAll(a.anchor), readAll(b.anchor)]));
+    await rt.advance(3_000);
+    const again = await tick(page.reattach<string>(peer, a.sender.resumeToken!, { offset: 2 }));
+    expect(await tick(readAll(again))).toEqual(numbered(2, 5));
+    await rt.advance(3_000);
+    await expect(tick(page.reattach(peer, b.sender.resumeToken!, { offset: 2 }))).rejects.toMatchObject({
+      code: 'ERR_ATTACH_REFUSED',
+      message: expect.stringContaining('no stream for this resume token'),
+    });
   });
 });
