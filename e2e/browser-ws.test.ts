@@ -10,6 +10,9 @@ import type { NodeWsServer } from './servers/node-ws-server.ts';
 import { tailText, tokenText } from './support/protocol.ts';
 import { RECORD_HEADER_LEN } from '../src/wire/constants.ts';
 import { itemStringLength } from '../src/wire/frame.ts';
+import { seededRandom } from '../test/support/seeded-random.ts';
+import { recoverySummary } from './support/recovery.ts';
+import type { Recovery } from './page/api.ts';
 
 let env: E2eEnv;
 const servers: NodeWsServer[] = [];
@@ -291,5 +294,52 @@ describe('browser over WebSocket (Node server)', () => {
     // A cancel discards what was in flight: the page has at most what the server took.
     expect(cancelled.tokens.length).toBeLessThanOrEqual(c.accepted);
     await until(() => srv.node.metricsRegistry.liveSlots === 0, 'server slots closed');
+  });
+
+  it('7. the server loses its sockets 20 times at random moments while 256 streams flow: every stream resumes, exact and in order', {
+    timeout: 60_000,
+  }, async () => {
+    const CUTS = 20;
+    const STREAMS = 256;
+    const random = seededRandom(0x7e57_0007);
+    const srv = await server({ resume: { windowMs: 30_000 } });
+    const p = await page();
+    await drive(p, 'connect', { url: srv.url, kind: 'ws', mux: QUIET, resume: { windowMs: 30_000 } });
+    // Paced, endless tokens: every stream flows at every cut; a stop ends them all afterwards.
+    const ids = await drive(p, 'startMany', STREAMS, { prompt: 'rs', n: 1_000_000, delayMs: 20, render: false });
+    const recoveries: Recovery[] = [];
+    const cutWallMs: number[] = [];
+    for (let cut = 0; cut < CUTS; cut++) {
+      // A random moment (seeded: the same on every run), then the link is lost on the server's side.
+      await new Promise((r) => setTimeout(r, 50 + Math.floor(random() * 350)));
+      const { downs } = await drive(p, 'linkState');
+      cutWallMs.push(Date.now());
+      expect(srv.cut()).toBeGreaterThan(0);
+      // partysocket dials again by itself; every stream flows again once resumed.
+      recoveries.push(await drive(p, 'waitFlowing', ids, downs, 15_000));
+    }
+    console.log(`[e2e ws resume] ${recoverySummary(STREAMS, cutWallMs, recoveries)}`);
+    expect(recoveries.map((r) => r.open)).toEqual(recoveries.map(() => STREAMS));
+    // Every cut suspended every stream and each was resumed once, on both sides; none failed.
+    const pm = await drive(p, 'metrics');
+    const m = srv.node.metrics();
+    for (const side of [pm, m]) {
+      expect(side['velo_streaming_resumed_streams_total']).toBe(STREAMS * CUTS);
+      expect(Object.keys(side).filter((k) => k.startsWith('velo_streaming_resume_failed_total'))).toEqual([]);
+    }
+    await drive(p, 'stopMany', ids);
+    const sum = await drive(p, 'waitMany', ids);
+    expect(sum.badStreams).toEqual([]);
+    expect(sum.allOrdered && sum.allFinalized).toBe(true);
+    // Exact: each stream got every token its producer took, in order, and nothing else.
+    const accepted = ids.map((_, i) => srv.served.get(`rs${i}`)!);
+    expect(accepted.every((s) => s.outcome === 'stopped')).toBe(true);
+    expect(sum.mainCounts).toEqual(accepted.map((s) => s.accepted));
+    expect(Math.min(...sum.mainCounts)).toBeGreaterThan(CUTS);
+    for (const i of [0, 255])
+      expect((await drive(p, 'result', ids[i]!)).tokens).toEqual(expected(`rs${i}`, sum.mainCounts[i]!));
+    await until(() => srv.node.metricsRegistry.liveSlots === 0, 'server slots closed');
+    expect((await drive(p, 'metrics'))['velo_streaming_mux_live_slots']).toBe(0);
+    console.log(`[e2e ws resume] ${sum.tokens} tokens in ${sum.wallMs.toFixed(0)} ms`);
   });
 });

@@ -14,6 +14,9 @@ import { drive, startE2e } from './support/harness.ts';
 import type { E2eEnv } from './support/harness.ts';
 import { tailText, tokenText } from './support/protocol.ts';
 import { scratchDir } from '../test/support/scratch.ts';
+import { seededRandom } from '../test/support/seeded-random.ts';
+import { recoverySummary } from './support/recovery.ts';
+import type { Recovery } from './page/api.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DENO = join(ROOT, 'node_modules/.bin/deno');
@@ -24,6 +27,16 @@ let certDir = '';
 let certHashHex = '';
 let serverUrl = '';
 let p: Page;
+/** Callers waiting for the Deno server's answer to a stdin command, in order (one line each). */
+const answers: Array<(line: string) => void> = [];
+
+/** Send the Deno server a command (see e2e/servers/deno-wt-server.ts) and read its one-line JSON answer. */
+function denoCommand<T>(command: string): Promise<T> {
+  return new Promise((resolve) => {
+    answers.push((line) => resolve(JSON.parse(line) as T));
+    deno!.stdin!.write(`${command}\n`);
+  });
+}
 
 /** ECDSA P-256, 10 days (Chromium's serverCertificateHashes rules), and the SHA-256 of its DER. */
 function makeCert(dir: string): string {
@@ -88,7 +101,13 @@ function startDeno(): Promise<string> {
       clearTimeout(timer);
       reject(new Error(`the Deno server exited (${code}); stderr:\n${stderr}`));
     });
-    createInterface({ input: child.stdout! }).once('line', (line) => {
+    let ready = false;
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (ready) {
+        answers.shift()?.(line);
+        return;
+      }
+      ready = true;
       clearTimeout(timer);
       resolve((JSON.parse(line) as { url: string }).url);
     });
@@ -172,5 +191,71 @@ describe('browser over WebTransport (Deno server)', () => {
     // The session carries on: a new request after the cancel streams exactly.
     const id = await drive(p, 'generate', { prompt: 'wt-after', n: 10 });
     expect((await drive(p, 'waitEnd', id)).tokens).toEqual(expected('wt-after', 10));
+  });
+
+  it('2d. the QUIC connections of the server close 20 times at random moments while 256 streams flow: every stream resumes, exact and in order', {
+    timeout: 60_000,
+  }, async () => {
+    const CUTS = 20;
+    const STREAMS = 256;
+    const random = seededRandom(0x7e57_002d);
+    const metrics = async (): Promise<Record<string, number>> =>
+      (await denoCommand<{ metrics: Record<string, number> }>('metrics')).metrics;
+    const q = await env.openPage();
+    try {
+      await drive(q, 'connect', {
+        url: serverUrl,
+        kind: 'wt',
+        certHashHex,
+        // The page's consumer terms: no heartbeat joins the counts; redial soon (defaults: 0.5–3 s).
+        mux: { heartbeatInterval: 600_000 },
+        transportOptions: { minReconnectionDelay: 50, reconnectionJitter: 50, maxReconnectionDelay: 500 },
+        resume: { windowMs: 30_000 },
+      });
+      // Paced, endless tokens: every stream flows at every cut; a stop ends them all afterwards.
+      const ids = await drive(q, 'startMany', STREAMS, { prompt: 'wrs', n: 1_000_000, delayMs: 20, render: false });
+      const recoveries: Recovery[] = [];
+      const cutWallMs: number[] = [];
+      for (let cut = 0; cut < CUTS; cut++) {
+        // A random moment (seeded: the same on every run), then the server closes its QUIC connections.
+        await new Promise((r) => setTimeout(r, 50 + Math.floor(random() * 350)));
+        const { downs } = await drive(q, 'linkState');
+        cutWallMs.push(Date.now());
+        expect((await denoCommand<{ cut: number }>('cut')).cut).toBeGreaterThan(0);
+        // The page's WebTransport dial opens a new session by itself; every stream flows again once resumed.
+        recoveries.push(await drive(q, 'waitFlowing', ids, downs, 15_000));
+      }
+      console.log(`[e2e wt resume] ${recoverySummary(STREAMS, cutWallMs, recoveries)}`);
+      expect(recoveries.map((r) => r.open)).toEqual(recoveries.map(() => STREAMS));
+      // Every cut suspended every stream and each was resumed once, on both sides; none failed.
+      for (const side of [await drive(q, 'metrics'), await metrics()]) {
+        expect(side['velo_streaming_resumed_streams_total']).toBe(STREAMS * CUTS);
+        expect(Object.keys(side).filter((k) => k.startsWith('velo_streaming_resume_failed_total'))).toEqual([]);
+      }
+      await drive(q, 'stopMany', ids);
+      const sum = await drive(q, 'waitMany', ids);
+      expect(sum.badStreams).toEqual([]);
+      expect(sum.allOrdered && sum.allFinalized).toBe(true);
+      // Exact: each stream got every token its producer took, in order, and nothing else.
+      const { served } = await denoCommand<{ served: Record<string, { accepted: number; outcome: string }> }>(
+        'served wrs',
+      );
+      const accepted = ids.map((_, i) => served[`wrs${i}`]!);
+      expect(accepted.every((s) => s.outcome === 'stopped')).toBe(true);
+      expect(sum.mainCounts).toEqual(accepted.map((s) => s.accepted));
+      expect(Math.min(...sum.mainCounts)).toBeGreaterThan(CUTS);
+      for (const i of [0, 255])
+        expect((await drive(q, 'result', ids[i]!)).tokens).toEqual(expected(`wrs${i}`, sum.mainCounts[i]!));
+      const live = async (): Promise<number> => (await metrics())['velo_streaming_mux_live_slots'] ?? -1;
+      for (let t = 0; (await live()) !== 0; t++) {
+        if (t > 400) throw new Error('the server kept live slots');
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      expect((await drive(q, 'metrics'))['velo_streaming_mux_live_slots']).toBe(0);
+      console.log(`[e2e wt resume] ${sum.tokens} tokens in ${sum.wallMs.toFixed(0)} ms`);
+    } finally {
+      await drive(q, 'close').catch(() => {});
+      await q.close();
+    }
   });
 });

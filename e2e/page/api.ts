@@ -2,7 +2,7 @@
  * The e2e page's driver API (`window.e2e`): types only, shared by the page and the tests that call
  * it through `page.evaluate`.
  */
-import type { MuxConfig } from '../../src/index.ts';
+import type { MuxConfig, ResumeOptions } from '../../src/index.ts';
 
 /** How the page reaches the server. */
 export interface ConnectOptions {
@@ -15,6 +15,11 @@ export interface ConnectOptions {
   readonly transportOptions?: Record<string, unknown>;
   /** The page node's mux config (it is the consumer: credit and byte budgets are its terms). */
   readonly mux?: MuxConfig;
+  /**
+   * Resume streams across a lost link (the page advertises `lanemux-resume-v1` and its node resumes).
+   * Defaults to off: a lost link ends the page's streams `ERR_SENDER_DROPPED`.
+   */
+  readonly resume?: ResumeOptions;
 }
 
 /** One `generate` request from the page. */
@@ -48,6 +53,8 @@ export interface StreamResult {
   firstTokenMs: number | null;
   /** When the server's reply to `generate` arrived (it had opened the stream), ms after the request. */
   repliedMs: number | null;
+  /** When the first token after the link last came back arrived (`performance.now()` of the page). */
+  flowingAt: number | null;
   endMs: number | null;
   end: 'finalized' | 'cancelled' | 'error' | null;
   error: ErrorInfo | null;
@@ -73,7 +80,27 @@ export interface ManySummary {
   readonly replyP50Ms: number;
   readonly allOrdered: boolean;
   readonly allFinalized: boolean;
+  /** Main tokens each stream got, in `ids` order. */
+  readonly mainCounts: number[];
   readonly badStreams: ReadonlyArray<{ id: string; end: string | null; tokens: number; error: ErrorInfo | null }>;
+}
+
+/** The page's view of its link to the server: how many times it went down and came back. */
+export interface LinkState {
+  readonly downs: number;
+  readonly ups: number;
+}
+
+/** One lost link as the page lived it (page clock, ms after the page saw the link go down). */
+export interface Recovery {
+  /** When the page saw the link go down, `Date.now()` (the machine's clock, which the test shares). */
+  readonly downWallMs: number;
+  /** The link came back (the messenger's `up`/`resumed`). */
+  readonly linkBackMs: number;
+  /** Every stream still open had a token again (the last of them to get one after the link came back). */
+  readonly allFlowingMs: number;
+  /** Streams still open when the link came back. */
+  readonly open: number;
 }
 
 /** `window.e2e`. */
@@ -82,6 +109,23 @@ export interface E2ePage {
   waitPeer(timeoutMs: number): Promise<string>;
   generate(options: GenerateOptions): Promise<string>;
   generateMany(count: number, options: GenerateOptions): Promise<ManySummary>;
+  /** Start `count` streams (prompts `<prompt><i>`); resolves with their ids once the server answered every request. */
+  startMany(count: number, options: GenerateOptions): Promise<string[]>;
+  /**
+   * Wait for the streams `ids` to end, and sum them up: each must have `n` tokens (any number, after a
+   * stop, with `n` undefined) in order, no tail, and a clean end.
+   */
+  waitMany(ids: string[], n?: number): Promise<ManySummary>;
+  /** `requestStop()` on every stream of `ids`. */
+  stopMany(ids: string[]): void;
+  /** Streams of `ids` that have not ended. */
+  openCount(ids: string[]): number;
+  linkState(): LinkState;
+  /**
+   * After the link's `downs`-th loss: wait for the link to come back and for every stream of `ids`
+   * still open to get a token after that, and say how long each took.
+   */
+  waitFlowing(ids: string[], downs: number, timeoutMs: number): Promise<Recovery>;
   result(id: string): StreamResult;
   tokenCount(id: string): number;
   waitEnd(id: string): Promise<StreamResult>;

@@ -12,9 +12,10 @@ import type { Messenger } from '../../src/messenger/index.ts';
 import type { TransportAdapter } from '../../src/transport/port.ts';
 import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
 import { webTransportClientTransport } from '../../src/adapters/webtransport.ts';
+import { RESUME_KEY } from '../../src/stream/resume-options.ts';
 import { GENERATE_HANDLER, checkOrder } from '../support/protocol.ts';
 import type { GenerateRequest } from '../support/protocol.ts';
-import type { ConnectOptions, E2ePage, GenerateOptions, ManySummary, StreamResult } from './api.ts';
+import type { ConnectOptions, E2ePage, GenerateOptions, ManySummary, Recovery, StreamResult } from './api.ts';
 
 declare global {
   interface Window {
@@ -30,6 +31,10 @@ const streams = new Map<
   { anchor: StreamAnchor<string>; result: StreamResult; row: Text | null; ended: Promise<void> }
 >();
 const container = document.getElementById('streams')!;
+/** The link's losses and returns, in order, on the page's clock. */
+const linkEvents: Array<{ kind: 'down' | 'up'; at: number; wall: number }> = [];
+/** When the link last came back (the first connect included). */
+let lastUpAt = 0;
 
 function webTransportAdapter(options: ConnectOptions): TransportAdapter {
   const hashes =
@@ -63,11 +68,19 @@ async function connect(options: ConnectOptions): Promise<{ workerId: string; pee
         webSocketClientTransport({ minReconnectionDelay: 50, reconnectionJitter: 50, maxReconnectionDelay: 500 });
   messenger = await createMessenger({
     transports: [transport],
-    transportKeys: [MESSENGER_MUX_KEY],
+    // A node given its messenger resumes only if that messenger advertises the resume key.
+    transportKeys: options.resume === undefined ? [MESSENGER_MUX_KEY] : [MESSENGER_MUX_KEY, RESUME_KEY],
     healthCheck: false,
   });
+  messenger.onPeerState?.((e) => {
+    if (e.type === 'down') linkEvents.push({ kind: 'down', at: performance.now(), wall: Date.now() });
+    else if (e.type === 'up' || e.type === 'resumed') {
+      lastUpAt = performance.now();
+      linkEvents.push({ kind: 'up', at: lastUpAt, wall: Date.now() });
+    }
+  });
   const mux: MuxConfig = options.mux ?? {};
-  node = await createNode({ messenger, mux });
+  node = await createNode({ messenger, mux, ...(options.resume !== undefined ? { resume: options.resume } : {}) });
   const peer = await messenger.connect(options.url);
   const status = document.getElementById('status')!;
   status.textContent = `connected to ${peer.id}`;
@@ -112,7 +125,9 @@ async function readStream(
   reader: 'iterator' | 'push',
 ): Promise<void> {
   const onToken = (token: string): void => {
-    if (result.firstTokenMs === null) result.firstTokenMs = performance.now() - result.startMs;
+    const now = performance.now();
+    if (!(result.flowingAt !== null && result.flowingAt > lastUpAt)) result.flowingAt = now;
+    if (result.firstTokenMs === null) result.firstTokenMs = now - result.startMs;
     result.tokens.push(token);
     row?.appendData(token);
   };
@@ -151,6 +166,7 @@ async function generate(options: GenerateOptions): Promise<string> {
     startMs: performance.now(),
     firstTokenMs: null,
     repliedMs: null,
+    flowingAt: null,
     endMs: null,
     end: null,
     error: null,
@@ -187,19 +203,27 @@ function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
-async function generateMany(count: number, options: GenerateOptions): Promise<ManySummary> {
-  const t0 = performance.now();
-  const ids = await Promise.all(
+function startMany(count: number, options: GenerateOptions): Promise<string[]> {
+  return Promise.all(
     Array.from({ length: count }, (_, i) => generate({ ...options, prompt: `${options.prompt ?? 'm'}${i}` })),
   );
-  await Promise.all(ids.map((id) => streams.get(id)!.ended));
-  const wallMs = performance.now() - t0;
-  const rs = ids.map((id) => streams.get(id)!.result);
+}
+
+async function generateMany(count: number, options: GenerateOptions): Promise<ManySummary> {
+  return waitMany(await startMany(count, options), options.n);
+}
+
+async function waitMany(ids: string[], n?: number): Promise<ManySummary> {
+  await Promise.all(ids.map((id) => get(id).ended));
+  const rs = ids.map((id) => get(id).result);
+  const exact = (r: StreamResult): boolean => r.orderOk && (n === undefined || r.mainCount === n) && r.tailCount === 0;
+  const t0 = Math.min(...rs.map((r) => r.startMs));
+  const wallMs = Math.max(...rs.map((r) => r.startMs + (r.endMs ?? 0))) - t0;
   const tokens = rs.reduce((a, r) => a + r.tokens.length, 0);
   const ttft = rs.map((r) => r.firstTokenMs ?? Infinity).sort((a, b) => a - b);
   return {
     ids,
-    streams: count,
+    streams: ids.length,
     tokens,
     wallMs,
     tokensPerSecond: (tokens / wallMs) * 1000,
@@ -209,13 +233,53 @@ async function generateMany(count: number, options: GenerateOptions): Promise<Ma
       rs.map((r) => r.repliedMs ?? Infinity).sort((a, b) => a - b),
       50,
     ),
-    allOrdered: rs.every((r) => r.orderOk && r.mainCount === options.n && r.tailCount === 0),
+    allOrdered: rs.every(exact),
     allFinalized: rs.every((r) => r.end === 'finalized'),
+    mainCounts: rs.map((r) => r.mainCount),
     badStreams: rs
-      .filter((r) => !(r.orderOk && r.mainCount === options.n && r.end === 'finalized'))
+      .filter((r) => !(exact(r) && r.end === 'finalized'))
       .map((r) => ({ id: r.id, end: r.end, tokens: r.tokens.length, error: r.error }))
       .slice(0, 5),
   };
+}
+
+const tick = (): Promise<void> => new Promise((f) => setTimeout(f, 5));
+
+/** See {@link E2ePage.waitFlowing}. */
+async function waitFlowing(ids: string[], downs: number, timeoutMs: number): Promise<Recovery> {
+  const deadline = performance.now() + timeoutMs;
+  const late = (what: string): Error => new Error(`after loss ${downs + 1}: ${what} within ${timeoutMs} ms`);
+  let down = -1;
+  while ((down = nthDown(downs)) < 0) {
+    if (performance.now() > deadline) throw late('the page saw no lost link');
+    await tick();
+  }
+  const { at: downAt, wall: downWallMs } = linkEvents[down]!;
+  let upAt: number | undefined;
+  while ((upAt = linkEvents.slice(down + 1).find((e) => e.kind === 'up')?.at) === undefined) {
+    if (performance.now() > deadline) throw late('the link did not come back');
+    await tick();
+  }
+  const rs = ids.map((id) => get(id).result);
+  const open = rs.filter((r) => r.end === null).length;
+  // A token after the link came back: the stream was resumed (the old link's records were read long before).
+  const flowing = (r: StreamResult): boolean => r.flowingAt !== null && r.flowingAt > upAt!;
+  while (!rs.every((r) => r.end !== null || flowing(r))) {
+    if (performance.now() > deadline) {
+      const stuck = rs.filter((r) => r.end === null && !flowing(r)).map((r) => r.id);
+      throw late(`${stuck.length} streams got no token (${stuck.slice(0, 5).join(', ')}…)`);
+    }
+    await tick();
+  }
+  const flowingAt = Math.max(upAt, ...rs.filter(flowing).map((r) => r.flowingAt!));
+  return { downWallMs, linkBackMs: upAt - downAt, allFlowingMs: flowingAt - downAt, open };
+}
+
+/** Index in `linkEvents` of the (n+1)-th loss, or -1. */
+function nthDown(n: number): number {
+  let seen = 0;
+  for (let i = 0; i < linkEvents.length; i++) if (linkEvents[i]!.kind === 'down' && seen++ === n) return i;
+  return -1;
 }
 
 function get(id: string): { anchor: StreamAnchor<string>; result: StreamResult; ended: Promise<void> } {
@@ -236,6 +300,14 @@ window.e2e = {
   generateMany,
   result: (id) => snapshot(id),
   tokenCount: (id) => get(id).result.tokens.length,
+  startMany,
+  waitMany,
+  openCount: (ids) => ids.filter((id) => get(id).result.end === null).length,
+  linkState: () => ({
+    downs: linkEvents.filter((e) => e.kind === 'down').length,
+    ups: linkEvents.filter((e) => e.kind === 'up').length,
+  }),
+  waitFlowing,
   async waitEnd(id) {
     await get(id).ended;
     return snapshot(id);
@@ -252,6 +324,9 @@ window.e2e = {
   },
   requestStop(id) {
     get(id).anchor.requestStop();
+  },
+  stopMany(ids) {
+    for (const id of ids) get(id).anchor.requestStop();
   },
   cancel(id) {
     const s = get(id);

@@ -7,16 +7,27 @@
  *     e2e/servers/deno-wt-server.ts <certDir>
  * `<certDir>` holds `cert.pem` and `key.pem` (ECDSA P-256, ≤ 14 days: Chromium's serverCertificateHashes rules).
  * Prints one JSON line `{"ready":true,"url":"https://127.0.0.1:PORT/…","port":PORT}` once listening; exits on
- * stdin EOF or SIGTERM.
+ * stdin EOF or SIGTERM. Resume is on (pages that advertise it too resume their streams across lost links).
+ *
+ * Commands, one per stdin line, each answered by one JSON line on stdout:
+ * - `cut`: close the QUIC connection of every current session (a lost link: the server, its node and its
+ *   streams live on) → `{"cut":N}`, N connections closed;
+ * - `metrics`: the node's metrics → `{"metrics":{…}}`;
+ * - `served <prefix>`: the streams served whose prompt starts with `<prefix>` → `{"served":{prompt:{accepted,outcome}}}`.
  */
 import { createNode } from '../../src/index.ts';
 import { MESSENGER_MUX_KEY } from '../../src/messenger/index.ts';
 import { createMessenger } from '../../src/messenger/index.ts';
 import { webTransportServerTransport } from '../../src/adapters/deno-webtransport.ts';
+import { RESUME_KEY } from '../../src/stream/resume-options.ts';
 import { serveGenerate } from './generate.ts';
 
 // The few Deno globals this script uses (the project's type check runs with Node's types).
+interface QuicConn {
+  close(info?: { closeCode: number; reason: string }): void;
+}
 declare const Deno: {
+  upgradeWebTransport(conn: QuicConn): Promise<{ readonly closed: Promise<unknown> }>;
   readonly args: readonly string[];
   readTextFile(path: string): Promise<string>;
   addSignalListener(signal: 'SIGTERM' | 'SIGINT', handler: () => void): void;
@@ -29,13 +40,28 @@ if (certDir === undefined) throw new Error('usage: deno-wt-server.ts <certDir>')
 const cert = await Deno.readTextFile(`${certDir}/cert.pem`);
 const key = await Deno.readTextFile(`${certDir}/key.pem`);
 
+// The adapter upgrades each QUIC connection through `Deno.upgradeWebTransport`: wrapped here, so that
+// `cut` can close the connections of the live sessions (the adapter keeps them to itself).
+const live = new Set<QuicConn>();
+const upgrade = Deno.upgradeWebTransport.bind(Deno);
+Deno.upgradeWebTransport = async (conn) => {
+  const session = await upgrade(conn);
+  live.add(conn);
+  void session.closed.then(
+    () => live.delete(conn),
+    () => live.delete(conn),
+  );
+  return session;
+};
+
 const messenger = await createMessenger({
   transports: [webTransportServerTransport({ hostname: '127.0.0.1', port: 0, cert, key })],
-  transportKeys: [MESSENGER_MUX_KEY],
+  // A node given its messenger resumes only if that messenger advertises the resume key.
+  transportKeys: [MESSENGER_MUX_KEY, RESUME_KEY],
   healthCheck: false,
 });
-const node = await createNode({ messenger });
-serveGenerate(node, messenger);
+const node = await createNode({ messenger, resume: { windowMs: 30_000 } });
+const served = serveGenerate(node, messenger);
 const url = messenger.addresses[0] ?? '';
 console.log(JSON.stringify({ ready: true, url, port: Number(new URL(url).port) }));
 
@@ -48,9 +74,41 @@ async function shutdown(): Promise<void> {
   Deno.exit(0);
 }
 Deno.addSignalListener('SIGTERM', () => void shutdown());
-// The parent closes our stdin when it is done (also if it dies without signalling us).
+function command(line: string): void {
+  if (line === 'cut') {
+    const n = live.size;
+    for (const c of live) {
+      try {
+        c.close({ closeCode: 0, reason: 'cut' });
+      } catch {
+        // Already closed.
+      }
+    }
+    live.clear();
+    console.log(JSON.stringify({ cut: n }));
+  } else if (line === 'metrics') console.log(JSON.stringify({ metrics: node.metrics() }));
+  else if (line.startsWith('served ')) {
+    const prefix = line.slice('served '.length);
+    const out: Record<string, { accepted: number; outcome: string }> = {};
+    for (const [prompt, s] of served)
+      if (prompt.startsWith(prefix)) out[prompt] = { accepted: s.accepted, outcome: s.outcome };
+    console.log(JSON.stringify({ served: out }));
+  }
+}
+// Commands by line; the parent closes our stdin when it is done (also if it dies without signalling us).
 void (async () => {
   const reader = Deno.stdin.readable.getReader();
-  while (!(await reader.read()).done);
+  const text = new TextDecoder();
+  let buffered = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffered += text.decode(value, { stream: true });
+    let nl: number;
+    while ((nl = buffered.indexOf('\n')) >= 0) {
+      command(buffered.slice(0, nl).trim());
+      buffered = buffered.slice(nl + 1);
+    }
+  }
   await shutdown();
 })();

@@ -2,14 +2,16 @@
  * The Node e2e server: a lanemux node behind a WebSocket endpoint (`ws` server adapter on our own
  * `http.Server`), serving `generate`. Started in-process by the vitest suites (Node 20 cannot run
  * .ts files directly). `crash()` resets every socket at once, as a killed process would, so a test
- * can restart a server on the same port mid-stream.
+ * can restart a server on the same port mid-stream; `cut()` destroys the sockets but keeps the server
+ * (a lost link: the same server instance is there when the client dials again).
  */
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { createNode } from '../../src/index.ts';
 import { MESSENGER_MUX_KEY } from '../../src/messenger/index.ts';
-import type { LanemuxNode, MuxConfig } from '../../src/index.ts';
+import type { LanemuxNode, MuxConfig, ResumeOptions } from '../../src/index.ts';
+import { RESUME_KEY } from '../../src/stream/resume-options.ts';
 import { createMessenger } from '../../src/messenger/index.ts';
 import type { Messenger } from '../../src/messenger/index.ts';
 import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
@@ -29,6 +31,11 @@ export interface NodeWsServer {
   close(): Promise<void>;
   /** Abrupt stop: every TCP socket is destroyed (no close frame, no GOAWAY), then everything is closed. */
   crash(): Promise<void>;
+  /**
+   * A lost link: every TCP socket is destroyed (no close frame, no GOAWAY) while the server, its node
+   * and its streams live on. Returns how many sockets were destroyed.
+   */
+  cut(): number;
 }
 
 /** Options of {@link startNodeWsServer}. */
@@ -36,6 +43,8 @@ export interface NodeWsServerOptions {
   /** Port to listen on; 0 for a free one. Defaults to 0. */
   readonly port?: number;
   readonly mux?: MuxConfig;
+  /** Resume streams across lost links (the server advertises `lanemux-resume-v1`). Defaults to off. */
+  readonly resume?: ResumeOptions;
 }
 
 /** Start the Node e2e server on 127.0.0.1. */
@@ -59,10 +68,15 @@ export async function startNodeWsServer(options: NodeWsServerOptions = {}): Prom
   const port = (http.address() as AddressInfo).port;
   const messenger = await createMessenger({
     transports: [webSocketServerTransport({ server: http })],
-    transportKeys: [MESSENGER_MUX_KEY],
+    // A node given its messenger resumes only if that messenger advertises the resume key.
+    transportKeys: options.resume === undefined ? [MESSENGER_MUX_KEY] : [MESSENGER_MUX_KEY, RESUME_KEY],
     healthCheck: false,
   });
-  const node = await createNode({ messenger, mux: options.mux ?? {} });
+  const node = await createNode({
+    messenger,
+    mux: options.mux ?? {},
+    ...(options.resume !== undefined ? { resume: options.resume } : {}),
+  });
   const served = serveGenerate(node, messenger);
   let closed = false;
   const shutdown = async (): Promise<void> => {
@@ -83,6 +97,11 @@ export async function startNodeWsServer(options: NodeWsServerOptions = {}): Prom
     async crash() {
       for (const s of sockets) s.destroy();
       await shutdown();
+    },
+    cut() {
+      const n = sockets.size;
+      for (const s of sockets) s.destroy();
+      return n;
     },
   };
 }
