@@ -3,7 +3,8 @@
 //
 //  1. decode shape   X streams × 64-byte tokens, Y peers, one token per stream per pass, window W:
 //                    lanemux Manual, lanemux Auto, lanemux's per-stream path, yamux, ws one send per
-//                    token and the hand-written (d) limit, interleaved per shape in every round.
+//                    token, node:http2 one write per token (raw, and SSE in AI SDK framing) and the
+//                    hand-written (d) limit, interleaved per shape in every round; table 1b sets lanemux beside HTTP/2.
 //  2. tokens/write   the reference's three decode shapes, legacy vs Auto vs Manual, 5 runs.
 //  3. lifecycle      open + 4 items + close, 64 in flight: attach, zero-RTT, per-stream, yamux; and
 //                    open + close alone (0 items) for attach and zero-RTT.
@@ -33,7 +34,7 @@ if (args.help === 'true') {
   const src = fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
   process.stdout.write(
     src
-      .slice(1, 23)
+      .slice(1, 24)
       .map((l) => l.replace(/^\/\/ ?/, ''))
       .join('\n') + '\n',
   );
@@ -128,6 +129,9 @@ const IMPLS = [
   },
   { id: 'yamux', name: 'yamux 8.0.1', script: 'yamux-bench.mjs', a: [], fast: false },
   { id: 'ws', name: 'ws, one send per token', script: 'ws-token.mjs', a: [], fast: false },
+  // node:http2 coalesces a turn's frames into few socket writes, so it runs at the fast sizes.
+  { id: 'h2', name: 'node:http2, one write per token', script: 'h2-bench.mjs', a: ['--mode', 'raw'], fast: true },
+  { id: 'h2-sse', name: 'SSE over HTTP/2 (AI SDK)', script: 'h2-bench.mjs', a: ['--mode', 'sse'], fast: true },
 ];
 const SHAPES = quick
   ? [
@@ -137,6 +141,8 @@ const SHAPES = quick
   : [256, 1024].flatMap((x) => [1, 16].flatMap((y) => [8, 1].map((w) => ({ x, y, w }))));
 // Timed + warm-up passes per cell: sized so every cell takes about a second.
 function passesFor(impl, x) {
+  // HTTP/2 costs several times (d) per token: its --quick cells run fewer passes so the smoke run stays short.
+  if (quick && impl.id.startsWith('h2')) return [x > 256 ? 20 : 60, 20];
   if (quick) return impl.fast ? [x > 256 ? 40 : 150, 50] : [x > 256 ? 10 : 20, 10];
   if (impl.fast) return x > 256 ? [500, 300] : [2000, 1000];
   return x > 256 ? [80, 30] : [300, 100];
@@ -181,7 +187,7 @@ for (let r = 0; r < rounds; r++) {
         const res = await run(`${impl.name} ${shapeKey(shape)}`, S(impl.script), a);
         ((raw.decode[shapeKey(shape)] ??= {})[impl.id] ??= []).push(res);
         log(
-          `  1 ${shapeKey(shape).padEnd(18)} ${impl.name.padEnd(24)} ${res.error ? 'ERROR' : `${Math.round(res.tokens_per_s).toLocaleString('en-US')} tok/s, ${res.total_cpu_us_per_token} µs/tok, p50 ${res.pass_latency_p50_ms} ms`} (${res._elapsed_s}s)`,
+          `  1 ${shapeKey(shape).padEnd(18)} ${impl.name.padEnd(32)} ${res.error ? 'ERROR' : `${Math.round(res.tokens_per_s).toLocaleString('en-US')} tok/s, ${res.total_cpu_us_per_token} µs/tok, p50 ${res.pass_latency_p50_ms} ms`} (${res._elapsed_s}s)`,
         );
       }
     }
@@ -280,6 +286,13 @@ const stat = (rs, key) => {
     .filter((x) => typeof x === 'number' && Number.isFinite(x));
   return v.length ? { med: median(v), min: Math.min(...v), max: Math.max(...v), n: v.length } : null;
 };
+/** lanemux ÷ a baseline's runs, paired per round: throughput, CPU per token, pass p50 and p99. */
+const vsBase = (rs, base) => ({
+  tokens_per_s: paired(rs, base, 'tokens_per_s'),
+  cpu: paired(rs, base, 'total_cpu_us_per_token'),
+  p50: paired(rs, base, 'pass_latency_p50_ms'),
+  p99: paired(rs, base, 'pass_latency_p99_ms'),
+});
 const paired = (a, b, key) => {
   const rs = [];
   for (let i = 0; i < Math.min(a?.length ?? 0, b?.length ?? 0); i++) {
@@ -345,6 +358,8 @@ if (want(1)) {
           cpu: paired(rs, cell.d, 'total_cpu_us_per_token'),
           p50: paired(rs, cell.d, 'pass_latency_p50_ms'),
         },
+        vs_h2: vsBase(rs, cell.h2),
+        vs_sse: vsBase(rs, cell['h2-sse']),
         vs_per_stream: paired(rs, cell['per-stream'], 'tokens_per_s'),
         vs_yamux: paired(rs, cell.yamux, 'tokens_per_s'),
         errors: rs.filter((x) => x.error).map((x) => String(x.error).slice(0, 300)),
@@ -355,7 +370,9 @@ if (want(1)) {
         ? fNum(row.tokens_per_write.med, 1)
         : impl.id === 'yamux' || impl.id === 'ws'
           ? '1 (per send)'
-          : 'n/a';
+          : impl.id.startsWith('h2')
+            ? '1 (per stream.write)'
+            : 'n/a';
       const isD = impl.id === 'd';
       md.push(
         `| ${shape.x} | ${shape.y} | ${shape.w} | ${name} | ${fS(row.tokens_per_s)} | ${fS(row.cpu_us_per_token)} | ${fS(row.p50_ms, 3)} | ${fS(row.p99_ms)} | ${tpw} | ` +
@@ -367,6 +384,31 @@ if (want(1)) {
     '',
     'tokens/write: data records per write the engine made in the timed passes (lanemux: per batch; per-stream: one write per token). ' +
       'CPU is user+system of both processes over the timed passes. W = 8 rows measure throughput, W = 1 rows lockstep latency.',
+  );
+  md.push(
+    '',
+    '### 1b. lanemux beside node:http2 and SSE over HTTP/2 (the runs of table 1; ratios paired per round)',
+    '',
+    '| X streams | Y peers | W | implementation | tok/s ÷ node:http2 | CPU ÷ node:http2 | tok/s ÷ SSE | CPU ÷ SSE | pass p50 / p99 ms | node:http2 p50 / p99 ms | SSE p50 / p99 ms |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
+  );
+  const pp = (row) => (row ? `${fS(row.p50_ms, 3)} / ${fS(row.p99_ms)}` : 'n/a');
+  for (const shape of SHAPES) {
+    const rows = summary.decode.filter((r) => r.x === shape.x && r.y === shape.y && r.w === shape.w);
+    const h2 = rows.find((r) => r.impl === 'h2');
+    const h2sse = rows.find((r) => r.impl === 'h2-sse');
+    for (const row of rows) {
+      if (!IMPLS.find((i) => i.id === row.impl)?.mux) continue;
+      md.push(
+        `| ${shape.x} | ${shape.y} | ${shape.w} | **${row.name}** | ${fx(row.vs_h2.tokens_per_s)} | ${fx(row.vs_h2.cpu)} | ${fx(row.vs_sse.tokens_per_s)} | ${fx(row.vs_sse.cpu)} | ${pp(row)} | ${pp(h2)} | ${pp(h2sse)} |`,
+      );
+    }
+  }
+  md.push(
+    '',
+    'node:http2: one unencrypted session per peer (h2c), one response stream per stream, one `stream.write` per 64-byte token. ' +
+      'SSE: the same, each token one `data: {"type":"text-delta","id":"s<slot>","delta":"…"}` event (AI SDK UI-stream framing), JSON-parsed on receive. ' +
+      'tok/s ÷ > 1 and CPU ÷ < 1 favour lanemux; the W = 1 rows set the lockstep p50 / p99 of the three side by side.',
   );
 }
 

@@ -60,7 +60,17 @@ describe('npm run bench -- --quick', () => {
 
     // 1. every implementation in every shape, with throughput, CPU and pass latency
     const impls = new Set(summary.decode.map((row: { impl: string }) => row.impl));
-    expect([...impls].sort()).toEqual(['auto', 'auto-iter', 'd', 'manual', 'per-stream', 'ws', 'yamux']);
+    expect([...impls].sort()).toEqual([
+      'auto',
+      'auto-iter',
+      'd',
+      'h2',
+      'h2-sse',
+      'manual',
+      'per-stream',
+      'ws',
+      'yamux',
+    ]);
     for (const row of summary.decode) {
       const what = `decode X=${row.x} Y=${row.y} W=${row.w} ${row.impl}`;
       expect(row.ok_runs, what).toBe(row.runs);
@@ -69,7 +79,14 @@ describe('npm run bench -- --quick', () => {
       sane(row.p50_ms, `${what} p50`);
       sane(row.p99_ms, `${what} p99`);
       if (row.impl !== 'd') expect(row.vs_d.tokens_per_s, what).toBeGreaterThan(0);
+      // lanemux rows carry their ratios to node:http2 and to SSE over HTTP/2 from the same round
+      if (['auto', 'auto-iter', 'manual'].includes(row.impl)) {
+        for (const base of ['vs_h2', 'vs_sse'])
+          for (const k of ['tokens_per_s', 'cpu', 'p50', 'p99'])
+            expect(row[base][k], `${what} ${base}.${k}`).toBeGreaterThan(0);
+      }
     }
+    expect(r.stdout).toContain('### 1b. lanemux beside node:http2 and SSE over HTTP/2');
     // 2. tokens per write: 3 shapes × legacy/auto/manual
     expect(summary.tpw).toHaveLength(9);
     for (const row of summary.tpw) sane(row.tokens_per_write, `tokens/write ${row.shape} ${row.mode}`);
