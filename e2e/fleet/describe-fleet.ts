@@ -5,6 +5,8 @@
  * lines on stdin/stdout (control.ts); every wait is on an event or a polled state, none on time
  * except the lease expiry the scenario is about.
  */
+import { rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Discovery, DiscoveryWatch } from '../../src/discovery/discovery.ts';
@@ -94,6 +96,7 @@ export function describeFleet(name: string, setup: () => Promise<DiscoveryHarnes
     beforeAll(async () => {
       started = Date.now();
       const [harness, bundled, env] = await Promise.all([setup(), bundleFleetNode(), startE2e()]);
+      const phases = [`store, bundle, browser ${Date.now() - started} ms`];
       h = harness;
       entry = bundled;
       e2e = env;
@@ -102,11 +105,15 @@ export function describeFleet(name: string, setup: () => Promise<DiscoveryHarnes
       watcher = space.create();
       watch = watcher.watch();
       await until(watch, (e) => e.type === 'synced');
-      engines = await Promise.all([spawn('engine'), spawn('engine')]);
-      frontends = await Promise.all([
-        spawn('frontend', { mux: FRONTEND_MUX }),
-        spawn('frontend', { mux: FRONTEND_MUX }),
+      let t = Date.now();
+      // All four at once (a child's start is mostly loading the store client): a frontend's watch
+      // sees the engines whenever they register.
+      [engines, frontends] = await Promise.all([
+        Promise.all([spawn('engine'), spawn('engine')]),
+        Promise.all([spawn('frontend', { mux: FRONTEND_MUX }), spawn('frontend', { mux: FRONTEND_MUX })]),
       ]);
+      phases.push(`engines and frontends ${Date.now() - t} ms`);
+      t = Date.now();
       // Each frontend's watch has both engines before anything is asked of it.
       await Promise.all(
         frontends.map((f) =>
@@ -118,6 +125,8 @@ export function describeFleet(name: string, setup: () => Promise<DiscoveryHarnes
         ),
       );
       consumers = await Promise.all(frontends.map(consumerOf));
+      phases.push(`consumers ${Date.now() - t} ms`);
+      t = Date.now();
       pages = [];
       for (const f of frontends) {
         const page = await e2e.openPage();
@@ -125,7 +134,8 @@ export function describeFleet(name: string, setup: () => Promise<DiscoveryHarnes
         await drive(page, 'connect', { url: ws!, kind: 'ws', mux: { initialCredit: 32 } });
         pages.push(page);
       }
-      console.log(`[fleet ${name}] fleet up in ${Date.now() - started} ms (page build ${e2e.timings.buildMs} ms)`);
+      phases.push(`pages ${Date.now() - t} ms`);
+      console.log(`[fleet ${name}] fleet up in ${Date.now() - started} ms (${phases.join(', ')})`);
     }, 90_000);
 
     afterAll(async () => {
@@ -134,6 +144,7 @@ export function describeFleet(name: string, setup: () => Promise<DiscoveryHarnes
       await watcher?.close();
       await e2e?.close();
       await h?.close();
+      if (entry !== undefined) rmSync(dirname(entry), { recursive: true, force: true });
       console.log(`[fleet ${name}] wall ${Date.now() - started} ms`);
     }, 30_000);
 
