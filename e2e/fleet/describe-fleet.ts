@@ -48,6 +48,8 @@ interface ServedInfo {
   accepted: number;
   waiting: boolean;
   outcome: string;
+  sendErrorCode: string | null;
+  cancelReason: string | null;
 }
 
 /** Poll an async state until `ok` holds (the children's state has no event of its own). */
@@ -341,6 +343,92 @@ export function describeFleet(name: string, setup: () => Promise<DiscoveryHarnes
       expect(newRelays.every((r) => r.engine === survivorId)).toBe(true);
       console.log(
         `[fleet ${name}] SIGKILL: ${onVictim.size} of ${killing.length} streams on the killed engine ended ERR_SENDER_DROPPED in ${endMs} ms (watchdog bound ${WATCHDOG_MS} ms); a new request reached the live engine in ${newReqMs} ms; lease gone after ${leaseMs} ms (TTL ${TTL_MS} ms)`,
+      );
+    }, 60_000);
+
+    it("a page that goes away cancels its relayed streams up to the engine; a killed frontend ends its consumers' streams retryable and frees the engine's senders", async () => {
+      const survivor = engines[1]!;
+      const served = () => survivor.call<ServedInfo[]>('served');
+      const LONG = 100_000;
+      // Browser gone: a third page on frontend 0 closes mid-stream.
+      const gonePage = await e2e.openPage();
+      await drive(gonePage, 'connect', {
+        url: (await frontends[0]!.ready).ws!,
+        kind: 'ws',
+        mux: { initialCredit: 32 },
+      });
+      for (const k of [0, 1, 2])
+        await drive(gonePage, 'generate', { prompt: `gone-${k}`, n: LONG, delayMs: 2, render: false });
+      const underWay = (prefix: string) =>
+        poll(
+          allRelays,
+          (rs) => {
+            const mine = rs.filter((r) => r.prompt.startsWith(prefix));
+            return mine.length > 0 && mine.every((r) => r.relayed >= 10);
+          },
+          `${prefix} streams under way`,
+        );
+      await underWay('gone-');
+      const closedAt = Date.now();
+      await gonePage.close();
+      const goneServed = await poll(
+        served,
+        (l) => l.filter((s) => s.prompt.startsWith('gone-')).every((s) => s.outcome !== 'streaming'),
+        "the engine's senders of the closed page",
+      );
+      const goneMs = Date.now() - closedAt;
+      const goneRelays = (await relaysOf(frontends[0]!)).filter((r) => r.prompt.startsWith('gone-'));
+      for (const s of goneServed.filter((x) => x.prompt.startsWith('gone-'))) {
+        expect(s.cancelReason).not.toBeNull();
+        expect(s.accepted).toBeLessThan(LONG);
+      }
+      expect(goneRelays.every((r) => r.end !== null && r.end !== 'finalized')).toBe(true);
+
+      // Frontend killed: its Node consumer's and its page's streams end retryable; the engine's senders fail.
+      const [, victim] = frontends as [FleetChild, FleetChild];
+      await consumers[1]!.call('generate', { prefix: 'fkill-', count: 4, n: LONG, delayMs: 2, read: true });
+      const pageFkill = await Promise.all(
+        [0, 1].map((k) => drive(pages[1]!, 'generate', { prompt: `pfkill-${k}`, n: LONG, delayMs: 2, render: false })),
+      );
+      await underWay('fkill-');
+      const killedAt = Date.now();
+      await victim.kill();
+      const ends = (
+        await poll(
+          () => streamsOf(consumers[1]!),
+          (l) => l.filter((s) => s.prompt.startsWith('fkill-')).every((s) => s.end !== null),
+          "the killed frontend's consumer streams to end",
+        )
+      ).filter((s) => s.prompt.startsWith('fkill-'));
+      const consumerMs = Date.now() - killedAt;
+      for (const s of ends) expect(s).toMatchObject({ end: 'ERR_SENDER_DROPPED', retryable: true, ordered: true });
+      for (const id of pageFkill) {
+        const r = await drive(pages[1]!, 'waitEnd', id);
+        expect(r.end).toBe('error');
+        expect(r.error).toMatchObject({ code: 'ERR_SENDER_DROPPED', retryable: true });
+        expect(r.orderOk).toBe(true);
+      }
+      const engineEnds = (
+        await poll(
+          served,
+          (l) => l.filter((s) => /^p?fkill-/.test(s.prompt)).every((s) => s.outcome !== 'streaming'),
+          "the engine's senders toward the killed frontend",
+        )
+      ).filter((s) => /^p?fkill-/.test(s.prompt));
+      const engineMs = Date.now() - killedAt;
+      expect(engineEnds).toHaveLength(6);
+      for (const s of engineEnds) expect(s.outcome).toBe('error');
+      // The live frontend still serves.
+      await consumers[0]!.call('generate', { prefix: 'post-', count: 2, n: 50, delayMs: 0, read: true });
+      const post = await poll(
+        () => streamsOf(consumers[0]!),
+        (l) => l.filter((s) => s.prompt.startsWith('post-')).every((s) => s.end !== null),
+        'requests after the frontend kill',
+      );
+      for (const s of post.filter((x) => x.prompt.startsWith('post-')))
+        expect(s).toMatchObject({ end: 'finalized', tokens: 50, ordered: true });
+      console.log(
+        `[fleet ${name}] page closed: the engine's 3 senders cancelled in ${goneMs} ms (cancel reason ${[...new Set(goneServed.filter((x) => x.prompt.startsWith('gone-')).map((x) => x.cancelReason))].join('/')}; relay end ${[...new Set(goneRelays.map((r) => r.end))].join('/')}); frontend SIGKILL: 6 consumer streams ended ERR_SENDER_DROPPED in ${consumerMs} ms, the engine's senders failed (${[...new Set(engineEnds.map((x) => `${x.sendErrorCode}/${x.cancelReason}`))].join(', ')}) by ${engineMs} ms`,
       );
     }, 60_000);
 

@@ -102,6 +102,8 @@ async function engine(): Promise<void> {
         accepted: s.accepted,
         waiting: s.waiting,
         outcome: s.outcome,
+        sendErrorCode: s.sendErrorCode,
+        cancelReason: s.cancelReason,
       })),
     close: async () => {
       await node.close();
