@@ -432,6 +432,30 @@ export function describeFleet(name: string, setup: () => Promise<DiscoveryHarnes
       );
     }, 60_000);
 
+    it('with the store stopped, relayed streams and new requests over existing links go on', async () => {
+      const [f] = frontends as [FleetChild];
+      await h.stop!();
+      try {
+        const N = 200;
+        await consumers[0]!.call('generate', { prefix: 'outage-', count: 4, n: N, delayMs: 0, read: true });
+        const s = await drive(pages[0]!, 'generateMany', 2, { prompt: 'poutage-', n: N, render: false });
+        expect(s.allFinalized, JSON.stringify(s.badStreams)).toBe(true);
+        expect(s.allOrdered).toBe(true);
+        const got = await poll(
+          () => streamsOf(consumers[0]!),
+          (l) => l.filter((x) => x.prompt.startsWith('outage-')).every((x) => x.end !== null),
+          'streams during the outage',
+        );
+        for (const x of got.filter((y) => y.prompt.startsWith('outage-')))
+          expect(x).toMatchObject({ end: 'finalized', tokens: N, ordered: true });
+        expect((await relaysOf(f)).filter((r) => /^p?outage-/.test(r.prompt)).every((r) => r.end === 'finalized')).toBe(
+          true,
+        );
+      } finally {
+        await h.start!();
+      }
+    });
+
     it('live slots return to 0 on every node', async () => {
       const live = (c: FleetChild) => (c.proc.exitCode === null && c.proc.signalCode === null ? c.liveSlots() : 0);
       for (const c of children)

@@ -136,12 +136,17 @@ async function frontend(): Promise<void> {
   let synced!: () => void;
   const isSynced = new Promise<void>((r) => (synced = r));
   void (async () => {
-    for await (const ev of watch) {
-      if (ev.type === 'synced') synced();
-      else if (ev.type === 'put' && ev.registration.metadata['role'] === 'engine')
-        engines.set(hex(ev.workerId), ev.registration.addresses['tcp'] ?? '');
-      else if (ev.type === 'delete') engines.delete(hex(ev.workerId));
-      if (ev.type !== 'synced') out({ event: 'engines', engines: [...engines.keys()] });
+    try {
+      for await (const ev of watch) {
+        if (ev.type === 'synced') synced();
+        else if (ev.type === 'put' && ev.registration.metadata['role'] === 'engine')
+          engines.set(hex(ev.workerId), ev.registration.addresses['tcp'] ?? '');
+        else if (ev.type === 'delete') engines.delete(hex(ev.workerId));
+        if (ev.type !== 'synced') out({ event: 'engines', engines: [...engines.keys()] });
+      }
+    } catch (e) {
+      // A watch that could not resume ends: the engines known so far stay (the test sees the event).
+      out({ event: 'watch-ended', error: errorInfo(e) });
     }
   })();
   await isSynced;
