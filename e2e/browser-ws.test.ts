@@ -342,4 +342,60 @@ describe('browser over WebSocket (Node server)', () => {
     expect((await drive(p, 'metrics'))['velo_streaming_mux_live_slots']).toBe(0);
     console.log(`[e2e ws resume] ${sum.tokens} tokens in ${sum.wallMs.toFixed(0)} ms`);
   });
+
+  it('8. a page reload mid-stream re-attaches from its token and completes the text exactly once; a tampered token is refused', {
+    timeout: 30_000,
+  }, async () => {
+    const N = 400;
+    const srv = await server({ resume: { history: true } });
+    const p = await page();
+    const connectTo = { url: srv.url, kind: 'ws', resume: {} } as const;
+    await drive(p, 'connect', connectTo);
+    // Paced: the reload lands mid-stream; the page saves the token and each rendered token in sessionStorage.
+    const id = await drive(p, 'generate', { prompt: 'reload', n: N, delayMs: 15, persist: true });
+    await drive(p, 'waitTokens', id, 100, 10_000);
+    const reloadAt = performance.now();
+    await p.reload();
+    await p.waitForFunction(() => typeof (window as unknown as { e2e?: unknown }).e2e === 'object');
+    const reloadMs = performance.now() - reloadAt;
+    // A new page, a new node: the old one's DOM, stream and link are gone.
+    expect(await drive(p, 'domText', id)).toBeNull();
+    const { peer } = await drive(p, 'connect', connectTo);
+    expect(peer).toBe(srv.node.workerId.toString(16).padStart(16, '0'));
+    const stream = srv.served.get('reload')!;
+    expect(stream.outcome).toBe('streaming');
+
+    // A token with one digit changed names no stream: refused, and the stream is untouched.
+    const refused = await drive(p, 'reattach', 'reload', { tamper: true });
+    expect(refused.error?.code).toBe('ERR_ATTACH_REFUSED');
+    expect(refused.error?.retryable).toBe(false);
+
+    const acceptedAtReattach = stream.accepted;
+    const t0 = performance.now();
+    const re = await drive(p, 'reattach', 'reload');
+    expect(re.error).toBeNull();
+    expect(re.id).toBe(id);
+    // What the page had rendered before the reload, and no more: the rest comes from the server's history.
+    expect(re.offset).toBeGreaterThanOrEqual(100);
+    expect(re.offset).toBeLessThan(N);
+    const r = await drive(p, 'waitEnd', id);
+    const doneMs = performance.now() - t0;
+    expect(r.end).toBe('finalized');
+    expect(r.error).toBeNull();
+    // Exactly once, in order: no duplicate at the seam, nothing missing.
+    expect(r.orderOk).toBe(true);
+    expect(r.tokens).toEqual(expected('reload', N));
+    expect(await drive(p, 'domText', id)).toBe(expected('reload', N).join(''));
+    expect(stream.outcome).toBe('finalized');
+    expect(stream.accepted).toBe(N);
+    const m = srv.node.metrics();
+    expect(
+      m['velo_streaming_anchor_operations_total{operation="reattach",outcome="success",transport_scheme="mux"}'],
+    ).toBe(1);
+    await until(() => srv.node.metricsRegistry.liveSlots === 0, 'server slots closed');
+    expect((await drive(p, 'metrics'))['velo_streaming_mux_live_slots']).toBe(0);
+    console.log(
+      `[e2e ws reload] reload ${reloadMs.toFixed(0)} ms; re-attached at offset ${re.offset} (server had taken ${acceptedAtReattach}), rest of ${N} tokens in ${doneMs.toFixed(0)} ms`,
+    );
+  });
 });

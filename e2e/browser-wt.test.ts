@@ -258,4 +258,67 @@ describe('browser over WebTransport (Deno server)', () => {
       await q.close();
     }
   });
+
+  it('2e. a page reload mid-stream re-attaches over WebTransport from its token and completes the text exactly once; a tampered token is refused', {
+    timeout: 30_000,
+  }, async () => {
+    const N = 400;
+    const metrics = async (): Promise<Record<string, number>> =>
+      (await denoCommand<{ metrics: Record<string, number> }>('metrics')).metrics;
+    type Served = Record<string, { accepted: number; outcome: string }>;
+    const servedReload = async (): Promise<Served[string]> =>
+      (await denoCommand<{ served: Served }>('served wt-reload')).served['wt-reload']!;
+    const connectTo = { url: serverUrl, kind: 'wt', certHashHex, resume: {} } as const;
+    const q = await env.openPage();
+    try {
+      await drive(q, 'connect', connectTo);
+      // Paced: the reload lands mid-stream; the page saves the token and each rendered token in sessionStorage.
+      const id = await drive(q, 'generate', { prompt: 'wt-reload', n: N, delayMs: 15, persist: true });
+      await drive(q, 'waitTokens', id, 100, 10_000);
+      const reloadAt = performance.now();
+      await q.reload();
+      await q.waitForFunction(() => typeof (window as unknown as { e2e?: unknown }).e2e === 'object');
+      const reloadMs = performance.now() - reloadAt;
+      expect(await drive(q, 'domText', id)).toBeNull();
+      await drive(q, 'connect', connectTo);
+      expect((await servedReload()).outcome).toBe('streaming');
+
+      const refused = await drive(q, 'reattach', 'wt-reload', { tamper: true });
+      expect(refused.error?.code).toBe('ERR_ATTACH_REFUSED');
+      expect(refused.error?.retryable).toBe(false);
+
+      const t0 = performance.now();
+      const re = await drive(q, 'reattach', 'wt-reload');
+      expect(re.error).toBeNull();
+      expect(re.id).toBe(id);
+      expect(re.offset).toBeGreaterThanOrEqual(100);
+      expect(re.offset).toBeLessThan(N);
+      const r = await drive(q, 'waitEnd', id);
+      const doneMs = performance.now() - t0;
+      expect(r.end).toBe('finalized');
+      expect(r.error).toBeNull();
+      // Exactly once, in order: no duplicate at the seam, nothing missing.
+      expect(r.orderOk).toBe(true);
+      expect(r.tokens).toEqual(expected('wt-reload', N));
+      expect(await drive(q, 'domText', id)).toBe(expected('wt-reload', N).join(''));
+      expect(await servedReload()).toEqual({ accepted: N, outcome: 'finalized' });
+      expect(
+        (await metrics())[
+          'velo_streaming_anchor_operations_total{operation="reattach",outcome="success",transport_scheme="mux"}'
+        ],
+      ).toBe(1);
+      const live = async (): Promise<number> => (await metrics())['velo_streaming_mux_live_slots'] ?? -1;
+      for (let t = 0; (await live()) !== 0; t++) {
+        if (t > 400) throw new Error('the server kept live slots');
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      expect((await drive(q, 'metrics'))['velo_streaming_mux_live_slots']).toBe(0);
+      console.log(
+        `[e2e wt reload] reload ${reloadMs.toFixed(0)} ms; re-attached at offset ${re.offset}, rest of ${N} tokens in ${doneMs.toFixed(0)} ms`,
+      );
+    } finally {
+      await drive(q, 'close').catch(() => {});
+      await q.close();
+    }
+  });
 });

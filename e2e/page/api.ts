@@ -35,6 +35,27 @@ export interface GenerateOptions {
   readonly render?: boolean;
   /** How the page reads: `for await` (default) or push mode (`anchor.consume`). */
   readonly reader?: 'iterator' | 'push';
+  /**
+   * Keep the stream in `sessionStorage` as it is read (the server's resume token and the tokens rendered
+   * so far, under its prompt), so that the page can re-attach it after a reload. Defaults to false.
+   */
+  readonly persist?: boolean;
+}
+
+/** `e2e.reattach` options. */
+export interface ReattachDriverOptions {
+  /** Change one hex digit of the saved token (a forged or stale token). Defaults to false. */
+  readonly tamper?: boolean;
+}
+
+/** What `e2e.reattach` did. */
+export interface ReattachResult {
+  /** The saved stream's id (its DOM element is `#s-<id>` again). */
+  readonly id: string;
+  /** Tokens the page had saved, the `offset` of the re-attach. */
+  readonly offset: number;
+  /** The re-attach was refused (`node.reattach` rejected): nothing is read. */
+  readonly error: ErrorInfo | null;
 }
 
 /** A lanemux error as the page saw it. */
@@ -109,6 +130,12 @@ export interface E2ePage {
   waitPeer(timeoutMs: number): Promise<string>;
   generate(options: GenerateOptions): Promise<string>;
   generateMany(count: number, options: GenerateOptions): Promise<ManySummary>;
+  /**
+   * After a reload: take the stream `prompt` saved in `sessionStorage` (see {@link GenerateOptions.persist})
+   * with `node.reattach(server, token, { offset: saved tokens })`, restore its DOM element with the saved
+   * text and read the rest into it. The page must be connected with `resume`.
+   */
+  reattach(prompt: string, options?: ReattachDriverOptions): Promise<ReattachResult>;
   /** Start `count` streams (prompts `<prompt><i>`); resolves with their ids once the server answered every request. */
   startMany(count: number, options: GenerateOptions): Promise<string[]>;
   /**

@@ -14,8 +14,17 @@ import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
 import { webTransportClientTransport } from '../../src/adapters/webtransport.ts';
 import { RESUME_KEY } from '../../src/stream/resume-options.ts';
 import { GENERATE_HANDLER, checkOrder } from '../support/protocol.ts';
-import type { GenerateRequest } from '../support/protocol.ts';
-import type { ConnectOptions, E2ePage, GenerateOptions, ManySummary, Recovery, StreamResult } from './api.ts';
+import type { GenerateReply, GenerateRequest } from '../support/protocol.ts';
+import type {
+  ConnectOptions,
+  E2ePage,
+  GenerateOptions,
+  ManySummary,
+  ReattachDriverOptions,
+  ReattachResult,
+  Recovery,
+  StreamResult,
+} from './api.ts';
 
 declare global {
   interface Window {
@@ -35,6 +44,23 @@ const container = document.getElementById('streams')!;
 const linkEvents: Array<{ kind: 'down' | 'up'; at: number; wall: number }> = [];
 /** When the link last came back (the first connect included). */
 let lastUpAt = 0;
+
+/** What the page keeps of a stream in `sessionStorage` to take it up again after a reload. */
+interface Saved {
+  readonly id: string;
+  readonly prompt: string;
+  /** The server's resume token (null until its reply to `generate` arrived). */
+  token: string | null;
+  /** The tokens rendered so far (the re-attach offset is their count). */
+  tokens: string[];
+}
+
+const SAVE_PREFIX = 'lanemux-e2e:';
+
+// Written synchronously after each token is rendered: what survives a reload is exactly what the DOM showed.
+function save(s: Saved): void {
+  sessionStorage.setItem(SAVE_PREFIX + s.prompt, JSON.stringify(s));
+}
 
 function webTransportAdapter(options: ConnectOptions): TransportAdapter {
   const hashes =
@@ -123,6 +149,7 @@ async function readStream(
   result: StreamResult,
   row: Text | null,
   reader: 'iterator' | 'push',
+  saved: Saved | null = null,
 ): Promise<void> {
   const onToken = (token: string): void => {
     const now = performance.now();
@@ -130,6 +157,7 @@ async function readStream(
     if (result.firstTokenMs === null) result.firstTokenMs = now - result.startMs;
     result.tokens.push(token);
     row?.appendData(token);
+    if (saved !== null) save(saved);
   };
   try {
     if (reader === 'push') {
@@ -178,7 +206,8 @@ async function generate(options: GenerateOptions): Promise<string> {
   };
   const row = render(id, prompt, options.render ?? true);
   const read = options.read ?? true;
-  const ended = read ? readStream(anchor, result, row, options.reader ?? 'iterator') : Promise.resolve();
+  const saved: Saved | null = options.persist === true ? { id, prompt, token: null, tokens: result.tokens } : null;
+  const ended = read ? readStream(anchor, result, row, options.reader ?? 'iterator', saved) : Promise.resolve();
   streams.set(id, { anchor, result, row, ended });
   const body: GenerateRequest = {
     handle: anchor.handle,
@@ -189,13 +218,62 @@ async function generate(options: GenerateOptions): Promise<string> {
     tail: options.tail ?? 0,
   };
   try {
-    await messenger!.request(serverPeer(), GENERATE_HANDLER, body, { timeoutMs: 10_000 });
+    const reply = (await messenger!.request(serverPeer(), GENERATE_HANDLER, body, {
+      timeoutMs: 10_000,
+    })) as GenerateReply;
     result.repliedMs = performance.now() - result.startMs;
+    if (saved !== null) {
+      saved.token = reply.resumeToken;
+      save(saved);
+    }
   } catch (e) {
     result.requestError = errorInfo(e);
     anchor.cancel();
   }
   return id;
+}
+
+/** See {@link E2ePage.reattach}. */
+async function reattachSaved(prompt: string, options: ReattachDriverOptions = {}): Promise<ReattachResult> {
+  const raw = sessionStorage.getItem(SAVE_PREFIX + prompt);
+  if (raw === null) throw new Error(`nothing saved for ${prompt}`);
+  const saved = JSON.parse(raw) as Saved;
+  if (saved.token === null) throw new Error(`no resume token saved for ${prompt}`);
+  const token =
+    options.tamper === true ? saved.token.slice(0, -1) + (saved.token.endsWith('0') ? '1' : '0') : saved.token;
+  const offset = saved.tokens.length;
+  let anchor: StreamAnchor<string>;
+  try {
+    anchor = await node!.reattach<string>(serverPeer(), token, { offset });
+  } catch (e) {
+    return { id: saved.id, offset, error: errorInfo(e) };
+  }
+  const id = saved.id;
+  nextId = Math.max(nextId, Number(id) + 1);
+  const result: StreamResult = {
+    id,
+    prompt,
+    tokens: saved.tokens,
+    startMs: performance.now(),
+    firstTokenMs: null,
+    repliedMs: null,
+    flowingAt: null,
+    endMs: null,
+    end: null,
+    error: null,
+    orderOk: false,
+    mainCount: 0,
+    tailCount: 0,
+    cancelled: false,
+    requestError: null,
+  };
+  // The same element as before the reload, showing what was rendered then; the rest appends to it.
+  const row = document.getElementById(`s-${id}`)?.firstChild ?? render(id, prompt, true)!;
+  if (!(row instanceof Text)) throw new Error(`#s-${id} holds no text node`);
+  row.data = saved.tokens.join('');
+  const ended = readStream(anchor, result, row, 'iterator', saved);
+  streams.set(id, { anchor, result, row, ended });
+  return { id, offset, error: null };
 }
 
 function percentile(sorted: readonly number[], p: number): number {
@@ -298,6 +376,7 @@ window.e2e = {
   waitPeer,
   generate,
   generateMany,
+  reattach: reattachSaved,
   result: (id) => snapshot(id),
   tokenCount: (id) => get(id).result.tokens.length,
   startMany,

@@ -7,7 +7,8 @@
  *     e2e/servers/deno-wt-server.ts <certDir>
  * `<certDir>` holds `cert.pem` and `key.pem` (ECDSA P-256, ≤ 14 days: Chromium's serverCertificateHashes rules).
  * Prints one JSON line `{"ready":true,"url":"https://127.0.0.1:PORT/…","port":PORT}` once listening; exits on
- * stdin EOF or SIGTERM. Resume is on (pages that advertise it too resume their streams across lost links).
+ * stdin EOF or SIGTERM. Resume is on (pages that advertise it too resume their streams across lost links), with
+ * history (a reloaded page re-attaches a stream from the resume token of its `generate` reply).
  *
  * Commands, one per stdin line, each answered by one JSON line on stdout:
  * - `cut`: close the QUIC connection of every current session (a lost link: the server, its node and its
@@ -60,7 +61,8 @@ const messenger = await createMessenger({
   transportKeys: [MESSENGER_MUX_KEY, RESUME_KEY],
   healthCheck: false,
 });
-const node = await createNode({ messenger, resume: { windowMs: 30_000 } });
+// History on: a reloaded page re-attaches its streams from their resume tokens (docs/protocol.md §8.5).
+const node = await createNode({ messenger, resume: { windowMs: 30_000, history: true } });
 const served = serveGenerate(node, messenger);
 const url = messenger.addresses[0] ?? '';
 console.log(JSON.stringify({ ready: true, url, port: Number(new URL(url).port) }));

@@ -62,7 +62,7 @@ export function serveGenerate(node: LanemuxNode, messenger: Messenger): Map<stri
     };
     served.set(req.prompt, rec);
     void produce(sender, req, rec);
-    return { ok: true };
+    return { ok: true, resumeToken: sender.resumeToken };
   });
   return served;
 }

@@ -23,6 +23,11 @@ export interface GenerateRequest {
 /** Answer of a `generate` request: the stream is open. */
 export interface GenerateReply {
   readonly ok: true;
+  /**
+   * The stream's `sender.resumeToken` (a server with `resume: { history: true }`), which the page keeps
+   * to re-attach after a reload; null without history.
+   */
+  readonly resumeToken: string | null;
 }
 
 /** The i-th token of a request: deterministic, so the page and the test can check content and order. */
