@@ -262,7 +262,8 @@ export function describeNodeDiscovery(
         } finally {
           await h.start!();
         }
-        // Back: the same attach goes through (the client may need a moment to reconnect).
+        // Back: the same attach goes through (the client may need a moment to reconnect, and the engine's
+        // registration, if its lease ran out while the server was down, a moment to come back).
         const after = other.createAnchor<string>();
         const readAfter = readAll(after);
         for (let i = 0; ; i++) {
@@ -270,7 +271,8 @@ export function describeNodeDiscovery(
             await stream(f, after.handle, ['after']);
             break;
           } catch (err) {
-            if (i >= 40 || (err as LanemuxError).code !== 'ERR_DISCOVERY_UNAVAILABLE') throw err;
+            const code = (err as LanemuxError).code;
+            if (i >= 40 || (code !== 'ERR_DISCOVERY_UNAVAILABLE' && code !== 'ERR_UNKNOWN_PEER')) throw err;
             await new Promise((r) => setTimeout(r, 250));
           }
         }
