@@ -98,6 +98,11 @@ export class IngressTable {
   /** Time of the last doorbell visit (for the floor). */
   lastVisit = Number.NEGATIVE_INFINITY;
   #touched: IngressSlot[] = [];
+
+  /** @internal Every live slot of the table (the simulator's credit check reads their accounts). */
+  liveSlotsNow(): IterableIterator<IngressSlot> {
+    return this.#slots.values();
+  }
   /** The peer's receive window on its current link (the mux keeps it current). */
   window: IngressWindow = INERT_WINDOW;
   /**

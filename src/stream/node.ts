@@ -297,6 +297,11 @@ export class LanemuxNode {
     return peerEvents(this.#s.messenger, options);
   }
 
+  /** @internal The node's mux (null when disabled), for the simulator's credit check. */
+  get _mux(): Mux | null {
+    return this.#s.mux;
+  }
+
   /** @internal True while streams with `peer` are live or answered (the messenger keeps such links). */
   busy(peer: string): boolean {
     return this.#s.mux?.busy(peer) ?? false;
