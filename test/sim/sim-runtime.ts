@@ -143,7 +143,11 @@ export class SimWorld {
       this.macrotasks++;
     } else {
       const t = this.#timers.peek();
-      if (t === undefined || t.at > until) return false;
+      if (t === undefined || t.at > until) {
+        // Promise chains still running may queue work (or settle what the caller waits for).
+        await drainMicrotasks();
+        return this.#nodes.some((n) => n.queued > 0) || this.#dueBy(until);
+      }
       this.#timers.pop();
       if (t.fn === null) return true; // cleared
       if (t.at > this.time) this.time = t.at;
@@ -160,6 +164,11 @@ export class SimWorld {
   /** Jump the clock forward by `ms` at once (the whole host was suspended): timers due meanwhile fire in order. */
   jump(ms: number): void {
     this.time += ms;
+  }
+
+  #dueBy(until: number): boolean {
+    const t = this.#timers.peek();
+    return t !== undefined && t.at <= until;
   }
 
   #dueTimer(): boolean {
