@@ -2,7 +2,7 @@
  * `npm run sim -- --seed N`: replay one seed (its trace and verdict).
  * `npm run sim -- --seeds M [--from S]`: run M seeds from S (default 1); prints seeds/s and every failure.
  */
-import { describe, replayCommand, runSeed } from './sim.ts';
+import { describe, replayCommand, runSeed, summary } from './sim.ts';
 
 const args = process.argv.slice(2);
 const flag = (name: string): number | undefined => {
@@ -17,7 +17,7 @@ const one = flag('--seed');
 if (one !== undefined) {
   const r = await runSeed({ seed: one, trace: true });
   for (const line of r.trace) process.stdout.write(`${line}\n`);
-  process.stdout.write(`${describe(r)}\n`);
+  process.stdout.write(`${summary(r)}\n${describe(r)}\n`);
   process.exit(r.ok ? 0 : 1);
 }
 const count = flag('--seeds') ?? 1_000;

@@ -31,6 +31,15 @@ export interface SimReport {
   readonly nodes: number;
   readonly streams: number;
   readonly items: number;
+  /** What ran: macrotasks, timers fired, frames and bytes on the wire, the most bytes in flight at once. */
+  readonly counts: {
+    macrotasks: number;
+    timers: number;
+    frames: number;
+    wireBytes: number;
+    peakInFlight: number;
+    resumed: number;
+  };
   /** How the streams ended: `ok` or an error code. */
   readonly endings: Record<string, number>;
   /** A hash of the history (times, events, deliveries): equal for equal seeds. */
@@ -320,15 +329,16 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
   };
 
   const checkCredit = (): void => {
+    const counters = nodes.map((x) => x._mux?.creditCounters());
     for (let c = 0; c < n; c++) {
-      const rx = nodes[c]!._mux?.creditCounters();
+      const rx = counters[c];
       if (rx === undefined) continue;
       for (const [session, acc] of rx.ingress) {
         if (acc.outstanding > acc.limit)
           fail(`session ${session}: ${acc.outstanding} unread records over its credit ${acc.limit}`);
         for (let p = 0; p < n; p++) {
           if (p === c) continue;
-          const ledger = nodes[p]!._mux?.creditCounters().egress.get(session);
+          const ledger = counters[p]?.egress.get(session);
           if (ledger === undefined) continue;
           if (faultArmed) {
             ledger.grant(1); // the injected fault: a credit the receiver never granted
@@ -381,7 +391,7 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
 
   // Quiescence: once every stream ended (and resume rings are past their window), nothing is live.
   if (failures.length === 0) {
-    const settleUntil = world.time + windowMs + 3 * heartbeat + 1_500;
+    const settleUntil = world.time + 3 * (heartbeat + 200) + 1_000;
     while (await world.step(settleUntil)) {}
     world.time = Math.max(world.time, settleUntil);
     check();
@@ -428,6 +438,14 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
     streams: lives.length,
     items: totalItems,
     endings,
+    counts: {
+      macrotasks: world.macrotasks,
+      timers: world.timersFired,
+      frames: net.frames,
+      wireBytes: net.bytes,
+      peakInFlight: net.peakInFlightBytes,
+      resumed: nodes.reduce((a, x) => a + (x.metrics()['velo_streaming_resumed_streams_total'] ?? 0), 0),
+    },
     fingerprint: hash.toString(16).padStart(8, '0'),
   };
 }
@@ -437,4 +455,10 @@ export function describe(r: SimReport): string {
   const head = `seed ${r.seed}: ${r.ok ? 'ok' : 'FAIL'} — ${r.nodes} nodes, ${r.streams} streams, ${r.items} records, ${r.events} events, ${r.virtualMs} virtual ms, endings ${JSON.stringify(r.endings)}, fingerprint ${r.fingerprint}`;
   if (r.ok) return head;
   return [head, ...r.failures.map((f) => `  ${f}`), `  replay: ${replayCommand(r.seed)}`].join('\n');
+}
+
+/** The event summary of a replay. */
+export function summary(r: SimReport): string {
+  const c = r.counts;
+  return `events: ${c.macrotasks} macrotasks, ${c.timers} timers; wire: ${c.frames} frames, ${c.wireBytes} bytes, at most ${c.peakInFlight} in flight; ${c.resumed} streams resumed`;
 }
