@@ -5,6 +5,7 @@
  */
 import { LanemuxError } from '../../src/errors.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
+import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import type { StreamSender } from '../../src/stream/sender.ts';
 import { SimNetwork, type WireFault } from './sim-network.ts';
 import { Prng, SimWorld } from './sim-runtime.ts';
@@ -58,6 +59,8 @@ interface Plan {
   readonly readGaps: number[];
   readonly readStallAt: number;
   readonly readStallMs: number;
+  /** The consumer gives up (ends its iteration) after this many records; -1: reads to the end. */
+  readonly cancelAt: number;
 }
 
 interface Live {
@@ -184,15 +187,19 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
       readGaps: items.map(() => (plan.chance(0.7) ? 0 : plan.int(1, 60))),
       readStallAt: plan.chance(0.2) ? plan.int(0, count) : -1,
       readStallMs: plan.int(100, 2_000),
+      cancelAt: plan.chance(0.08) ? plan.int(0, count) : -1,
     });
   }
   // Disruptions: cuts (with a partition after some), a peer that stops reading, a clock jump.
   let lastDisruption = 0;
-  const nCuts = plan.int(0, 2);
+  const nCuts = plan.int(0, 3);
+  let prevCut = plan.int(20, 1_500);
   for (let c = 0; c < nCuts; c++) {
     const a = plan.int(0, n - 1);
     const b = (a + plan.int(1, n - 1)) % n;
-    const at = plan.int(20, 1_500);
+    // Some cuts follow the last one closely: the link drops again while streams resume.
+    const at = plan.chance(0.4) ? prevCut + plan.int(1, 60) : plan.int(20, 1_500);
+    prevCut = at;
     const downMs = plan.chance(0.5) ? 0 : plan.int(10, Math.round(windowMs * 1.5));
     lastDisruption = Math.max(lastDisruption, at + downMs);
     world.after(at, () => {
@@ -213,6 +220,20 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
       note(`${names[a]} stops reading ${names[b]} for ${ms} ms`);
       net.setReading(names[a]!, names[b]!, false);
       world.after(ms, () => net.setReading(names[a]!, names[b]!, true));
+    });
+  }
+  if (plan.chance(0.1)) {
+    // A deploy: one node drains (refuses new streams, ends what is left at its deadline).
+    const d = plan.int(0, n - 1);
+    const at = plan.int(20, 1_500);
+    const timeout = plan.int(0, 1_500);
+    lastDisruption = Math.max(lastDisruption, at + timeout);
+    world.after(at, () => {
+      note(`${names[d]} drains (deadline ${timeout} ms)`);
+      nodes[d]!.drain({ timeout }).then(
+        (sum) => note(`${names[d]} drained: ${JSON.stringify(sum)}`),
+        (e: unknown) => fail(`${names[d]} drain rejected: ${typed(e)}`),
+      );
     });
   }
   if (plan.chance(0.15)) {
@@ -262,7 +283,17 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
     const p = live.plan;
     await sleep(p.startAt);
     const consumerNode = nodes[p.consumer]!;
-    const anchor = consumerNode.createAnchor<string>();
+    let anchor: StreamAnchor<string>;
+    try {
+      anchor = consumerNode.createAnchor<string>();
+    } catch (e) {
+      // A draining node makes no new anchor: a typed refusal, the stream never starts.
+      live.ending = typed(e);
+      if (live.ending.startsWith('untyped')) fail(`stream ${p.id}: createAnchor threw ${live.ending}`);
+      live.ended = true;
+      live.producerDone = true;
+      return;
+    }
     // The consumer reads with its own pauses.
     const reading = (async () => {
       const it = anchor[Symbol.asyncIterator]();
@@ -270,6 +301,11 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
         for (;;) {
           const k = live.received;
           if (k === p.readStallAt) await sleep(p.readStallMs);
+          if (k === p.cancelAt) {
+            await it.return?.();
+            live.ending = 'cancelled';
+            break;
+          }
           let r: IteratorResult<string>;
           try {
             r = await it.next();
@@ -291,8 +327,9 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
           const g = p.readGaps[k] ?? 0;
           if (g > 0) await sleep(g);
         }
-        live.ending = 'ok';
-        if (live.received !== p.items.length)
+        // A consumer that gave up has nothing more to check here; one that read to the end has every record.
+        if (live.ending !== 'cancelled') live.ending = 'ok';
+        if (live.ending === 'ok' && live.received !== p.items.length)
           fail(`stream ${p.id}: ended cleanly after ${live.received} of ${p.items.length} records`);
       } catch (e) {
         live.ending = typed(e);
