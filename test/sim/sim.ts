@@ -71,7 +71,11 @@ interface Live {
   ending: string;
   producerDone: boolean;
   producerOutcome: string;
+  attached: boolean;
 }
+
+/** Re-dial quickly (well within the shortest resume window drawn), and never give up during a run. */
+const RECONNECT = { initialDelayMs: 20, jitterMs: 80, factor: 1.5, maxDelayMs: 200, maxDownMs: 600_000 };
 
 /** Items that start with this are sent with `sender.error(item)`. */
 const ERROR_MARK = '!';
@@ -152,7 +156,7 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
   // Every pair linked, the higher-numbered node dialling, re-dialling whenever the link is lost.
   for (let j = 1; j < n; j++)
     for (let i = 0; i < j; i++) {
-      const linking = nodes[j]!.connect(`sim://${names[i]}`, { reconnect: { maxDownMs: 600_000 } });
+      const linking = nodes[j]!.connect(`sim://${names[i]}`, { reconnect: RECONNECT });
       let linked = false;
       linking.then(
         () => (linked = true),
@@ -192,6 +196,8 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
   }
   // Disruptions: cuts (with a partition after some), a peer that stops reading, a clock jump.
   let lastDisruption = 0;
+  // With resume on and nothing but instant cuts (the link re-dials at once), no stream may drop.
+  let quiet = resume;
   const nCuts = plan.int(0, 3);
   let prevCut = plan.int(20, 1_500);
   for (let c = 0; c < nCuts; c++) {
@@ -201,6 +207,7 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
     const at = plan.chance(0.4) ? prevCut + plan.int(1, 60) : plan.int(20, 1_500);
     prevCut = at;
     const downMs = plan.chance(0.5) ? 0 : plan.int(10, Math.round(windowMs * 1.5));
+    if (downMs > 0) quiet = false;
     lastDisruption = Math.max(lastDisruption, at + downMs);
     world.after(at, () => {
       note(`cut ${names[a]}-${names[b]} (${net.cut(names[a]!, names[b]!)} conns), down ${downMs} ms`);
@@ -215,6 +222,7 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
     const b = (a + plan.int(1, n - 1)) % n;
     const at = plan.int(20, 1_500);
     const ms = plan.int(100, 3_000);
+    quiet = false;
     lastDisruption = Math.max(lastDisruption, at + ms);
     world.after(at, () => {
       note(`${names[a]} stops reading ${names[b]} for ${ms} ms`);
@@ -227,6 +235,7 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
     const d = plan.int(0, n - 1);
     const at = plan.int(20, 1_500);
     const timeout = plan.int(0, 1_500);
+    quiet = false;
     lastDisruption = Math.max(lastDisruption, at + timeout);
     world.after(at, () => {
       note(`${names[d]} drains (deadline ${timeout} ms)`);
@@ -239,6 +248,7 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
   if (plan.chance(0.15)) {
     const at = plan.int(20, 1_500);
     const ms = plan.int(50, 8_000);
+    quiet = false;
     lastDisruption = Math.max(lastDisruption, at);
     world.after(at, () => {
       note(`clock jumps ${ms} ms`);
@@ -260,6 +270,7 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
     ending: '',
     producerDone: false,
     producerOutcome: '',
+    attached: false,
   }));
   const deadlines = plans.map((p) => {
     let t = p.startAt;
@@ -346,6 +357,7 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
     let sender: StreamSender<string> | undefined;
     try {
       sender = await nodes[p.producer]!.attachAnchor<string>(anchor.handle);
+      live.attached = true;
       for (let k = 0; k < p.items.length; k++) {
         if (k === p.stallAt) await sleep(p.stallMs);
         const item = p.items[k]!;
@@ -363,6 +375,10 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
     }
     live.producerDone = true;
     await reading;
+    if (quiet && live.attached && live.ending === 'ERR_SENDER_DROPPED')
+      fail(
+        `stream ${p.id} (${names[p.producer]}→${names[p.consumer]}) ended ERR_SENDER_DROPPED after ${live.received}/${p.items.length} though every cut link came back at once (resume window ${windowMs} ms); producer ${live.producerOutcome}`,
+      );
   };
 
   const checkCredit = (): void => {
