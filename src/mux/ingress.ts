@@ -86,6 +86,10 @@ export class IngressTable {
   /** Slots retired moments ago: their late records are stragglers, not drops (docs/protocol.md §10.9). */
   readonly ended = new EndedSlots();
   liveSlots = 0;
+  /** @internal Every live slot of the table (the simulator's credit check reads their accounts). */
+  liveSlotsNow(): IterableIterator<IngressSlot> {
+    return this.#slots.values();
+  }
   #hasEpoch = false;
   #epochHi = 0;
   #epochLo = 0;
@@ -98,11 +102,6 @@ export class IngressTable {
   /** Time of the last doorbell visit (for the floor). */
   lastVisit = Number.NEGATIVE_INFINITY;
   #touched: IngressSlot[] = [];
-
-  /** @internal Every live slot of the table (the simulator's credit check reads their accounts). */
-  liveSlotsNow(): IterableIterator<IngressSlot> {
-    return this.#slots.values();
-  }
   /** The peer's receive window on its current link (the mux keeps it current). */
   window: IngressWindow = INERT_WINDOW;
   /**
