@@ -510,7 +510,7 @@ export async function runSeed(options: SimOptions): Promise<SimReport> {
 
 /** One seed's verdict as text: the failures, then how to replay it. */
 export function describe(r: SimReport): string {
-  const head = `seed ${r.seed}: ${r.ok ? 'ok' : 'FAIL'} — ${r.nodes} nodes, ${r.streams} streams, ${r.items} records, ${r.events} events, ${r.virtualMs} virtual ms, endings ${JSON.stringify(r.endings)}, fingerprint ${r.fingerprint}`;
+  const head = `seed ${r.seed}: ${r.ok ? 'ok' : 'FAIL'} — ${r.nodes} nodes, ${r.streams} streams, ${r.items} records, ${r.events} events, ${Math.round(r.virtualMs)} virtual ms, endings ${JSON.stringify(r.endings)}, fingerprint ${r.fingerprint}`;
   if (r.ok) return head;
   return [head, ...r.failures.map((f) => `  ${f}`), `  replay: ${replayCommand(r.seed)}`].join('\n');
 }
