@@ -147,6 +147,8 @@ export class LanemuxNode {
   readonly #discovery: DiscoveryDialer | null;
   /** How a drain ends this node's streams at its deadline. */
   readonly #drainHost: DrainHost;
+  /** The close under way or done (one per node). */
+  #closing: Promise<void> | undefined;
 
   /** @internal Use {@link createNode}. */
   constructor(
@@ -468,9 +470,16 @@ export class LanemuxNode {
     return drain.promise;
   }
 
-  /** Close the node: every stream ends, every connection closes; `live_slots` returns to 0. */
-  async close(): Promise<void> {
-    if (this.#s.closed) return;
+  /**
+   * Close the node: every stream ends, every connection closes; `live_slots` returns to 0. A second
+   * call returns the first one's promise, so it too resolves only once the node has closed.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
     // A drain under way ends here: the streams left end ERR_DRAINING (peers told first).
     this.#s.drain?.closing();
     this.#s.drain?.dispose();
