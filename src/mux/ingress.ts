@@ -86,6 +86,10 @@ export class IngressTable {
   /** Slots retired moments ago: their late records are stragglers, not drops (docs/protocol.md §10.9). */
   readonly ended = new EndedSlots();
   liveSlots = 0;
+  /** @internal Every live slot of the table (the simulator's credit check reads their accounts). */
+  liveSlotsNow(): IterableIterator<IngressSlot> {
+    return this.#slots.values();
+  }
   #hasEpoch = false;
   #epochHi = 0;
   #epochLo = 0;

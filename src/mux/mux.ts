@@ -9,6 +9,7 @@
  * windows both ways (peer-windows.ts), the stream watchdogs (watchdog.ts), rendezvous
  * (rendezvous.ts).
  */
+import type { SenderLedger } from '../credit/sender-ledger.ts';
 import type { LanemuxError } from '../errors.ts';
 import { LanemuxError as LanemuxErrorClass } from '../errors.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
@@ -614,6 +615,31 @@ export class Mux implements BatcherHost, IngressHost {
   /** Live slots on both sides (the `live_slots` gauge). */
   get liveSlots(): number {
     return this.metrics.liveSlots;
+  }
+
+  /**
+   * @internal The credit counters of every live slot, by session, for a conservation check (the
+   * simulator's): each sender's ledger, and what each receiver holds unread and owes ungranted.
+   * Also whether binds wait. Not a hot path: it allocates.
+   */
+  creditCounters(): {
+    egress: Map<bigint, SenderLedger>;
+    ingress: Map<bigint, { limit: number; outstanding: number; ungranted: number }>;
+    bindsBusy: boolean;
+  } {
+    const egress = new Map<bigint, SenderLedger>();
+    for (const b of this.#lanes.batchers)
+      if (!b.retired) for (const e of b.slotTable.values()) if (!e.closed) egress.set(e.sessionId, e.ledger);
+    const ingress = new Map<bigint, { limit: number; outstanding: number; ungranted: number }>();
+    for (const t of this.#lanes.tables)
+      for (const s of t.liveSlotsNow())
+        if (!s.closed)
+          ingress.set(s.bind.sessionId, {
+            limit: s.account.limit,
+            outstanding: s.account.dataOutstanding,
+            ungranted: s.account.ungranted,
+          });
+    return { egress, ingress, bindsBusy: this.#binds.busy };
   }
 
   /** Stop sending, then retire every ingress slot (Dropped) and every bind. */

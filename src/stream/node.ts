@@ -147,6 +147,8 @@ export class LanemuxNode {
   readonly #discovery: DiscoveryDialer | null;
   /** How a drain ends this node's streams at its deadline. */
   readonly #drainHost: DrainHost;
+  /** The close under way or done (one per node). */
+  #closing: Promise<void> | undefined;
 
   /** @internal Use {@link createNode}. */
   constructor(
@@ -295,6 +297,11 @@ export class LanemuxNode {
   /** The peer lifecycle as an async iterator with a bounded queue (see `Messenger.peerEvents`). */
   peerEvents(options?: PeerEventsOptions): AsyncIterableIterator<PeerEvent> {
     return peerEvents(this.#s.messenger, options);
+  }
+
+  /** @internal The node's mux (null when disabled), for the simulator's credit check. */
+  get _mux(): Mux | null {
+    return this.#s.mux;
   }
 
   /** @internal True while streams with `peer` are live or answered (the messenger keeps such links). */
@@ -463,9 +470,16 @@ export class LanemuxNode {
     return drain.promise;
   }
 
-  /** Close the node: every stream ends, every connection closes; `live_slots` returns to 0. */
-  async close(): Promise<void> {
-    if (this.#s.closed) return;
+  /**
+   * Close the node: every stream ends, every connection closes; `live_slots` returns to 0. A second
+   * call returns the first one's promise, so it too resolves only once the node has closed.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
     // A drain under way ends here: the streams left end ERR_DRAINING (peers told first).
     this.#s.drain?.closing();
     this.#s.drain?.dispose();
