@@ -104,7 +104,10 @@ function mutateOnce(rand: Rand, p: Uint8Array, others: readonly Uint8Array[]): U
   const n = p.length;
   switch (pick(14)) {
     case 0: // bit flip
-      if (n) p[pick(n)] ^= 1 << pick(8);
+      if (n) {
+        const at = pick(n);
+        p[at] = p[at]! ^ (1 << pick(8));
+      }
       return p;
     case 1: // interesting byte
       if (n) p[pick(n)] = pick(2) ? INTERESTING_U8[pick(INTERESTING_U8.length)]! : pick(256);
@@ -188,7 +191,7 @@ const hex2 = (b: number): string => b.toString(16).padStart(2, '0');
 /** A fuzz input for a target: 15 % random bytes, else 1–4 mutations of one of its valid encodings. */
 export function mutateSeed(rand: Rand, seeds: readonly Uint8Array[]): Uint8Array {
   if (rand() % 100 < 15 || seeds.length === 0) return randomBytes(rand, 300);
-  let p = seeds[rand() % seeds.length]!.slice();
+  let p: Uint8Array = seeds[rand() % seeds.length]!.slice();
   const m = 1 + (rand() % 4);
   for (let k = 0; k < m; k++) p = mutateOnce(rand, p, seeds);
   return p;
