@@ -2,7 +2,7 @@
  * The one-minute soak (`npm run soak -- --minutes 1`, test/soak/soak.ts) in its own process: mixed
  * TCP and WebSocket load with link cuts and resume, kept modest (8 streams per producer) so it stays
  * reliable on a loaded machine. Its verdict scales the flatness bound with the run (soak.ts): 1 MB
- * per 10 minutes plus 3 MB × (10 − minutes) / 9 for JIT growth and sampling noise, so 3.1 MB over
+ * per 10 minutes plus 5 MB × (10 − minutes) / 9 for JIT growth and sampling noise, so 5.1 MB over
  * this one minute; in-order delivery and slots and binds returning to 0 are not scaled.
  */
 import { spawnSync } from 'node:child_process';
