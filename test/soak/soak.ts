@@ -220,6 +220,7 @@ function sample(t0: number): Sample {
 }
 
 const MB = (b: number) => (b / 1e6).toFixed(1);
+const MB2 = (b: number) => (b / 1e6).toFixed(2);
 
 /** Least-squares slope of `y` over `t` (bytes per second). */
 function slope(xs: Sample[], y: (s: Sample) => number): number {
@@ -321,7 +322,7 @@ log(`\n${chart(after, (s) => s.rss, 'RSS')}`);
 const maxSlots = peakSlots;
 const maxBinds = peakBinds;
 log(
-  `\nafter warm-up (${(WARMUP_MS / 1000).toFixed(0)} s, ${after.length} samples): heapUsed+arrayBuffers ${MB(memRise)} MB over the run (${MB(per10(memRise))} MB / 10 min; heap ${MB(per10(heapRise))}, arrayBuffers ${MB(per10(abRise))}); RSS ${MB(per10(rssRise))} MB / 10 min`,
+  `\nafter warm-up (${(WARMUP_MS / 1000).toFixed(0)} s, ${after.length} samples): heapUsed+arrayBuffers ${MB2(memRise)} MB over the run (${MB2(per10(memRise))} MB / 10 min; heap ${MB(per10(heapRise))}, arrayBuffers ${MB(per10(abRise))}); RSS ${MB(per10(rssRise))} MB / 10 min`,
 );
 log(
   `streams ${stats.done} done of ${stats.opened} opened (${Math.round((stats.done / DURATION_MS) * 60_000)} / min), ${stats.items} items, ${stats.large} large records, ${stats.cuts} cuts, ${stats.failed} failed${failures.size ? ` (${[...failures].map(([k, v]) => `${k}: ${v}`).join(', ')})` : ''}, ${stats.mismatches} out of order${firstMismatch ? ` (${firstMismatch})` : ''}`,
@@ -331,7 +332,7 @@ log(
 );
 const problems: string[] = [];
 if (after.length < 3) problems.push('too few samples after the warm-up');
-if (memRise > FLAT_BYTES) problems.push(`memory rose ${MB(memRise)} MB over the run (bound ${MB(FLAT_BYTES)} MB)`);
+if (memRise > FLAT_BYTES) problems.push(`memory rose ${MB2(memRise)} MB over the run (bound ${MB2(FLAT_BYTES)} MB)`);
 if (stats.mismatches > 0) problems.push(`${stats.mismatches} streams out of order or short`);
 if (stats.failed > stats.opened * 0.02) problems.push(`${stats.failed} of ${stats.opened} streams failed`);
 if (leftSlots !== 0 || leftBinds !== 0) problems.push(`${leftSlots} slots and ${leftBinds} binds left after the load`);
@@ -348,7 +349,7 @@ log(
     failed: stats.failed,
     mismatches: stats.mismatches,
     cuts: stats.cuts,
-    mem_rise_mb_per_10min: Number(MB(per10(memRise))),
+    mem_rise_mb_per_10min: Number(MB2(per10(memRise))),
     rss_rise_mb_per_10min: Number(MB(per10(rssRise))),
     peak_slots: maxSlots,
     peak_binds: maxBinds,
