@@ -55,6 +55,11 @@ export class BindRegistry {
   }
 
   /** True while a bind or a cancelled attach is held (the sweep has work). */
+  /** Binds held now: waiting for or claimed by an OpenSlot, and cancelled ones kept until their deadline. */
+  get size(): number {
+    return this.#binds.size + this.#cancelled.size;
+  }
+
   get busy(): boolean {
     return this.#binds.size > 0 || this.#cancelled.size > 0;
   }

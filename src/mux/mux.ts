@@ -612,6 +612,11 @@ export class Mux implements BatcherHost, IngressHost {
     return true;
   }
 
+  /** Binds held now (the `live_binds` gauge of `node.metrics()`). */
+  get liveBinds(): number {
+    return this.#binds.size;
+  }
+
   /** Live slots on both sides (the `live_slots` gauge). */
   get liveSlots(): number {
     return this.metrics.liveSlots;

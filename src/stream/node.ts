@@ -312,6 +312,8 @@ export class LanemuxNode {
   /** A snapshot of every metric under the reference's names. */
   metrics(): Record<string, number> {
     const out = this.#s.metrics.snapshot();
+    // Binds waiting for, or held by, a slot: with live_slots, what must return to 0 when streams end.
+    out[`${this.#s.metrics.prefix}streaming_mux_live_binds`] = this.#s.mux?.liveBinds ?? 0;
     // Connections refused or evicted by the transport (bounded label: the reason).
     const refused = this.#s.messenger.stats().refused ?? {};
     for (const reason of Object.keys(refused) as Array<keyof typeof refused>) {

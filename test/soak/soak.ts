@@ -1,0 +1,360 @@
+/**
+ * `npm run soak -- [--minutes 10] [--seed N] [--concurrency 16] [--no-resume]
+ *                     [--resume-window-ms 30000] [--sample-s 5] [--cut-s 15]`
+ *
+ * Mixed load for a long time, to catch what grows: one consumer node listening on TCP and on
+ * WebSocket, two producer nodes dialling it (one per transport) through TCP proxies that cut every
+ * connection now and then (resume on: the producers re-dial and the streams carry on). Each producer
+ * keeps `--concurrency` streams going: each opens, sends 1–40 numbered tokens (2 % also a large
+ * record of 64–192 KiB), finalizes; a fifth of the readers are slow (a few ms per item), one in
+ * twenty stalls for 0.5–2 s before reading. Every item is checked in order on arrival.
+ *
+ * Every `--sample-s` seconds (10; 4 for runs ≤ 2 minutes) the load pauses until every stream has
+ * ended and one resume window (`--resume-window-ms`, 2,000; 1,000 for short runs) has passed, so the
+ * sample sees retained memory, not the in-flight streams and the rings finished streams keep for a
+ * late resume; then, after a full GC: RSS, heapUsed, arrayBuffers, and the nodes' live slots and
+ * binds (node.metrics()); the peaks of slots and binds are read under load, every second. After the warm-up (a third of the run, at least 20 s) it fits a
+ * line to heapUsed + arrayBuffers and prints the slope with an ASCII chart. Verdict PASS when:
+ *   - the fitted line of heapUsed + arrayBuffers rises ≤ 1 MB per 10 minutes over the run, plus, for
+ *     runs shorter than 10 minutes, an allowance for JIT growth and sampling noise a short run cannot
+ *     average out: 5 MB × (10 − minutes) / 9. So 10 minutes: ≤ 1 MB; 1 minute: ≤ 5.1 MB over the
+ *     minute, which still catches a leak of ~1.5 KB per stream at the 1-minute test's ~3,400 streams;
+ *   - no item arrived out of order or altered, and at most 2 % of the streams failed;
+ *   - once the load stops, every node's live slots and binds return to 0.
+ * The last line is `SOAK_RESULT {json}`. Exit status 0 on PASS, 1 on FAIL.
+ * Run it with `--expose-gc` (npm run soak does), else the heap figures include garbage.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { WebSocket } from 'ws';
+import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
+import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
+import { tcpTransport } from '../../src/adapters/node-tcp.ts';
+import { createNode } from '../../src/index.ts';
+import type { LanemuxNode } from '../../src/stream/node.ts';
+import { closeProxies, tcpProxy } from '../support/tcp-proxy.ts';
+import { mulberry32Unit } from '../wire/helpers.ts';
+
+function arg(name: string, d: number): number {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i < 0) return d;
+  const v = Number(process.argv[i + 1]);
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`--${name} needs a positive number`);
+  return v;
+}
+
+const MINUTES = arg('minutes', 10);
+const SEED = arg('seed', 1) >>> 0;
+const CONCURRENCY = Math.floor(arg('concurrency', 16));
+const SAMPLE_S = arg('sample-s', MINUTES <= 2 ? 4 : 10);
+const CUT_S = arg('cut-s', 15);
+const DURATION_MS = MINUTES * 60_000;
+const WARMUP_MS = Math.max(20_000, DURATION_MS / 3);
+// Flat: the fitted line rises ≤ 1 MB per 10 minutes. A shorter run cannot average out JIT growth and
+// sampling noise (~1–2 MB), so it also gets a 5 MB allowance that shrinks to 0 at 10 minutes.
+const FLAT_BYTES = 1_000_000 * (MINUTES / 10) + 5_000_000 * Math.max(0, (10 - MINUTES) / 9);
+const rand = mulberry32Unit(SEED);
+const gc = (globalThis as { gc?: () => void }).gc;
+
+const log = (s: string) => process.stdout.write(`${s}\n`);
+
+// ───────────── the nodes ─────────────
+
+const RESUME = !process.argv.includes('--no-resume');
+// A finished stream keeps its replay ring for the resume window (a late resume can still be answered).
+// Samples are taken at quiet points, after every stream ended and one window passed, so they see what
+// is retained; a short window (the producers re-dial within 50 ms) keeps those pauses short.
+const WINDOW_MS = Math.floor(arg('resume-window-ms', MINUTES <= 2 ? 1_000 : 2_000));
+const resume = RESUME ? { windowMs: WINDOW_MS } : false;
+const wsServer = webSocketServerTransport({ host: '127.0.0.1', port: 0 });
+const consumer = await createNode({
+  transports: [tcpTransport({ host: '127.0.0.1', port: 0 }), wsServer],
+  resume,
+});
+const tcpAddr = consumer.addresses.find((a) => a.startsWith('tcp://'))!;
+const wsAddr = consumer.addresses.find((a) => a.startsWith('ws://'))!;
+const tcpLink = await tcpProxy(Number(new URL(tcpAddr.replace('tcp://', 'http://')).port));
+const wsLink = await tcpProxy(Number(new URL(wsAddr.replace('ws://', 'http://')).port));
+const wsProxyPort = new URL(wsLink.address.replace('tcp://', 'http://')).port;
+const wsPath = new URL(wsAddr.replace('ws://', 'http://')).pathname;
+
+const pTcp = await createNode({ transports: [tcpTransport({ listen: false })], resume });
+const pWs = await createNode({ transports: [webSocketClientTransport({ WebSocket: WebSocket as never })], resume });
+const reconnect = { reconnect: { initialDelayMs: 50, jitterMs: 20 } };
+await pTcp.connect(tcpLink.address, reconnect);
+await pWs.connect(`ws://127.0.0.1:${wsProxyPort}${wsPath}`, reconnect);
+const nodes: LanemuxNode[] = [consumer, pTcp, pWs];
+
+// ───────────── the load ─────────────
+
+const stats = { opened: 0, done: 0, failed: 0, items: 0, large: 0, cuts: 0, mismatches: 0 };
+const failures = new Map<string, number>();
+let firstMismatch = '';
+const fail = (where: string, e: unknown) => {
+  stats.failed++;
+  const code = (e as { code?: string })?.code ?? (e instanceof Error ? e.message.slice(0, 60) : String(e));
+  failures.set(`${where} ${code}`, (failures.get(`${where} ${code}`) ?? 0) + 1);
+};
+
+const TOKEN = 'tok-'.repeat(12);
+const largeBody = (i: number, n: number): Uint8Array => {
+  const b = new Uint8Array(n);
+  b[0] = i >>> 8;
+  b[1] = i & 0xff;
+  b[n - 1] = 0x5a;
+  return b;
+};
+
+/** Streams whose attach failed: their anchor was cancelled, so their reader expects nothing. */
+const unattached = new WeakSet<object>();
+
+async function read(anchor: AsyncIterable<unknown>, expect: number, slowMs: number, stallMs: number): Promise<void> {
+  if (stallMs > 0) await sleep(stallMs);
+  let n = 0;
+  for await (const v of anchor) {
+    const i =
+      typeof v === 'string' ? Number(v.slice(0, v.indexOf(':'))) : v instanceof Uint8Array ? (v[0]! << 8) | v[1]! : -1;
+    if (i !== n || (v instanceof Uint8Array && v[v.length - 1] !== 0x5a)) {
+      stats.mismatches++;
+      firstMismatch ||= `item ${n} arrived as ${String(v).slice(0, 40)}`;
+    }
+    n++;
+    if (slowMs > 0) await sleep(slowMs);
+  }
+  if (n !== expect && !unattached.has(anchor)) {
+    stats.mismatches++;
+    firstMismatch ||= `stream ended after ${n} of ${expect} items`;
+  }
+}
+
+async function oneStream(producer: LanemuxNode): Promise<void> {
+  const items = 1 + Math.floor(rand() * 40);
+  const largeAt = rand() < 0.02 ? Math.floor(rand() * items) : -1;
+  const r = rand();
+  const slowMs = r < 0.2 ? 1 + Math.floor(rand() * 5) : 0;
+  const stallMs = r > 0.95 ? 500 + Math.floor(rand() * 1500) : 0;
+  const anchor = consumer.createAnchor<unknown>();
+  stats.opened++;
+  const reading = read(anchor, items, slowMs, stallMs).catch((e) => fail('read', e));
+  let sender: Awaited<ReturnType<LanemuxNode['attachAnchor']>>;
+  try {
+    sender = await producer.attachAnchor(anchor.handle, { timeoutMs: 20_000 });
+  } catch (e) {
+    fail('attach', e);
+    unattached.add(anchor);
+    anchor.cancel();
+    await reading;
+    return;
+  }
+  try {
+    for (let i = 0; i < items; i++) {
+      if (i === largeAt) {
+        stats.large++;
+        await sender.send(largeBody(i, 65_536 + Math.floor(rand() * 131_072)));
+      } else await sender.send(`${i}:${TOKEN}`);
+      stats.items++;
+    }
+    await sender.finalize();
+  } catch (e) {
+    fail('send', e);
+  }
+  await reading;
+  stats.done++;
+}
+
+let stopping = false;
+let paused = false;
+let active = 0;
+async function lane(producer: LanemuxNode): Promise<void> {
+  while (!stopping) {
+    if (paused) {
+      await sleep(20);
+      continue;
+    }
+    active++;
+    await oneStream(producer);
+    active--;
+  }
+}
+
+/** Pause the load until every stream ended and one resume window passed, then sample. */
+async function quietSample(t0: number): Promise<Sample> {
+  paused = true;
+  const until = performance.now() + 15_000;
+  while ((active > 0 || live('live_slots') > 0) && performance.now() < until) await sleep(20);
+  if (RESUME) await sleep(WINDOW_MS + 250);
+  const s = sample(t0);
+  paused = false;
+  return s;
+}
+
+// ───────────── sampling ─────────────
+
+interface Sample {
+  t: number;
+  rss: number;
+  heap: number;
+  ab: number;
+  slots: number;
+  binds: number;
+  done: number;
+}
+const samples: Sample[] = [];
+const gauge = (n: LanemuxNode, key: string) => n.metrics()[`velo_streaming_mux_${key}`] ?? 0;
+const live = (key: string) => nodes.reduce((s, n) => s + gauge(n, key), 0);
+
+function sample(t0: number): Sample {
+  gc?.();
+  gc?.();
+  const m = process.memoryUsage();
+  const s = {
+    t: (performance.now() - t0) / 1000,
+    rss: m.rss,
+    heap: m.heapUsed,
+    ab: m.arrayBuffers,
+    slots: live('live_slots'),
+    binds: live('live_binds'),
+    done: stats.done,
+  };
+  samples.push(s);
+  return s;
+}
+
+const MB = (b: number) => (b / 1e6).toFixed(1);
+const MB2 = (b: number) => (b / 1e6).toFixed(2);
+
+/** Least-squares slope of `y` over `t` (bytes per second). */
+function slope(xs: Sample[], y: (s: Sample) => number): number {
+  const n = xs.length;
+  if (n < 2) return 0;
+  const mt = xs.reduce((a, s) => a + s.t, 0) / n;
+  const my = xs.reduce((a, s) => a + y(s), 0) / n;
+  let num = 0;
+  let den = 0;
+  for (const s of xs) {
+    num += (s.t - mt) * (y(s) - my);
+    den += (s.t - mt) ** 2;
+  }
+  return den === 0 ? 0 : num / den;
+}
+
+function chart(xs: Sample[], y: (s: Sample) => number, label: string): string {
+  const H = 8;
+  const W = Math.min(60, xs.length);
+  const cols = Array.from({ length: W }, (_, c) => y(xs[Math.floor((c * xs.length) / W)]!));
+  const lo = Math.min(...cols);
+  const hi = Math.max(...cols);
+  const span = Math.max(hi - lo, 1);
+  const rows: string[] = [];
+  for (let r = H - 1; r >= 0; r--) {
+    const edge = lo + (span * r) / (H - 1);
+    const line = cols.map((v) => (Math.round(((v - lo) / span) * (H - 1)) === r ? '*' : ' ')).join('');
+    rows.push(`${MB(edge).padStart(7)} MB |${line}`);
+  }
+  rows.push(`${' '.repeat(11)}+${'-'.repeat(W)}  ${label}, ${xs[0]!.t.toFixed(0)}–${xs.at(-1)!.t.toFixed(0)} s`);
+  return rows.join('\n');
+}
+
+// ───────────── the run ─────────────
+
+log(
+  `soak: ${MINUTES} min, seed ${SEED}, ${CONCURRENCY} streams per producer (TCP + WebSocket), a cut every ${CUT_S} s, resume ${RESUME ? `on (window ${WINDOW_MS} ms)` : 'off'}, samples every ${SAMPLE_S} s${gc ? '' : ' (no --expose-gc: heap figures include garbage)'}`,
+);
+const t0 = performance.now();
+const lanes = [
+  ...Array.from({ length: CONCURRENCY }, () => lane(pTcp)),
+  ...Array.from({ length: CONCURRENCY }, () => lane(pWs)),
+];
+let nextCut = CUT_S * 1000;
+let nextSample = 0;
+let nextPeek = 0;
+let peakSlots = 0;
+let peakBinds = 0;
+log(
+  `${'t s'.padStart(6)} ${'rss MB'.padStart(8)} ${'heap MB'.padStart(8)} ${'ab MB'.padStart(7)} ${'slots'.padStart(6)} ${'binds'.padStart(6)} ${'streams'.padStart(8)}`,
+);
+while (performance.now() - t0 < DURATION_MS) {
+  const el = performance.now() - t0;
+  if (el >= nextSample) {
+    const s = await quietSample(t0);
+    log(
+      `${s.t.toFixed(0).padStart(6)} ${MB(s.rss).padStart(8)} ${MB(s.heap).padStart(8)} ${MB(s.ab).padStart(7)} ${String(s.slots).padStart(6)} ${String(s.binds).padStart(6)} ${String(s.done).padStart(8)}`,
+    );
+    nextSample += SAMPLE_S * 1000;
+  }
+  if (el >= nextPeek) {
+    peakSlots = Math.max(peakSlots, live('live_slots'));
+    peakBinds = Math.max(peakBinds, live('live_binds'));
+    nextPeek += 1000;
+  }
+  if (el >= nextCut) {
+    (stats.cuts % 2 === 0 ? tcpLink : wsLink).cut();
+    stats.cuts++;
+    nextCut += CUT_S * 1000 * (0.5 + rand());
+  }
+  await sleep(100);
+}
+stopping = true;
+const settled = await Promise.race([Promise.all(lanes).then(() => true), sleep(60_000).then(() => false)]);
+// Drained: every slot and bind of every node gone (binds of cancelled attaches wait out their deadline).
+let drainedAt = -1;
+for (let i = 0; i < 300; i++) {
+  if (live('live_slots') === 0 && live('live_binds') === 0) {
+    drainedAt = i * 100;
+    break;
+  }
+  await sleep(100);
+}
+const leftSlots = live('live_slots');
+const leftBinds = live('live_binds');
+
+// ───────────── the verdict ─────────────
+
+const after = samples.filter((s) => s.t * 1000 >= WARMUP_MS);
+const mem = (s: Sample) => s.heap + s.ab;
+const perRun = (bps: number) => bps * MINUTES * 60;
+const memRise = perRun(slope(after, mem));
+const heapRise = perRun(slope(after, (s) => s.heap));
+const abRise = perRun(slope(after, (s) => s.ab));
+const rssRise = perRun(slope(after, (s) => s.rss));
+const per10 = (rise: number) => (rise / MINUTES) * 10;
+log(`\n${chart(after, mem, 'heapUsed + arrayBuffers after GC')}`);
+log(`\n${chart(after, (s) => s.rss, 'RSS')}`);
+const maxSlots = peakSlots;
+const maxBinds = peakBinds;
+log(
+  `\nafter warm-up (${(WARMUP_MS / 1000).toFixed(0)} s, ${after.length} samples): heapUsed+arrayBuffers ${MB2(memRise)} MB over the run (${MB2(per10(memRise))} MB / 10 min; heap ${MB(per10(heapRise))}, arrayBuffers ${MB(per10(abRise))}); RSS ${MB(per10(rssRise))} MB / 10 min`,
+);
+log(
+  `streams ${stats.done} done of ${stats.opened} opened (${Math.round((stats.done / DURATION_MS) * 60_000)} / min), ${stats.items} items, ${stats.large} large records, ${stats.cuts} cuts, ${stats.failed} failed${failures.size ? ` (${[...failures].map(([k, v]) => `${k}: ${v}`).join(', ')})` : ''}, ${stats.mismatches} out of order${firstMismatch ? ` (${firstMismatch})` : ''}`,
+);
+log(
+  `live slots peak ${maxSlots}, binds peak ${maxBinds} (under load); at the quiet samples after warm-up at most ${Math.max(0, ...after.map((s) => s.slots))} slots, ${Math.max(0, ...after.map((s) => s.binds))} binds; after the load: ${leftSlots} slots, ${leftBinds} binds${drainedAt >= 0 ? ` (drained in ${drainedAt} ms)` : ''}${settled ? '' : '; streams still running 60 s after the end'}`,
+);
+const problems: string[] = [];
+if (after.length < 3) problems.push('too few samples after the warm-up');
+if (memRise > FLAT_BYTES) problems.push(`memory rose ${MB2(memRise)} MB over the run (bound ${MB2(FLAT_BYTES)} MB)`);
+if (stats.mismatches > 0) problems.push(`${stats.mismatches} streams out of order or short`);
+if (stats.failed > stats.opened * 0.02) problems.push(`${stats.failed} of ${stats.opened} streams failed`);
+if (leftSlots !== 0 || leftBinds !== 0) problems.push(`${leftSlots} slots and ${leftBinds} binds left after the load`);
+if (!settled) problems.push('streams did not finish after the load stopped');
+const verdict = problems.length === 0 ? 'PASS' : 'FAIL';
+log(`soak: ${verdict}${problems.length ? ` (${problems.join('; ')})` : ''}`);
+log(
+  `SOAK_RESULT ${JSON.stringify({
+    verdict,
+    problems,
+    minutes: MINUTES,
+    seed: SEED,
+    streams: stats.done,
+    failed: stats.failed,
+    mismatches: stats.mismatches,
+    cuts: stats.cuts,
+    mem_rise_mb_per_10min: Number(MB2(per10(memRise))),
+    rss_rise_mb_per_10min: Number(MB(per10(rssRise))),
+    peak_slots: maxSlots,
+    peak_binds: maxBinds,
+  })}`,
+);
+for (const n of nodes) await n.close();
+await closeProxies();
+process.exit(verdict === 'PASS' ? 0 : 1);
