@@ -14,6 +14,7 @@
 export { LanemuxError, isLanemuxError } from './errors.ts';
 export { createNode, LanemuxNode } from './stream/node.ts';
 export type { NodeOptions, AttachOptions, DrainOptions, DrainSummary } from './stream/node.ts';
+export type { NodeLogger } from './metrics/mux-metrics.ts';
 export type { OpenOptions } from './stream/producer.ts';
 export type { GapMarker, OverrunPolicy } from './stream/live-feed.ts';
 export { StreamAnchor } from './stream/anchor.ts';

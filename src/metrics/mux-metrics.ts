@@ -23,6 +23,15 @@ export type DropReason = (typeof DropReason)[keyof typeof DropReason];
 const DROP_NAMES = Object.keys(DropReason);
 
 /** `records_sent_total{record_type}` index: the wire record type (0..5); also `stragglers_total` and `no_route_total`. */
+/**
+ * `createNode({ logger })`: where a node reports events a person may want to read (both methods
+ * optional; `console` fits). Never called on the hot path.
+ */
+export interface NodeLogger {
+  debug?(message: string, fields: Record<string, unknown>): void;
+  warn?(message: string, fields: Record<string, unknown>): void;
+}
+
 const RECORD_TYPE_NAMES = ['data', 'open_slot', 'close_slot', 'credit_update', 'slot_heartbeat', 'lifecycle'] as const;
 
 /** `batcher_wakes_total{source}`. */
@@ -158,6 +167,38 @@ export class MuxMetrics {
   dropped(reason?: keyof typeof DropReason): number {
     if (reason !== undefined) return this.recordsDropped[DropReason[reason]]!;
     return this.recordsDropped.reduce((a, b) => a + b, 0);
+  }
+
+  /**
+   * Where the node reports what it counts that a person may want to read: stragglers at debug level,
+   * records for slots never known at warning level. Null: counted only. Set by `createNode({ logger })`.
+   */
+  logger: NodeLogger | null = null;
+
+  /** Count a record of wire `recordType` for a slot that ended moments ago (`peer`, `lane`). */
+  straggler(recordType: number, peer: string, lane: number): void {
+    const n = ++this.stragglers[recordType]!;
+    this.logger?.debug?.('lanemux: a record for a stream that just ended (a straggler)', {
+      recordType: RECORD_TYPE_NAMES[recordType],
+      peer,
+      lane,
+      count: n,
+    });
+  }
+
+  /**
+   * Count a record of wire `recordType` for a slot this side never knew. Logged at warning level at
+   * the 1st, 10th, 100th, … of each type (a hostile peer cannot flood the log).
+   */
+  noRouteFor(recordType: number, peer: string, lane: number): void {
+    const n = ++this.noRoute[recordType]!;
+    if (this.logger?.warn === undefined || 10 ** Math.round(Math.log10(n)) !== n) return;
+    this.logger.warn('lanemux: records for a slot this node never knew (dropped)', {
+      recordType: RECORD_TYPE_NAMES[recordType],
+      peer,
+      lane,
+      count: n,
+    });
   }
 
   /** Sum of `stragglers_total` over every record type, or for one wire record type. */

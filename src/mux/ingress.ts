@@ -357,10 +357,10 @@ export class IngressTable {
     }
     const m = this.#host.metrics;
     if (this.ended.has(id)) {
-      m.stragglers[type]! += 1;
+      m.straggler(type, this.peer, this.lane);
       return undefined;
     }
-    m.noRoute[type]! += 1;
+    m.noRouteFor(type, this.peer, this.lane);
     if (s === undefined) {
       m.recordsDropped[DropReason.closed_slot]! += 1;
     } else {

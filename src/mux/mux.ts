@@ -315,8 +315,8 @@ export class Mux implements BatcherHost, IngressHost {
   #notLive(peer: PeerId, lane: number, slot: number, type: number, session?: bigint): void {
     const ended = this.#lanes.endedOwned(peer, lane);
     const recent = ended !== undefined && (session === undefined ? ended.has(slot) : ended.hasSession(slot, session));
-    if (recent) this.metrics.stragglers[type]! += 1;
-    else this.metrics.noRoute[type]! += 1;
+    if (recent) this.metrics.straggler(type, peer, lane);
+    else this.metrics.noRouteFor(type, peer, lane);
   }
 
   ringDoorbell(table: IngressTable): void {

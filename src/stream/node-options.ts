@@ -7,7 +7,7 @@
  */
 import { z } from 'zod/mini';
 import { ConfigError } from '../errors.ts';
-import { MuxMetrics } from '../metrics/mux-metrics.ts';
+import { MuxMetrics, type NodeLogger } from '../metrics/mux-metrics.ts';
 import type { Messenger } from '../messenger/types.ts';
 import { resolveMuxConfig, type ResolvedMuxConfig } from '../mux/config.ts';
 import { issueFields } from '../validate.ts';
@@ -96,6 +96,18 @@ const schema = z.strictObject({
   ),
   metrics: z.optional(z.custom<MuxMetrics>((v) => v instanceof MuxMetrics, 'not a MuxMetrics')),
   runtime: z.optional(runtimeSchema),
+  logger: z.optional(
+    z.custom<NodeLogger>(
+      (v) =>
+        typeof v === 'object' &&
+        v !== null &&
+        ['debug', 'warn'].every((k) => {
+          const f = (v as Record<string, unknown>)[k];
+          return f === undefined || typeof f === 'function';
+        }),
+      'not a logger (an object whose debug and warn, if present, are functions)',
+    ),
+  ),
   resume: resumeSchema,
   discovery: z.optional(nodeDiscoverySchema),
 });

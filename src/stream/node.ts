@@ -17,7 +17,7 @@
 import { REATTACH_HANDLER, answerReattach, reattach, type ReattachHost, type ReattachOptions } from './reattach.ts';
 import type { Authenticate, CredentialSource } from '../transport/auth.ts';
 import { defineAsyncDispose } from '../runtime/dispose.ts';
-import { MuxMetrics } from '../metrics/mux-metrics.ts';
+import { MuxMetrics, type NodeLogger } from '../metrics/mux-metrics.ts';
 import type {
   ConnectOptions,
   DialEndedEvent,
@@ -113,6 +113,12 @@ export interface NodeOptions {
    */
   readonly runtime?: Runtime;
   /**
+   * Where the node reports events worth reading (`console` fits): a record for a stream that just
+   * ended (a straggler, at debug level), records for slots it never knew (at warning level, at the
+   * 1st, 10th, 100th, … of each record type). Defaults to none: counted in `metrics()` only.
+   */
+  readonly logger?: NodeLogger;
+  /**
    * Transparent resume of mux streams across a lost link (docs/protocol.md §8.3): when the
    * link to a peer drops and the same peer (same worker, same instance) links again within the
    * window, every single-sender stream goes on where it stopped, nothing lost or repeated. Applies
@@ -157,6 +163,7 @@ export class LanemuxNode {
   ) {
     const messenger = options.messenger;
     const metrics = options.metrics ?? new MuxMetrics();
+    if (options.logger !== undefined) metrics.logger = options.logger;
     const runtime = options.runtime ?? systemRuntime();
     const perStream = options.perStream ?? null;
     // Its dial and preface deadlines run on the node's clock too.

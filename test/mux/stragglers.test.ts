@@ -11,6 +11,7 @@ import type { LanemuxNode } from '../../src/stream/node.ts';
 import { CloseReason, LifecycleAction } from '../../src/wire/constants.ts';
 import { decodeBatch } from '../../src/wire/decoder.ts';
 import { LoopMessenger } from '../support/loop-messenger.ts';
+import { MuxMetrics } from '../../src/metrics/mux-metrics.ts';
 import { ManualRuntime } from '../support/manual-runtime.ts';
 import {
   EgressKind,
@@ -222,7 +223,13 @@ describe('node.metrics(): stragglers beside drops', () => {
     const runtime = new ManualRuntime();
     const [ma, mb] = LoopMessenger.pair();
     const consumer = await createNode({ messenger: ma, runtime, mux: { initialCredit: 4 } });
-    const producer = await createNode({ messenger: mb, runtime, mux: { initialCredit: 4 } });
+    const logged: Array<[string, Record<string, unknown>]> = [];
+    const producer = await createNode({
+      messenger: mb,
+      runtime,
+      mux: { initialCredit: 4 },
+      logger: { debug: (m, f) => logged.push([m, f]) },
+    });
     nodes.push(consumer, producer);
     const anchor = consumer.createAnchor<string>();
     const sender = await producer.attachAnchor<string>(anchor.handle);
@@ -243,5 +250,26 @@ describe('node.metrics(): stragglers beside drops', () => {
     expect(snap['velo_streaming_mux_no_route_total{record_type="credit_update"}']).toBe(0);
     expect(Object.keys(snap).filter((k) => k.includes('stragglers_total'))).toHaveLength(6);
     expect(Object.keys(snap).filter((k) => k.includes('no_route_total'))).toHaveLength(6);
+    // And at debug level, to the node's logger.
+    expect(logged).toEqual([
+      [expect.stringContaining('straggler'), { recordType: 'credit_update', peer: ma.self.id, lane: 0, count: 1 }],
+    ]);
+  });
+
+  it('records for slots never known go to the logger at warning level at the 1st, 10th, 100th, 1,000th only', () => {
+    const m = new MuxMetrics();
+    const warned: number[] = [];
+    m.logger = { warn: (_msg, f) => warned.push(f['count'] as number) };
+    for (let i = 0; i < 1_500; i++) m.noRouteFor(RecordType.Data, 'peer', 0);
+    expect(warned).toEqual([1, 10, 100, 1_000]);
+    expect(m.unrouted(RecordType.Data)).toBe(1_500);
+  });
+
+  it('a logger that is not one is refused by createNode, naming the field', async () => {
+    const [ma] = LoopMessenger.pair();
+    await expect(createNode({ messenger: ma, logger: { warn: 'loud' } as never })).rejects.toMatchObject({
+      code: 'ERR_INVALID_CONFIG',
+      message: expect.stringContaining('logger'),
+    });
   });
 });

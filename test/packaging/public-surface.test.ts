@@ -34,6 +34,7 @@ const ROOT_NAMES = [
   'MuxError',
   'MuxMetrics',
   'NodeDiscoveryOptions',
+  'NodeLogger',
   'NodeOptions',
   'NodeRegistration',
   'OpenOptions',
