@@ -7,40 +7,14 @@ import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.
 import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
 import type { StreamSender } from '../../src/stream/sender.ts';
-import { TransportError } from '../../src/transport/errors.ts';
-import type { Connection, TransportAdapter } from '../../src/transport/port.ts';
 import { ManualRuntime } from '../support/manual-runtime.ts';
+import { cuttable } from '../support/cuttable-memory.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 const nodes: LanemuxNode[] = [];
 afterEach(async () => {
   await Promise.all(nodes.splice(0).map((n) => n.close()));
 });
-
-/** A memory adapter whose dialled connections `cut()` aborts (what was in flight is lost). */
-function cuttable(network: ReturnType<typeof createMemoryNetwork>) {
-  const conns: Connection[] = [];
-  const inner = memoryTransport({ network, listen: false });
-  const adapter: TransportAdapter = {
-    name: inner.name,
-    dialSchemes: inner.dialSchemes,
-    listen: (h) => inner.listen(h),
-    dial: (r, e) =>
-      inner.dial(r, {
-        open: (c) => {
-          conns.push(c);
-          e.open(c);
-        },
-        fail: (x) => e.fail(x),
-      }),
-    close: () => inner.close(),
-  };
-  const cut = (): void => {
-    for (const c of conns.splice(0))
-      c.close(new TransportError('ERR_PEER_GONE', 'page reloaded', { retryable: true }), 'abort');
-  };
-  return { adapter, cut };
-}
 
 const HISTORY: Partial<NodeOptions> = { resume: { history: true } };
 
@@ -50,7 +24,7 @@ async function server(options: Partial<NodeOptions> = HISTORY) {
   const producer = await createNode({ transports: [memoryTransport({ network, name: 'server' })], ...options });
   nodes.push(producer);
   const page = async () => {
-    const { adapter, cut } = cuttable(network);
+    const { adapter, cut } = cuttable(network, 'page reloaded');
     const node = await createNode({ transports: [adapter] });
     nodes.push(node);
     const peer = await node.connect('memory://server');

@@ -9,8 +9,7 @@ import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
 import { openRelay, relay, type Relay } from '../../src/stream/relay.ts';
 import type { StreamSender } from '../../src/stream/sender.ts';
-import { TransportError } from '../../src/transport/errors.ts';
-import type { Connection, TransportAdapter } from '../../src/transport/port.ts';
+import { cuttable } from '../support/cuttable-memory.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 const nodes: LanemuxNode[] = [];
@@ -21,31 +20,6 @@ afterEach(async () => {
 /** The frontend's credit window toward the engine (C of every source anchor) and the browser's. */
 const SOURCE_CREDIT = 16;
 const BROWSER_CREDIT = 8;
-
-/** A dialling memory adapter whose connections `cut()` aborts (what was in flight is lost). */
-function cuttable(network: ReturnType<typeof createMemoryNetwork>) {
-  const conns: Connection[] = [];
-  const inner = memoryTransport({ network, listen: false });
-  const adapter: TransportAdapter = {
-    name: inner.name,
-    dialSchemes: inner.dialSchemes,
-    listen: (h) => inner.listen(h),
-    dial: (r, e) =>
-      inner.dial(r, {
-        open: (c) => {
-          conns.push(c);
-          e.open(c);
-        },
-        fail: (x) => e.fail(x),
-      }),
-    close: () => inner.close(),
-  };
-  const cut = (): void => {
-    for (const c of conns.splice(0))
-      c.close(new TransportError('ERR_PEER_GONE', 'network cut', { retryable: true }), 'abort');
-  };
-  return { adapter, cut };
-}
 
 /** Engine and browser both dial the frontend; `cutEngine()` cuts the engine's link. */
 async function trio(options: { engine?: Partial<NodeOptions>; frontend?: Partial<NodeOptions> } = {}) {

@@ -8,8 +8,7 @@ import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import { ResumeFailedError } from '../../src/stream/errors.ts';
 import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
 import type { StreamSender } from '../../src/stream/sender.ts';
-import { TransportError } from '../../src/transport/errors.ts';
-import type { Connection, TransportAdapter } from '../../src/transport/port.ts';
+import { cuttable } from '../support/cuttable-memory.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 const nodes: LanemuxNode[] = [];
@@ -18,31 +17,6 @@ afterEach(async () => {
 });
 
 const metric = (n: LanemuxNode, name: string): number => n.metrics()[`velo_${name}`] ?? 0;
-
-/** A memory adapter whose dialled connections `cut()` aborts (what was in flight is lost). */
-function cuttable(network: ReturnType<typeof createMemoryNetwork>) {
-  const conns: Connection[] = [];
-  const inner = memoryTransport({ network, listen: false });
-  const adapter: TransportAdapter = {
-    name: inner.name,
-    dialSchemes: inner.dialSchemes,
-    listen: (h) => inner.listen(h),
-    dial: (r, e) =>
-      inner.dial(r, {
-        open: (c) => {
-          conns.push(c);
-          e.open(c);
-        },
-        fail: (x) => e.fail(x),
-      }),
-    close: () => inner.close(),
-  };
-  const cut = (): void => {
-    for (const c of conns.splice(0))
-      c.close(new TransportError('ERR_PEER_GONE', 'network cut', { retryable: true }), 'abort');
-  };
-  return { adapter, cut };
-}
 
 /** A consumer node at memory://consumer and a producer node that dials it through a cuttable link. */
 async function pair(consumerOptions: Partial<NodeOptions> = {}, producerOptions: Partial<NodeOptions> = {}) {
