@@ -14,6 +14,10 @@ export class Series {
     this.#values.push(v);
     if (this.#values.length > this.#capacity) this.#values.shift();
   }
+  /** Forget every value: a new engine's figures must not be drawn on the old one's scale. */
+  clear(): void {
+    this.#values.length = 0;
+  }
   get values(): readonly number[] {
     return this.#values;
   }

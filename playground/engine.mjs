@@ -112,6 +112,7 @@ class Engine {
       t: performance.now(),
       batches: 0,
       tokens: 0,
+      carried: node.metricsRegistry.recordsSent[0],
       passes: 0,
       hist: [...node.metricsRegistry.recordsPerBatchSent.counts],
     };
@@ -233,7 +234,10 @@ class Engine {
       runtime: typeof globalThis.Deno === 'object' ? 'deno' : 'node',
       activeStreams: this.#streams.size,
       passesPerSec: (this.#passes - last.passes) / dt,
-      tokensPerSec: (this.#tokens - last.tokens) / dt,
+      // Tokens carried: data records the mux wrote to the wire (not what the passes staged, which
+      // includes tokens still withheld for credit).
+      tokensPerSec: (m.recordsSent[0] - last.carried) / dt,
+      tokensStagedPerSec: (this.#tokens - last.tokens) / dt,
       batchesPerSec: (batches - last.batches) / dt,
       tokensTotal: this.#tokens,
       batchesTotal: batches,
@@ -250,7 +254,14 @@ class Engine {
               bufferedBytes: messenger.bufferedAmount(peers[0].id, i),
             })),
     };
-    this.#last = { t: now, batches, tokens: this.#tokens, passes: this.#passes, hist: counts };
+    this.#last = {
+      t: now,
+      batches,
+      tokens: this.#tokens,
+      carried: m.recordsSent[0],
+      passes: this.#passes,
+      hist: counts,
+    };
     const bytes = new TextEncoder().encode(JSON.stringify(report));
     for (const p of peers) {
       const admitted = messenger.send(p.id, 0, 'playground.metrics', bytes);

@@ -287,8 +287,15 @@ const batchSeries = new Series(120);
 const tokenSeries = new Series(120);
 let lastReport: EngineReport | null = null;
 
+let drawnGeneration = -1;
+
 function onReport(report: EngineReport): void {
   if (report.generation < engineGeneration) return;
+  if (report.generation !== drawnGeneration) {
+    // A rebuilt engine (a policy switch) starts its charts afresh, on a scale of its own figures.
+    drawnGeneration = report.generation;
+    for (const s of [activeSeries, batchSeries, tokenSeries]) s.clear();
+  }
   lastReport = report;
   activeSeries.push(report.activeStreams);
   batchSeries.push(report.batchesPerSec);
@@ -355,4 +362,5 @@ function drawLocal(): void {
 }
 setInterval(drawLocal, 100);
 
-void connectLoop();
+// The page opens already streaming with the form's settings (Stop pauses, Start applies a change).
+apply();

@@ -22,7 +22,10 @@ export interface EngineReport {
   readonly runtime: 'node' | 'deno';
   readonly activeStreams: number;
   readonly passesPerSec: number;
+  /** Tokens carried to pages per second: data records the engine's mux wrote to the wire. */
   readonly tokensPerSec: number;
+  /** Tokens the engine's passes staged per second (some may still be withheld for credit). */
+  readonly tokensStagedPerSec: number;
   readonly batchesPerSec: number;
   readonly tokensTotal: number;
   readonly batchesTotal: number;

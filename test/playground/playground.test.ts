@@ -105,12 +105,11 @@ describe('playground', () => {
     });
     expect(await page.textContent('#status')).toContain('connected to node engine over websocket');
 
-    await page.click('#start');
-    // Live numbers move: the engine reports batches and streams, the page reads and renders tokens.
+    // The page opens already streaming (no click). Live numbers move: the engine reports batches and streams, the page reads and renders tokens.
     await page.waitForFunction(
       () => {
         const n = (id: string) => Number(document.getElementById(id)?.textContent?.replace(/[^\d.]/g, '') || 0);
-        return n('tokens-read') > 500 && n('batches-per-sec') > 0 && n('active-streams') > 0;
+        return n('tokens-read') > 500 && n('batches-per-sec') > 0 && n('active-streams') > 0 && n('tokens-per-sec') > 0;
       },
       null,
       { timeout: 20_000, polling: 100 },
