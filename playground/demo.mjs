@@ -158,7 +158,7 @@ What the columns mean:
     );
   console.log(
     bad.length === 0
-      ? 'Checks: no reader waited on a token that had been sent (reader_stall_total = 0), no credit was lost ' +
+      ? "Checks: no token overran its reader's buffer (reader_stall_total = 0), no credit was lost " +
           '(credit_lost_total = 0), and every stream released its slot (live slots back to 0) in every mode.'
       : `CHECK FAILED (reader stalls, lost credit or slots left open): ${JSON.stringify(bad)}`,
   );

@@ -5,6 +5,7 @@
  *
  * @packageDocumentation
  */
+import { toFamilies, toPrometheusText } from './exposition.ts';
 import { Histogram, RECORDS_PER_BATCH_BUCKETS } from './histogram.ts';
 
 /** Reasons of `records_dropped_total`, indexed by these constants. */
@@ -286,10 +287,8 @@ export class MuxMetrics {
     return s;
   }
 
-  /** The snapshot in the Prometheus text exposition format. */
+  /** The snapshot in the Prometheus text exposition format (`# TYPE` per family). */
   toPrometheus(): string {
-    return Object.entries(this.snapshot())
-      .map(([k, v]) => `${k} ${v}`)
-      .join('\n');
+    return toPrometheusText(toFamilies(this.snapshot()));
   }
 }

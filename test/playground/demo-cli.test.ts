@@ -65,7 +65,7 @@ describe('npm start (the demo) for a first-time user', () => {
     expect(r.stdout).toMatch(/\| mux Auto +\|/);
     expect(r.stdout).toContain('What the columns mean');
     expect(r.stdout).toMatch(/fewer writes than one connection per request/);
-    expect(r.stdout).toMatch(/no reader waited on a token that had been sent \(reader_stall_total = 0\)/);
+    expect(r.stdout).toMatch(/no token overran its reader's buffer \(reader_stall_total = 0\)/);
   });
 
   it('--quiet prints no progress line, only the results', () => {
