@@ -196,6 +196,47 @@ describe('serve / stream', () => {
     await aborted.promise;
   });
 
+  it("the handler's signal aborts when the caller's node goes away", async () => {
+    const { server, client, peer } = await pair();
+    const aborted = signalled();
+    server.serve('hang', async (req, sender, ctx) => {
+      await sender.send('first');
+      await untilAborted(req, sender, ctx);
+      aborted.resolve();
+    });
+    const call = client.stream<string>(peer, 'hang', {});
+    expect((await call.next()).value).toBe('first');
+    await client.close();
+    await aborted.promise;
+    await waitFor(() => metric(server, 'streaming_mux_live_slots') === 0, 5_000, 'slot freed');
+  });
+
+  it('the answer reads as a WHATWG ReadableStream too', async () => {
+    const { server, client, peer } = await pair();
+    server.serve<number, number>('count', async (n, sender) => {
+      for (let i = 0; i < n; i++) await sender.send(i);
+    });
+    const out: number[] = [];
+    await client
+      .stream<number>(peer, 'count', 5)
+      .readable.pipeTo(new WritableStream({ write: (v) => void out.push(v) }));
+    expect(out).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it('a draining server refuses new calls with ERR_DRAINING (retryable)', async () => {
+    const { server, client, peer } = await pair();
+    let ran = 0;
+    server.serve('m', () => {
+      ran++;
+    });
+    void server.drain({ timeout: 1_000 });
+    const r = await collect(client.stream(peer, 'm', {}));
+    expect(r.error).toBeInstanceOf(LanemuxError);
+    expect((r.error as LanemuxError).code).toBe('ERR_DRAINING');
+    expect((r.error as LanemuxError).retryable).toBe(true);
+    expect(ran).toBe(0);
+  });
+
   it('the per-peer and per-node concurrency limits refuse with ERR_CALL_LIMIT (retryable)', async () => {
     const { server, client, peer } = await pair();
     server.serve('slow', untilAborted, { maxCallsPerPeer: 2 });
