@@ -11,6 +11,7 @@ import type { Messenger, PeerId } from '../messenger/types.ts';
 import { encodeOwned } from '../wire/msgpack.ts';
 import type { StreamAnchor } from './anchor.ts';
 import { CALL_PREFIX, CALL_VERSION, CallError, decodeFailure } from './call-envelope.ts';
+import type { ConsumerSide } from './consumer.ts';
 import { StreamError } from './errors.ts';
 
 /** Options of `node.stream`. */
@@ -21,13 +22,8 @@ export interface CallOptions {
   readonly timeoutMs?: number;
 }
 
-/** What a call needs from its node. */
-export interface CallHost {
-  readonly messenger: Messenger;
-  createAnchor<T>(): StreamAnchor<T>;
-  /** The anchor's zero-RTT ticket, or undefined without a mux (the server then attaches). */
-  prebind(anchor: StreamAnchor<unknown>): string | undefined;
-}
+/** What a call needs from its node: the consumer side (`prebindAnchor` is undefined without a mux: the server then attaches). */
+export type AnchorMaker = Pick<ConsumerSide, 'createAnchor' | 'prebindAnchor'>;
 
 const DONE: IteratorResult<never> = Object.freeze({ done: true, value: undefined });
 
@@ -163,7 +159,8 @@ export class CallStream<T = unknown> implements AsyncIterableIterator<T> {
 
 /** Start a call (see `LanemuxNode.stream`). Never throws: every failure ends the returned stream. */
 export function startCall<T>(
-  host: CallHost,
+  messenger: Messenger,
+  host: AnchorMaker,
   peer: PeerId,
   method: string,
   request: unknown,
@@ -184,9 +181,9 @@ export function startCall<T>(
     return call;
   }
   if (options.signal !== undefined) call._listen(options.signal);
-  const t = host.prebind(anchor as StreamAnchor<unknown>);
+  const t = host.prebindAnchor(anchor as StreamAnchor<unknown>);
   const body = t === undefined ? { v: CALL_VERSION, h: anchor.handle, r } : { v: CALL_VERSION, h: anchor.handle, t, r };
-  host.messenger
+  messenger
     .request(peer, CALL_PREFIX + method, body, options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs })
     .then(undefined, (e: unknown) => call._refused(e, peer));
   return call;

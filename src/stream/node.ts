@@ -69,7 +69,7 @@ import {
 } from './drain.ts';
 import { DRAIN_HANDLER, DRAIN_KEY } from './drain-notice.ts';
 import { ServeTable, type CallHandler, type ServeOptions } from './serve.ts';
-import { startCall, type CallHost, type CallOptions, type CallStream } from './call.ts';
+import { startCall, type CallOptions, type CallStream } from './call.ts';
 
 export { ANCHOR_CHANNEL_DEPTH } from './node-state.ts';
 export type { AttachOptions } from './producer.ts';
@@ -153,9 +153,8 @@ export class LanemuxNode {
   readonly #reaper: UnattachedReaper;
   readonly #ownsMessenger: boolean;
   readonly #discovery: DiscoveryDialer | null;
-  /** The methods `serve` registered, and what `stream` calls with. */
+  /** The methods `serve` registered. */
   readonly #served: ServeTable;
-  readonly #calls: CallHost;
   /** How a drain ends this node's streams at its deadline. */
   readonly #drainHost: DrainHost;
   /** The close under way or done (one per node). */
@@ -234,16 +233,7 @@ export class LanemuxNode {
     messenger.handle(MPSC_CANCEL_HANDLER, (_from, body) => mpsc.onMpscCancel(body), noSignal);
     messenger.handle(REATTACH_HANDLER, (from, body) => answerReattach(this.#s, from, body), noSignal);
     messenger.on(DRAIN_HANDLER, (from, _lane, payload) => s.peerDrains.onNotice(from, payload));
-    this.#served = new ServeTable({
-      messenger,
-      open: (handle, ticket) =>
-        ticket === undefined ? producer.attachAnchor(handle) : producer.openAnchorStream(handle, ticket),
-    });
-    this.#calls = {
-      messenger,
-      createAnchor: () => consumer.createAnchor(),
-      prebind: (anchor) => consumer.prebindAnchor(anchor),
-    };
+    this.#served = new ServeTable(messenger, producer);
   }
 
   /** @internal */
@@ -435,28 +425,24 @@ export class LanemuxNode {
   // ───────────────────────── calls ─────────────────────────
 
   /**
-   * Serve `method` (docs/protocol.md §8.6): each call from a peer's {@link stream} opens a stream
-   * back to it from the caller's zero-RTT ticket and runs `handler(request, sender, { signal, peer })`.
-   * Resolving finishes the stream; throwing fails it (the caller reads a `CallError` with the thrown
-   * `LanemuxError`'s code, else `ERR_HANDLER_FAILED`); `signal` aborts when the caller cancels or goes
-   * away. Beyond `maxCallsPerPeer` (256) or `maxCalls` (4,096) running calls a call is refused
-   * `ERR_CALL_LIMIT` (retryable), a request over `maxRequestBytes` (64 KiB) `ERR_REQUEST_TOO_LARGE`.
-   * Returns the disposer: later calls are refused `ERR_UNKNOWN_METHOD`, running ones go on. A bad
-   * name, option or a method already served throws a `ConfigError`.
+   * Serve `method` (docs/protocol.md §8.6): a peer's {@link stream} call opens a stream from its ticket and runs
+   * `handler(request, sender, { signal, peer })`. Resolving finishes the stream, throwing fails it (a `CallError`
+   * at the caller); `signal` aborts when the caller cancels or goes away. Limits per method, see `ServeOptions`:
+   * `maxCallsPerPeer` (256), `maxCalls` (4,096) → `ERR_CALL_LIMIT`; `maxRequestBytes` (64 KiB) →
+   * `ERR_REQUEST_TOO_LARGE`. Returns the disposer (new calls then get `ERR_UNKNOWN_METHOD`; running ones go on).
+   * A bad name or option, or a method already served, throws a `ConfigError`.
    */
   serve<Req = unknown, T = unknown>(method: string, handler: CallHandler<Req, T>, options?: ServeOptions): () => void {
     return this.#served.serve(method, handler as CallHandler, options);
   }
 
   /**
-   * Call `method` on `peer` and stream its answer, in one round trip: the anchor and its zero-RTT
-   * ticket travel inside the request, so the first items need no second one. Returns at once a
-   * {@link CallStream} (async iterable, `.readable`, `.cancel()`); every failure — unknown method
-   * (`ERR_UNKNOWN_METHOD`), refusal, handler throw, the stream's own errors — rejects its reads.
-   * Calls share the peer's connection, and resume across a lost link as any mux stream does.
+   * Call `method` on `peer` and stream its answer in one round trip (the anchor's zero-RTT ticket travels in the
+   * request). Returns at once a {@link CallStream} (async iterable, `.readable`, `.cancel()`) whose reads reject
+   * with every failure: `ERR_UNKNOWN_METHOD`, a refusal, the handler's throw, the stream's own errors.
    */
   stream<T = unknown>(peer: PeerId, method: string, request: unknown, options?: CallOptions): CallStream<T> {
-    return startCall<T>(this.#calls, peer, method, request, options);
+    return startCall<T>(this.#s.messenger, this.#consumer, peer, method, request, options);
   }
 
   // ───────────────────────── MPSC ─────────────────────────

@@ -13,6 +13,7 @@ import { decodeBounded } from '../wire/msgpack.ts';
 import { encodeName } from '../messenger/envelope.ts';
 import { CALL_PREFIX, CALL_VERSION, CallError, MAX_METHOD_BYTES, encodeFailure } from './call-envelope.ts';
 import { parseHandle, workerKey } from './handle.ts';
+import type { ProducerSide } from './producer.ts';
 import type { StreamSender } from './sender.ts';
 
 /** Options of `node.serve`. Every limit is per served method. */
@@ -58,12 +59,8 @@ const optionsSchema = z.strictObject({
   maxRequestBytes: z.optional(int(1, 1 << 24)),
 });
 
-/** How the serve table opens the caller's stream (the node's producer side). */
-export interface ServeHost {
-  readonly messenger: Messenger;
-  /** Open from the ticket, or attach when the caller sent none (no mux). */
-  open(handle: string, ticket: string | undefined): Promise<StreamSender<unknown>>;
-}
+/** How the serve table opens the caller's stream: the node's producer side. */
+export type StreamOpener = Pick<ProducerSide, 'attachAnchor' | 'openAnchorStream'>;
 
 /** One served method: its handler, limits and the calls it runs. */
 interface Served {
@@ -79,13 +76,15 @@ const noop = (): void => {};
 
 /** The methods one node serves. */
 export class ServeTable {
-  readonly #host: ServeHost;
+  readonly #messenger: Messenger;
+  readonly #opener: StreamOpener;
   readonly #methods = new Map<string, Served>();
   /** Messenger handlers registered so far (a messenger cannot unregister: an unserved name answers unknown). */
   readonly #registered = new Set<string>();
 
-  constructor(host: ServeHost) {
-    this.#host = host;
+  constructor(messenger: Messenger, opener: StreamOpener) {
+    this.#messenger = messenger;
+    this.#opener = opener;
   }
 
   serve(method: string, fn: CallHandler, options?: ServeOptions): () => void {
@@ -105,7 +104,7 @@ export class ServeTable {
       perPeer: new Map(),
     };
     if (!this.#registered.has(method)) {
-      this.#host.messenger.handle(CALL_PREFIX + method, (from, body) => this.#onCall(method, from, body), {
+      this.#messenger.handle(CALL_PREFIX + method, (from, body) => this.#onCall(method, from, body), {
         signal: false,
       });
       this.#registered.add(method);
@@ -148,7 +147,10 @@ export class ServeTable {
     s.perPeer.set(from, mine + 1);
     let sender: StreamSender<unknown>;
     try {
-      sender = await this.#host.open(req.h, req.t);
+      // Without a ticket (the caller has no mux) the stream is attached: one more round trip.
+      sender = await (req.t === undefined
+        ? this.#opener.attachAnchor(req.h)
+        : this.#opener.openAnchorStream(req.h, req.t));
     } catch (e) {
       release(s, from);
       throw e;
