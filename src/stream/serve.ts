@@ -119,7 +119,7 @@ export class ServeTable {
   async #onCall(method: string, from: PeerId, body: unknown): Promise<unknown> {
     const s = this.#methods.get(method);
     if (s === undefined) throw new CallError('ERR_UNKNOWN_METHOD', method, `no method "${method}" is served here`);
-    const req = readRequest(method, from, body);
+    const req = readCall(method, from, body);
     if (req.r.byteLength > s.maxBytes)
       throw new CallError(
         'ERR_REQUEST_TOO_LARGE',
@@ -160,8 +160,15 @@ export class ServeTable {
   }
 }
 
-/** The request envelope, or ERR_INVALID_REQUEST; the handle must name the caller's own anchor. */
-function readRequest(method: string, from: PeerId, body: unknown): { h: string; t: string | undefined; r: Uint8Array } {
+/**
+ * @internal The request envelope (peer input), or `ERR_INVALID_REQUEST` (`ERR_INVALID_HANDLE` for a
+ * handle that is not one); the handle must name the caller's own anchor.
+ */
+export function readCall(
+  method: string,
+  from: PeerId,
+  body: unknown,
+): { h: string; t: string | undefined; r: Uint8Array } {
   const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
   const { v, h, t, r } = b;
   const bad = (why: string): CallError => new CallError('ERR_INVALID_REQUEST', method, `malformed call: ${why}`);
