@@ -14,6 +14,7 @@
  * - `messenger/`: active messages over the port.
  * - `mux/`: batcher, ingress and sweep, over the messenger's interface.
  * - `stream/`: anchors, senders, tickets, `createNode` (which finds peers through `discovery/`): everything below.
+ * - `ai/`: the AI SDK's chat transport and server helper (`lanemux/ai`), on `stream/`'s calls.
  * - `index.ts`: the public entry.
  */
 import { describe, expect, it } from 'vitest';
@@ -39,6 +40,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   messenger: ['transport', 'wire', 'runtime', ...LEAVES],
   mux: ['messenger', 'credit', 'wire', 'runtime', 'metrics', ...LEAVES],
   stream: ['mux', 'messenger', 'credit', 'wire', 'runtime', 'metrics', 'transport', 'discovery', ...LEAVES],
+  ai: ['stream', 'messenger', ...LEAVES],
   'index.ts': [
     'discovery',
     'stream',

@@ -31,9 +31,10 @@ export interface BindOwner {
   /**
    * The bind's link was lost (peer gone, epoch changed) before its terminal: true if the owner keeps
    * the stream for a resume (docs/protocol.md §8.3), so its buffer closes without `Dropped` and it
-   * ends `suspended`. Absent or false: it ends `Dropped`.
+   * ends `suspended`. Absent or false: it ends `Dropped`. `peer`: the resuming peer, for a pre-bind
+   * no OpenSlot claimed yet (its first batch was lost with the link; the resume names its session).
    */
-  suspend?(bind: Bind): boolean;
+  suspend?(bind: Bind, peer?: PeerId): boolean;
 }
 
 /**

@@ -381,12 +381,14 @@ export class Mux implements BatcherHost, IngressHost {
     const bind = this.#binds.get(session);
     if (bind === undefined || bind.anchorId !== anchorId) return false;
     const slot = bind.slot;
-    if ((slot?.peer ?? bind.peer) !== peer) return false;
+    // A pre-bind no OpenSlot claimed (its first batch was lost with the link) names no peer: the
+    // session, known only from the ticket, is what the resume proves, as a claim would.
+    if ((slot?.peer ?? bind.peer ?? peer) !== peer) return false;
     if (slot !== null) {
       slot.linkLost();
       return bind.ended;
     }
-    if (bind.owner.suspend?.(bind) !== true) return false;
+    if (bind.owner.suspend?.(bind, peer) !== true) return false;
     bind.buffer.close();
     this.#binds.ended(bind, 'suspended');
     return true;

@@ -60,8 +60,8 @@ class AnchorBindOwner implements BindOwner {
   onClaimed(bind: Bind): void {
     this.#side._claimed(bind);
   }
-  suspend(bind: Bind): boolean {
-    return this.#side._suspend(this.#anchor, bind);
+  suspend(bind: Bind, peer?: PeerId): boolean {
+    return this.#side._suspend(this.#anchor, bind, peer);
   }
   onEnded(bind: Bind, end: BindEnd): void {
     if (end === 'dropped' || end === 'expired') this.#side._forgetEnded(this.#anchor, bind);
@@ -88,9 +88,9 @@ export class ConsumerSide implements AnchorHost {
    * @internal The link of `bind` was lost: keep the stream for its producer's resume when both
    * nodes advertise resume; false lets it end Dropped as without resume.
    */
-  _suspend(anchor: StreamAnchor<unknown>, bind: Bind): boolean {
+  _suspend(anchor: StreamAnchor<unknown>, bind: Bind, resuming?: PeerId): boolean {
     const resume = this.#s.resume;
-    const peer = bind.peer ?? bind.slot?.peer ?? null;
+    const peer = bind.peer ?? bind.slot?.peer ?? resuming ?? null;
     if (resume === null || peer === null || this.#s.closed || !resume.negotiated(peer)) return false;
     if (this.#s.anchors.get(anchor.localId) !== anchor || anchor.finished) return false;
     const n = anchor._received(bind);

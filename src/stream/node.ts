@@ -68,6 +68,8 @@ import {
   type DrainSummary,
 } from './drain.ts';
 import { DRAIN_HANDLER, DRAIN_KEY } from './drain-notice.ts';
+import { ServeTable, type CallHandler, type ServeOptions } from './serve.ts';
+import { startCall, type CallOptions, type CallStream } from './call.ts';
 
 export { ANCHOR_CHANNEL_DEPTH } from './node-state.ts';
 export type { AttachOptions } from './producer.ts';
@@ -151,6 +153,8 @@ export class LanemuxNode {
   readonly #reaper: UnattachedReaper;
   readonly #ownsMessenger: boolean;
   readonly #discovery: DiscoveryDialer | null;
+  /** The methods `serve` registered. */
+  readonly #served: ServeTable;
   /** How a drain ends this node's streams at its deadline. */
   readonly #drainHost: DrainHost;
   /** The close under way or done (one per node). */
@@ -229,6 +233,7 @@ export class LanemuxNode {
     messenger.handle(MPSC_CANCEL_HANDLER, (_from, body) => mpsc.onMpscCancel(body), noSignal);
     messenger.handle(REATTACH_HANDLER, (from, body) => answerReattach(this.#s, from, body), noSignal);
     messenger.on(DRAIN_HANDLER, (from, _lane, payload) => s.peerDrains.onNotice(from, payload));
+    this.#served = new ServeTable(messenger, producer);
   }
 
   /** @internal */
@@ -415,6 +420,29 @@ export class LanemuxNode {
    */
   openAnchorStream<T = unknown>(handle: string, ticket: string, options: OpenOptions = {}): Promise<StreamSender<T>> {
     return this.#producer.openAnchorStream<T>(handle, ticket, options);
+  }
+
+  // ───────────────────────── calls ─────────────────────────
+
+  /**
+   * Serve `method` (docs/protocol.md §8.6): a peer's {@link stream} call opens a stream from its ticket and runs
+   * `handler(request, sender, { signal, peer })`. Resolving finishes the stream, throwing fails it (a `CallError`
+   * at the caller); `signal` aborts when the caller cancels or goes away. Limits per method, see `ServeOptions`:
+   * `maxCallsPerPeer` (256), `maxCalls` (4,096) → `ERR_CALL_LIMIT`; `maxRequestBytes` (64 KiB) →
+   * `ERR_REQUEST_TOO_LARGE`. Returns the disposer (new calls then get `ERR_UNKNOWN_METHOD`; running ones go on).
+   * A bad name or option, or a method already served, throws a `ConfigError`.
+   */
+  serve<Req = unknown, T = unknown>(method: string, handler: CallHandler<Req, T>, options?: ServeOptions): () => void {
+    return this.#served.serve(method, handler as CallHandler, options);
+  }
+
+  /**
+   * Call `method` on `peer` and stream its answer in one round trip (the anchor's zero-RTT ticket travels in the
+   * request). Returns at once a {@link CallStream} (async iterable, `.readable`, `.cancel()`) whose reads reject
+   * with every failure: `ERR_UNKNOWN_METHOD`, a refusal, the handler's throw, the stream's own errors.
+   */
+  stream<T = unknown>(peer: PeerId, method: string, request: unknown, options?: CallOptions): CallStream<T> {
+    return startCall<T>(this.#s.messenger, this.#consumer, peer, method, request, options);
   }
 
   // ───────────────────────── MPSC ─────────────────────────

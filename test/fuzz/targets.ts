@@ -22,6 +22,8 @@ import { decodeDrainNotice, encodeDrainNotice } from '../../src/stream/drain-not
 import { formatHandle, parseHandle, workerKey } from '../../src/stream/handle.ts';
 import type { NodeState } from '../../src/stream/node-state.ts';
 import { answerReattach } from '../../src/stream/reattach.ts';
+import { decodeFailure, encodeFailure } from '../../src/stream/call-envelope.ts';
+import { readCall } from '../../src/stream/serve.ts';
 import { encodeTicket, parseTicket } from '../../src/stream/ticket.ts';
 import { TransportError } from '../../src/transport/errors.ts';
 import { FrameDecoder } from '../../src/transport/frame.ts';
@@ -441,6 +443,37 @@ const reattach = seeded({
   },
 });
 
+// The server's side of a call (`_call.<method>`, docs/protocol.md §8.6) up to the open, and the
+// client's reading of a handler's failure record.
+const CALLER = workerKey(REATTACH_WORKER);
+const call = seeded({
+  name: 'call',
+  what: '_call.<method> request envelope (readCall: version, handle of the caller, ticket, request bytes)',
+  codes: new Set(['ERR_MALFORMED_ENVELOPE', 'ERR_INVALID_REQUEST', 'ERR_INVALID_HANDLE']),
+  seeds: () =>
+    [
+      { v: 1, h: formatHandle({ workerId: REATTACH_WORKER, localId: 0x42n }), t: ticketFor(0x42n), r: packed('hi') },
+      { v: 1, h: formatHandle({ workerId: REATTACH_WORKER, localId: 1n }), r: packed({ prompt: 'x', n: [1, 2] }) },
+    ].map(packed),
+  run(input) {
+    const r = readCall('m', CALLER, messengerBody(input));
+    return r.h.startsWith('lmx1.') ? null : 'readCall accepted a handle that is not one';
+  },
+});
+const callFailure = seeded({
+  name: 'call-failure',
+  what: "a handler's failure record (decodeFailure): never throws, always a bounded ERR_ code",
+  codes: NONE,
+  seeds: () =>
+    [encodeFailure(new Error('boom')), encodeFailure(new LanemuxError('ERR_QUOTA', 'q'))].map((s) => utf8.encode(s)),
+  run(input) {
+    const e = decodeFailure(utf8Lenient.decode(input), 'm');
+    if (e !== null && (!/^ERR_[A-Z0-9_]{1,60}$/.test(e.code) || e.message.length > 4100))
+      return `decodeFailure gave code ${JSON.stringify(e.code.slice(0, 80))}, message of ${e.message.length}`;
+    return null;
+  },
+});
+
 const drain = seeded({
   name: 'drain',
   what: 'draining notice payload (decodeDrainNotice): never throws',
@@ -533,6 +566,8 @@ export const TARGETS: readonly Target[] = [
   mpscDetach,
   mpscCancel,
   reattach,
+  call,
+  callFailure,
   drain,
   envelope,
   ticket,

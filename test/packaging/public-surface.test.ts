@@ -15,6 +15,12 @@ const ROOT_NAMES = [
   'AnchorConsumption',
   'AnchorHandle',
   'AttachOptions',
+  'CallContext',
+  'CallError',
+  'CallErrorCode',
+  'CallHandler',
+  'CallOptions',
+  'CallStream',
   'ConfigError',
   'DialEndedEvent',
   'DrainOptions',
@@ -45,6 +51,7 @@ const ROOT_NAMES = [
   'PeerStateEvent',
   'Relay',
   'RelayOptions',
+  'ServeOptions',
   'ResumeFailedError',
   'ResumeFailure',
   'ReattachOptions',
@@ -93,6 +100,8 @@ describe('public surface', () => {
     const root = (await import('../../src/index.ts')) as Record<string, unknown>;
     expect(Object.keys(root).sort()).toEqual(
       [
+        'CallError',
+        'CallStream',
         'ConfigError',
         'LanemuxError',
         'LanemuxNode',
@@ -134,6 +143,7 @@ describe('public surface', () => {
         'stream/node.d.ts',
         'stream/anchor-reader.d.ts',
         'stream/relay.d.ts',
+        'stream/call.d.ts',
       ]) {
         const text = readFileSync(join(pkg.dir, 'dist', rel), 'utf8');
         for (const m of text.matchAll(/^\s+(?:readonly\s+|static\s+|get\s+|set\s+)*(_[A-Za-z]\w*)\s*[(:<?]/gm))
