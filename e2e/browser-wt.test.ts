@@ -6,6 +6,8 @@ import { spawn, execFileSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +17,7 @@ import type { E2eEnv } from './support/harness.ts';
 import { tailText, tokenText } from './support/protocol.ts';
 import { scratchDir } from '../test/support/scratch.ts';
 import { seededRandom } from '../test/support/seeded-random.ts';
+import { within } from '../test/transport/helpers.ts';
 import { recoverySummary } from './support/recovery.ts';
 import type { Recovery } from './page/api.ts';
 
@@ -70,7 +73,17 @@ function makeCert(dir: string): string {
     .pop()!;
 }
 
-function startDeno(): Promise<string> {
+/**
+ * Start a Deno server (e2e/servers/deno-wt-server.ts) with the certificate in `dir`, on UDP `port` (0: any), as
+ * worker `workerId` (hex; default a new one): resolves with the child, its URL and worker id once it printed its
+ * ready line; every later line goes to `onLine`.
+ */
+function spawnDeno(
+  dir: string,
+  port: number,
+  onLine: (line: string) => void,
+  workerId?: string,
+): Promise<{ child: ChildProcess; url: string; workerId: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       DENO,
@@ -82,7 +95,9 @@ function startDeno(): Promise<string> {
         '--allow-read',
         '--allow-env',
         join(ROOT, 'e2e/servers/deno-wt-server.ts'),
-        certDir,
+        dir,
+        String(port),
+        ...(workerId === undefined ? [] : [workerId]),
       ],
       {
         cwd: ROOT,
@@ -90,7 +105,6 @@ function startDeno(): Promise<string> {
         stdio: ['pipe', 'pipe', 'pipe'],
       },
     );
-    deno = child;
     let stderr = '';
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     const timer = setTimeout(
@@ -104,14 +118,31 @@ function startDeno(): Promise<string> {
     let ready = false;
     createInterface({ input: child.stdout! }).on('line', (line) => {
       if (ready) {
-        answers.shift()?.(line);
+        onLine(line);
         return;
       }
       ready = true;
       clearTimeout(timer);
-      resolve((JSON.parse(line) as { url: string }).url);
+      const said = JSON.parse(line) as { url: string; workerId: string };
+      resolve({ child, url: said.url, workerId: said.workerId });
     });
   });
+}
+
+/** End a Deno server child (stdin EOF and SIGTERM: it closes its node) and wait for it to exit. */
+async function stopDeno(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.removeAllListeners('exit');
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  if (signal === 'SIGTERM') child.stdin?.end();
+  child.kill(signal);
+  await exited;
+}
+
+async function startDeno(): Promise<string> {
+  const started = await spawnDeno(certDir, 0, (line) => answers.shift()?.(line));
+  deno = started.child;
+  return started.url;
 }
 
 beforeAll(async () => {
@@ -124,13 +155,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await (p ? drive(p, 'close') : Promise.resolve()).catch(() => {});
-  if (deno !== undefined && deno.exitCode === null && deno.signalCode === null) {
-    deno.removeAllListeners('exit');
-    const exited = new Promise<void>((r) => deno!.once('exit', () => r()));
-    deno.stdin?.end();
-    deno.kill('SIGTERM');
-    await exited;
-  }
+  if (deno !== undefined) await stopDeno(deno);
   const pageErrors = env?.pageErrors ?? [];
   await env?.close();
   if (certDir !== '') rmSync(certDir, { recursive: true, force: true });
@@ -319,6 +344,96 @@ describe('browser over WebTransport (Deno server)', () => {
     } finally {
       await drive(q, 'close').catch(() => {});
       await q.close();
+    }
+  });
+  it("2f. the server restarts on the same port with a new certificate: the page (no reload) asks its serverCertificateHashes function again, gets the new hash, reconnects by itself and a new stream completes; the old instance's streams end retryable", {
+    timeout: 60_000,
+  }, async () => {
+    const dirs = [scratchDir('lanemux-e2e-cert-a-'), scratchDir('lanemux-e2e-cert-b-')];
+    const hashes = dirs.map((d) => makeCert(d));
+    expect(hashes[0]).not.toBe(hashes[1]);
+    // The development server's hash endpoint: what the page's serverCertificateHashes function fetches.
+    let current = hashes[0]!;
+    const hashServer = createServer((_req, res) => {
+      res.setHeader('access-control-allow-origin', '*');
+      res.setHeader('cache-control', 'no-store');
+      res.end(current);
+    });
+    await new Promise<void>((r) => hashServer.listen(0, '127.0.0.1', () => r()));
+    const hashUrl = `http://127.0.0.1:${(hashServer.address() as AddressInfo).port}/cert-hash`;
+    let server = await spawnDeno(dirs[0]!, 0, () => {});
+    const url = server.url;
+    const q = await env.openPage();
+    try {
+      await drive(q, 'connect', {
+        url,
+        kind: 'wt',
+        certHashUrl: hashUrl,
+        // Redial soon, and keep at it while the server is down (Chromium names every failed handshake alike).
+        transportOptions: {
+          minReconnectionDelay: 100,
+          reconnectionJitter: 50,
+          maxReconnectionDelay: 400,
+          maxSameFailures: 1_000,
+        },
+        resume: { windowMs: 30_000 },
+        // A killed server sends nothing: the page's pings find the dead link (QUIC's idle timeout is far longer).
+        healthCheck: { intervalMs: 200, timeoutMs: 500 },
+      });
+      expect(await drive(q, 'certHashCalls')).toEqual([hashes[0]]);
+      const ids = await drive(q, 'startMany', 4, { prompt: 'wt-restart', n: 1_000_000, delayMs: 10, render: false });
+      for (const id of ids) await drive(q, 'waitTokens', id, 5, 10_000);
+      const before = await drive(q, 'linkState');
+
+      // A crash (no close from the server), then the same worker as a new instance: a new certificate, the same port.
+      const worker = server.workerId;
+      await stopDeno(server.child, 'SIGKILL');
+      current = hashes[1]!;
+      server = await spawnDeno(dirs[1]!, Number(new URL(url).port), () => {}, worker);
+      expect(server.url).toBe(url);
+      expect(server.workerId).toBe(worker);
+
+      // The page's own redial gets in: a link to the new instance formed.
+      const deadline = performance.now() + 20_000;
+      while ((await drive(q, 'linkState')).ups <= before.ups) {
+        if (performance.now() > deadline)
+          throw new Error(
+            `the page did not link to the restarted server within 20 s (hash calls: ${(await drive(q, 'certHashCalls')).join(', ')})`,
+          );
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const calls = await drive(q, 'certHashCalls');
+      expect(calls.length).toBeGreaterThan(1);
+      expect(calls[0]).toBe(hashes[0]);
+      expect(calls.at(-1)).toBe(hashes[1]);
+
+      // The old instance's streams cannot resume on a new one (its replay rings died with it): each ends at once,
+      // not after the page's 30 s resume window, retryable, after an exact prefix.
+      const ended = await within(
+        Promise.all(ids.map((id) => drive(q, 'waitEnd', id))),
+        10_000,
+        "the old instance's streams ending",
+      );
+      for (const r of ended) {
+        expect(r.end, r.id).toBe('error');
+        expect(r.error?.code, r.id).toBe('ERR_SENDER_DROPPED');
+        expect(r.error?.retryable, r.id).toBe(true);
+        expect(r.error?.reason, r.id).toBe('restarted');
+        expect(r.tokens, r.id).toEqual(expected(r.prompt, r.tokens.length));
+        expect(r.tokens.length, r.id).toBeGreaterThanOrEqual(5);
+      }
+
+      // A new stream on the restarted server completes exactly.
+      const id = await drive(q, 'generate', { prompt: 'wt-restarted', n: 20 });
+      const r = await within(drive(q, 'waitEnd', id), 15_000, 'a stream on the restarted server ending');
+      expect(r.end).toBe('finalized');
+      expect(r.tokens).toEqual(expected('wt-restarted', 20));
+    } finally {
+      await drive(q, 'close').catch(() => {});
+      await q.close();
+      await stopDeno(server.child);
+      await new Promise<void>((r) => hashServer.close(() => r()));
+      for (const d of dirs) rmSync(d, { recursive: true, force: true });
     }
   });
 });

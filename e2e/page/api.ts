@@ -11,6 +11,17 @@ export interface ConnectOptions {
   readonly kind: 'ws' | 'wt';
   /** SHA-256 of the server's self-signed certificate, hex (WebTransport `serverCertificateHashes`). */
   readonly certHashHex?: string;
+  /**
+   * Instead of `certHashHex`: fetch the server's current certificate hash (hex text) from this URL in the
+   * `serverCertificateHashes` function, which the adapter calls before every connect and reconnect (a server
+   * restarted with a new development certificate). Each call's answer is kept (`certHashCalls`).
+   */
+  readonly certHashUrl?: string;
+  /**
+   * The page messenger's health check of its links (pings; a link that does not answer is closed, then
+   * redialled). Defaults to off.
+   */
+  readonly healthCheck?: { readonly intervalMs: number; readonly timeoutMs: number };
   /** Extra options for the WebTransport client adapter. */
   readonly transportOptions?: Record<string, unknown>;
   /** The page node's mux config (it is the consumer: credit and byte budgets are its terms). */
@@ -63,6 +74,8 @@ export interface ErrorInfo {
   readonly code: string;
   readonly retryable: boolean;
   readonly message: string;
+  /** A `ResumeFailedError`'s reason (`window`, `restarted`, …). */
+  readonly reason?: string;
 }
 
 /** What the page saw of one stream. */
@@ -161,5 +174,7 @@ export interface E2ePage {
   cancel(id: string): void;
   domText(id: string): string | null;
   metrics(): Record<string, number>;
+  /** The hashes (hex) the `serverCertificateHashes` function returned, one per call (see `certHashUrl`). */
+  certHashCalls(): string[];
   close(): Promise<void>;
 }

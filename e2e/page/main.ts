@@ -11,13 +11,14 @@ import { createMessenger } from '../../src/messenger/index.ts';
 import type { Messenger } from '../../src/messenger/index.ts';
 import type { TransportAdapter } from '../../src/transport/port.ts';
 import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
-import { webTransportClientTransport } from '../../src/adapters/webtransport.ts';
+import { webTransportClientTransport, type WebTransportHashSource } from '../../src/adapters/webtransport.ts';
 import { RESUME_KEY } from '../../src/stream/resume-options.ts';
 import { GENERATE_HANDLER, checkOrder } from '../support/protocol.ts';
 import type { GenerateReply, GenerateRequest } from '../support/protocol.ts';
 import type {
   ConnectOptions,
   E2ePage,
+  ErrorInfo,
   GenerateOptions,
   ManySummary,
   ReattachDriverOptions,
@@ -62,9 +63,22 @@ function save(s: Saved): void {
   sessionStorage.setItem(SAVE_PREFIX + s.prompt, JSON.stringify(s));
 }
 
+/** What the `serverCertificateHashes` function returned, hex, one per call. */
+const certHashCalls: string[] = [];
+
 function webTransportAdapter(options: ConnectOptions): TransportAdapter {
-  const hashes =
-    options.certHashHex === undefined ? [] : [{ algorithm: 'sha-256' as const, value: hexBytes(options.certHashHex) }];
+  const url = options.certHashUrl;
+  const hashes: WebTransportHashSource =
+    url !== undefined
+      ? // A development server's current hash, asked again before each (re)connect: a restarted server has a new one.
+        async () => {
+          const hex = (await (await fetch(url, { cache: 'no-store' })).text()).trim();
+          certHashCalls.push(hex);
+          return [{ algorithm: 'sha-256', value: hexBytes(hex) }];
+        }
+      : options.certHashHex === undefined
+        ? []
+        : [{ algorithm: 'sha-256', value: hexBytes(options.certHashHex) }];
   return webTransportClientTransport({ serverCertificateHashes: hashes, ...(options.transportOptions ?? {}) });
 }
 
@@ -74,8 +88,16 @@ function hexBytes(hex: string): Uint8Array<ArrayBuffer> {
   return out;
 }
 
-function errorInfo(e: unknown): { code: string; retryable: boolean; message: string } {
-  if (isLanemuxError(e)) return { code: e.code, retryable: e.retryable, message: e.message };
+function errorInfo(e: unknown): ErrorInfo {
+  if (isLanemuxError(e)) {
+    const reason = (e as { reason?: unknown }).reason;
+    return {
+      code: e.code,
+      retryable: e.retryable,
+      message: e.message,
+      ...(typeof reason === 'string' ? { reason } : {}),
+    };
+  }
   return { code: 'NOT_LANEMUX', retryable: false, message: String(e) };
 }
 
@@ -96,7 +118,7 @@ async function connect(options: ConnectOptions): Promise<{ workerId: string; pee
     transports: [transport],
     // A node given its messenger resumes only if that messenger advertises the resume key.
     transportKeys: options.resume === undefined ? [MESSENGER_MUX_KEY] : [MESSENGER_MUX_KEY, RESUME_KEY],
-    healthCheck: false,
+    healthCheck: options.healthCheck ?? false,
   });
   messenger.onPeerState?.((e) => {
     if (e.type === 'down') linkEvents.push({ kind: 'down', at: performance.now(), wall: Date.now() });
@@ -416,6 +438,7 @@ window.e2e = {
     return document.getElementById(`s-${id}`)?.textContent ?? null;
   },
   metrics: () => node?.metrics() ?? {},
+  certHashCalls: () => [...certHashCalls],
   async close() {
     await node?.close();
     await messenger?.close();

@@ -4,9 +4,10 @@
  *
  * Run (from the repo root, npm packages from the local node_modules):
  *   deno run --unstable-net --node-modules-dir=manual --allow-net --allow-read --allow-env \
- *     e2e/servers/deno-wt-server.ts <certDir>
- * `<certDir>` holds `cert.pem` and `key.pem` (ECDSA P-256, ≤ 14 days: Chromium's serverCertificateHashes rules).
- * Prints one JSON line `{"ready":true,"url":"https://127.0.0.1:PORT/…","port":PORT}` once listening; exits on
+ *     e2e/servers/deno-wt-server.ts <certDir> [port] [workerId]
+ * `port` defaults to 0 (any free UDP port); a restarted server passes the port and the worker id (hex) it had: the
+ * same worker as a new instance. `<certDir>` holds `cert.pem` and `key.pem` (ECDSA P-256, ≤ 14 days: Chromium's serverCertificateHashes rules).
+ * Prints one JSON line `{"ready":true,"url":"https://127.0.0.1:PORT/…","port":PORT,"workerId":"<hex>"}` once listening; exits on
  * stdin EOF or SIGTERM. Resume is on (pages that advertise it too resume their streams across lost links), with
  * history (a reloaded page re-attaches a stream from the resume token of its `generate` reply).
  *
@@ -37,7 +38,9 @@ declare const Deno: {
 };
 
 const certDir = Deno.args[0];
-if (certDir === undefined) throw new Error('usage: deno-wt-server.ts <certDir>');
+if (certDir === undefined) throw new Error('usage: deno-wt-server.ts <certDir> [port]');
+const port = Number(Deno.args[1] ?? 0);
+const workerId = Deno.args[2] === undefined ? undefined : BigInt(`0x${Deno.args[2]}`);
 const cert = await Deno.readTextFile(`${certDir}/cert.pem`);
 const key = await Deno.readTextFile(`${certDir}/key.pem`);
 
@@ -56,16 +59,19 @@ Deno.upgradeWebTransport = async (conn) => {
 };
 
 const messenger = await createMessenger({
-  transports: [webTransportServerTransport({ hostname: '127.0.0.1', port: 0, cert, key })],
+  transports: [webTransportServerTransport({ hostname: '127.0.0.1', port, cert, key })],
   // A node given its messenger resumes only if that messenger advertises the resume key.
   transportKeys: [MESSENGER_MUX_KEY, RESUME_KEY],
   healthCheck: false,
+  ...(workerId === undefined ? {} : { workerId }),
 });
 // History on: a reloaded page re-attaches its streams from their resume tokens (docs/protocol.md §8.5).
 const node = await createNode({ messenger, resume: { windowMs: 30_000, history: true } });
 const served = serveGenerate(node, messenger);
 const url = messenger.addresses[0] ?? '';
-console.log(JSON.stringify({ ready: true, url, port: Number(new URL(url).port) }));
+console.log(
+  JSON.stringify({ ready: true, url, port: Number(new URL(url).port), workerId: node.workerId.toString(16) }),
+);
 
 let closing = false;
 async function shutdown(): Promise<void> {

@@ -79,9 +79,37 @@ export class ConsumerSide implements AnchorHost {
   /** Older sessions of streams resumed on a bind not yet claimed, by session: until the claim proves the producer knows the new one. */
   readonly #aliases = new Map<bigint, ResumeAlias>();
 
+  readonly #offPeerState: (() => void) | undefined;
+
   constructor(state: NodeState, reaper: UnattachedReaper) {
     this.#s = state;
     this.#reaper = reaper;
+    // `up` is a first link to an instance: one of a peer we hold suspended streams from is a restart.
+    this.#offPeerState = state.messenger.onPeerState?.((e) => {
+      if (e.type === 'up' && this.#suspended.size > 0) this.#peerRestarted(e.peer);
+    });
+  }
+
+  /**
+   * The producer's node came back as another instance (docs/protocol.md §8.3, `restarted`): its replay
+   * rings are gone, so its suspended streams end now rather than when their resume window passes.
+   */
+  #peerRestarted(peer: PeerId): void {
+    for (const [session, sus] of this.#suspended) {
+      if (sus.peer !== peer) continue;
+      this.#suspended.delete(session);
+      this.#s.runtime.clearTimer(sus.timer);
+      this.#s.metrics.resumeFailed('restarted');
+      sus.anchor._resumeFailed(
+        sus.bind,
+        new ResumeFailedError(
+          'ERR_SENDER_DROPPED',
+          'restarted',
+          `the sender's node (${peer}) came back as another instance (it restarted): the stream cannot be resumed`,
+        ),
+      );
+      this._forgetEnded(sus.anchor, sus.bind);
+    }
   }
 
   /**
@@ -139,6 +167,7 @@ export class ConsumerSide implements AnchorHost {
 
   /** The node closes: no suspended stream waits any more. */
   close(): void {
+    this.#offPeerState?.();
     this.#dropSuspended(null);
   }
 

@@ -10,6 +10,7 @@ import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream
 import type { StreamSender } from '../../src/stream/sender.ts';
 import { cuttable } from '../support/cuttable-memory.ts';
 import { waitFor } from '../support/wait-for.ts';
+import { within } from '../transport/helpers.ts';
 
 const nodes: LanemuxNode[] = [];
 afterEach(async () => {
@@ -230,6 +231,32 @@ describe('resume over the mux', () => {
       reason: 'restarted',
     });
     expect(metric(producer, 'streaming_resume_failed_total{reason="restarted"}')).toBe(1);
+  });
+
+  it('a producer that came back as another instance (it restarted): the consumer ends its suspended stream at once, retryable "restarted", not when the window passes', async () => {
+    const { consumer, producer, cut, network } = await pair({ resume: { windowMs: 60_000 } });
+    const anchor = consumer.createAnchor<string>();
+    const sender = await producer.attachAnchor<string>(anchor.handle);
+    await sender.send('a');
+    await sender.send('b');
+    const read = collect(anchor);
+    await waitFor(() => metric(consumer, 'streaming_mux_live_slots') === 1);
+    cut();
+    await waitFor(() => metric(consumer, 'streaming_mux_live_slots') === 0);
+    // The same worker id dials again from a new process instance: its replay rings are gone.
+    await producer.close();
+    const again = await createNode({
+      transports: [memoryTransport({ network })],
+      workerId: producer.workerId,
+    });
+    nodes.push(again);
+    await again.connect('memory://consumer');
+    const r = await within(read, 5_000, 'the suspended stream ending (its window is 60 s)');
+    expect(r.items).toEqual(['a', 'b']);
+    expect(r.error).toBeInstanceOf(ResumeFailedError);
+    expect(r.error).toMatchObject({ code: 'ERR_SENDER_DROPPED', retryable: true, reason: 'restarted' });
+    expect(metric(consumer, 'streaming_resume_failed_total{reason="restarted"}')).toBe(1);
+    expect(metric(consumer, 'streaming_mux_live_binds')).toBe(0);
   });
 
   it('a stream the consumer is not reading resumes, keeps what was sent while the link was down, and reads on in order', async () => {
