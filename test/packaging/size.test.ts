@@ -30,10 +30,11 @@ const TARGET = 15 * 1024;
  * producer's replay ring, suspended binds, the resume attach); 75.6 kB with dialling through discovery
  * (`createNode({ discovery })`) and the relay with end-to-end credit; 79.8 kB with graceful drain (the draining
  * notice), stragglers counted apart from drops, overrun policies for live sources and re-attach from a resume
- * token (history); plus ~2 % slack for unrelated edits. Lower it as the bundle shrinks (a consumer-only browser entry is where the real
+ * token (history); 82.1 kB (2026-12-01, session 8) with request → stream calls (`serve`/`stream`, +1.6 kB) and
+ * the metrics' Prometheus exposition (`# TYPE` per family, +0.5 kB); plus ~2 % slack for unrelated edits. Lower it as the bundle shrinks (a consumer-only browser entry is where the real
  * budget will be met).
  */
-const CURRENT_CEILING = 82 * 1024;
+const CURRENT_CEILING = 84 * 1024;
 
 const DEPS = ['zod', '@msgpack/msgpack', 'partysocket'] as const;
 const ENTRY = `export * from '${ROOT}/src/index.ts';\nexport * from '${ROOT}/src/adapters/websocket.ts';\n`;
