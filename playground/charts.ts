@@ -53,8 +53,15 @@ function niceMax(v: number): number {
   return 10 * p;
 }
 
-/** Line series, each scaled to its own maximum (printed in its colour, top left). */
-export function drawLines(canvas: HTMLCanvasElement, lines: ReadonlyArray<{ series: Series; color: string }>): void {
+/**
+ * Line series, each scaled to its own maximum (printed in its colour, top left), or all to the
+ * largest one with `shared` (when the lines are to be compared).
+ */
+export function drawLines(
+  canvas: HTMLCanvasElement,
+  lines: ReadonlyArray<{ series: Series; color: string }>,
+  shared = false,
+): void {
   const { g, w, h } = context(canvas);
   const top = 12;
   g.strokeStyle = GRID;
@@ -63,9 +70,10 @@ export function drawLines(canvas: HTMLCanvasElement, lines: ReadonlyArray<{ seri
   g.lineTo(w, h - 0.5);
   g.stroke();
   let labelX = 2;
+  const all = shared ? niceMax(Math.max(1, ...lines.flatMap((l) => l.series.values))) : 0;
   for (const { series, color } of lines) {
     const v = series.values;
-    const max = niceMax(Math.max(1, ...v));
+    const max = shared ? all : niceMax(Math.max(1, ...v));
     g.fillStyle = color;
     g.fillText(String(max), labelX, 9);
     labelX += g.measureText(String(max)).width + 8;

@@ -72,6 +72,10 @@ class Engine {
   #reportTimer = null;
   #passes = 0;
   #tokens = 0;
+  /** Side by side: streams that each have their own WebSocket (no multiplexer): { ws, sent, start }. */
+  #perStream = new Set();
+  #psWrites = 0;
+  #psWritesLast = 0;
   #stalls = 0;
   #last = null;
 
@@ -123,6 +127,22 @@ class Engine {
 
   async close() {
     await this.#teardown();
+    for (const p of this.#perStream) p.ws.close(1001, 'engine closing');
+    this.#perStream.clear();
+  }
+
+  /**
+   * Side by side: a page's plain WebSocket that carries ONE stream, the way an application without a
+   * multiplexer would stream (one connection and one write per token). Served by the same passes.
+   */
+  attachPerStream(ws) {
+    if (this.#perStream.size >= MAX_STREAMS) {
+      ws.close(1013, 'engine full');
+      return;
+    }
+    const p = { ws, sent: 0, start: (this.#tokens * 7) % WORDS.length };
+    this.#perStream.add(p);
+    ws.on('close', () => this.#perStream.delete(p));
   }
 
   async #teardown() {
@@ -205,6 +225,16 @@ class Engine {
         s.sender.finalize().catch(() => {});
       }
     }
+    for (const p of this.#perStream) {
+      if (p.ws.readyState !== 1) continue;
+      // One write per token: what the mux saves.
+      p.ws.send(WORDS[(p.start + p.sent) % WORDS.length]);
+      this.#psWrites++;
+      if (++p.sent >= total) {
+        this.#perStream.delete(p);
+        p.ws.close(1000, 'done');
+      }
+    }
     this.#passes++;
     if (this.config.flush === 'manual') node.flushBatch();
   }
@@ -227,7 +257,10 @@ class Engine {
     }
     const peers = messenger.peers();
     const batches = m.batchesSent;
+    const psWrites = this.#psWrites - this.#psWritesLast;
+    this.#psWritesLast = this.#psWrites;
     const report = {
+      perStream: { streams: this.#perStream.size, writesPerSec: psWrites / dt, tokensPerSec: psWrites / dt },
       t: Date.now(),
       generation: this.generation,
       config: this.config,

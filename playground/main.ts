@@ -39,6 +39,8 @@ interface Settings {
   readonly rate: number;
   readonly tokens: number;
   readonly reader: number;
+  /** Side by side: also run the same streams over one plain WebSocket each. */
+  readonly compare: boolean;
 }
 
 function readSettings(): Settings {
@@ -52,6 +54,7 @@ function readSettings(): Settings {
     rate: num('rate'),
     tokens: num('tokens'),
     reader: num('reader'),
+    compare: data.get('compare') === 'on',
   };
 }
 
@@ -77,6 +80,8 @@ interface Session {
   readonly peer: string;
   readonly credit: number;
   readonly lanes: number;
+  /** Side by side: the engine's one-WebSocket-per-stream endpoint, if it offers one. */
+  readonly perStream: string | undefined;
 }
 
 let session: Session | null = null;
@@ -125,7 +130,7 @@ async function openSession(settings: Settings): Promise<Session> {
       `connected to ${info.runtime} engine over ${info.transport}: ${info.address} (${link?.lanes ?? '?'} lanes)`,
       'ok',
     );
-    return { node, messenger, peer, credit: settings.credit, lanes: settings.lanes };
+    return { node, messenger, peer, credit: settings.credit, lanes: settings.lanes, perStream: info.perStream };
   } catch (e) {
     await node.close();
     await messenger.close();
@@ -201,6 +206,7 @@ async function read(stream: Stream, readerRate: number): Promise<void> {
 async function refill(settings: Settings): Promise<void> {
   const s = session;
   if (s === null || !running) return;
+  refillPerStream(s, settings);
   const want = Math.min(64, settings.streams - streams.size);
   if (want <= 0) return;
   const batch: Array<{ handle: string; ticket: string }> = [];
@@ -257,8 +263,33 @@ async function start(): Promise<void> {
   }
 }
 
+// ───────────────────────── side by side ─────────────────────────
+
+/** The same load without a multiplexer: one plain WebSocket per stream, one message per token. */
+const perStreamSockets = new Set<WebSocket>();
+
+function refillPerStream(s: Session, settings: Settings): void {
+  if (!settings.compare || s.perStream === undefined) {
+    closePerStream();
+    return;
+  }
+  const want = Math.min(64, settings.streams - perStreamSockets.size);
+  for (let i = 0; i < want; i++) {
+    const ws = new WebSocket(s.perStream);
+    perStreamSockets.add(ws);
+    ws.onclose = () => perStreamSockets.delete(ws);
+    ws.onerror = () => {};
+  }
+}
+
+function closePerStream(): void {
+  for (const ws of perStreamSockets) ws.close();
+  perStreamSockets.clear();
+}
+
 function stopStreams(): void {
   running = false;
+  closePerStream();
   clearInterval(refillTimer);
   // Cancelling an anchor closes the engine's sender for it (the engine sees `sender.closed`).
   for (const s of [...streams]) s.anchor.cancel();
@@ -285,6 +316,8 @@ form.addEventListener('change', () => {
 const activeSeries = new Series(120);
 const batchSeries = new Series(120);
 const tokenSeries = new Series(120);
+const muxWriteSeries = new Series(120);
+const perStreamWriteSeries = new Series(120);
 let lastReport: EngineReport | null = null;
 
 let drawnGeneration = -1;
@@ -294,7 +327,7 @@ function onReport(report: EngineReport): void {
   if (report.generation !== drawnGeneration) {
     // A rebuilt engine (a policy switch) starts its charts afresh, on a scale of its own figures.
     drawnGeneration = report.generation;
-    for (const s of [activeSeries, batchSeries, tokenSeries]) s.clear();
+    for (const s of [activeSeries, batchSeries, tokenSeries, muxWriteSeries, perStreamWriteSeries]) s.clear();
   }
   lastReport = report;
   activeSeries.push(report.activeStreams);
@@ -307,6 +340,7 @@ function onReport(report: EngineReport): void {
   $('batches-per-sec').textContent = report.batchesPerSec.toFixed(0);
   $('tokens-per-sec').textContent = report.tokensPerSec.toFixed(0);
   $('withheld').textContent = String(report.withheldRecords);
+  drawCompare(report);
   const h = report.recordsPerBatch;
   let n = 0;
   let sum = 0;
@@ -332,6 +366,32 @@ function onReport(report: EngineReport): void {
     report.lanes.map((l) => l.streams),
     report.lanes.map((l, i) => `L${i}${l.bufferedBytes > 0 ? ` ${Math.round(l.bufferedBytes / 1024)}k` : ''}`),
     '#f5b94a',
+  );
+}
+
+/** The side-by-side card: the mux's writes beside those of one WebSocket per stream. */
+function drawCompare(report: EngineReport): void {
+  const ps = report.perStream;
+  muxWriteSeries.push(report.batchesPerSec);
+  perStreamWriteSeries.push(ps?.writesPerSec ?? 0);
+  $('mux-writes-per-sec').textContent = report.batchesPerSec.toFixed(0);
+  $('mux-streams').textContent = String(report.activeStreams);
+  $('ps-writes-per-sec').textContent = (ps?.writesPerSec ?? 0).toFixed(0);
+  $('ps-streams').textContent = String(ps?.streams ?? 0);
+  $('writes-ratio').textContent =
+    ps === undefined
+      ? 'this engine offers no per-stream endpoint'
+      : ps.streams === 0 || report.batchesPerSec === 0
+        ? 'tick "Side by side" to compare'
+        : `${(ps.writesPerSec / report.batchesPerSec).toFixed(0)}× the writes without the multiplexer`;
+  // One scale for both lines: the gap between them is the point.
+  drawLines(
+    $<HTMLCanvasElement>('chart-compare'),
+    [
+      { series: muxWriteSeries, color: '#4ea1ff' },
+      { series: perStreamWriteSeries, color: '#f5b94a' },
+    ],
+    true,
   );
 }
 

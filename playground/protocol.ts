@@ -9,6 +9,8 @@ export interface EngineInfo {
   /** `ws://…/lanemux` or `https://…` (WebTransport). */
   readonly address: string;
   readonly runtime: 'node' | 'deno';
+  /** Side by side: `ws://…/` where each plain WebSocket carries one stream (no lanemux); absent if not offered. */
+  readonly perStream?: string;
   /** WebTransport only: SHA-256 hashes (hex) of the engine's self-signed certificates. */
   readonly certHashes?: readonly string[];
 }
@@ -18,6 +20,8 @@ export interface EngineReport {
   readonly t: number;
   /** Bumps each time the engine rebuilds its node (a new flush policy). */
   readonly generation: number;
+  /** Side by side: the streams on their own WebSockets, and their writes (one per token). Absent: not offered. */
+  readonly perStream?: { readonly streams: number; readonly writesPerSec: number; readonly tokensPerSec: number };
   readonly config: { readonly flush: 'auto' | 'manual'; readonly rate: number; readonly tokens: number };
   readonly runtime: 'node' | 'deno';
   readonly activeStreams: number;

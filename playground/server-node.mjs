@@ -14,6 +14,7 @@ import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { extname, join, normalize, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { WebSocketServer } from 'ws';
 import { webSocketServerTransport } from '../dist/adapters/ws-server.js';
 import { createEngine } from './engine.mjs';
 
@@ -41,6 +42,8 @@ const TYPES = {
 
 /** @type {Awaited<ReturnType<typeof createEngine>> | null} */
 let engine = null;
+/** Where a page opens the side-by-side streams (one plain WebSocket each). */
+let perStreamUrl = '';
 
 const http = createServer(async (req, res) => {
   const path = new URL(req.url ?? '/', 'http://x').pathname;
@@ -51,7 +54,14 @@ const http = createServer(async (req, res) => {
       'access-control-allow-origin': '*',
       'cache-control': 'no-store',
     });
-    res.end(JSON.stringify({ transport: 'websocket', address: engine?.address ?? '', runtime: 'node' }));
+    res.end(
+      JSON.stringify({
+        transport: 'websocket',
+        address: engine?.address ?? '',
+        runtime: 'node',
+        perStream: perStreamUrl,
+      }),
+    );
     return;
   }
   if (staticDir !== undefined && req.method === 'GET') {
@@ -77,6 +87,12 @@ await new Promise((ok, fail) => {
 const bound = http.address();
 const hostName = opt.host.includes(':') ? `[${opt.host}]` : opt.host;
 
+// Side by side: plain WebSockets, one per stream (no lanemux), on a port of their own.
+const psHttp = createServer((_req, res) => res.writeHead(426).end());
+await new Promise((ok) => psHttp.listen(0, opt.host, ok));
+perStreamUrl = `ws://${hostName}:${psHttp.address().port}/`;
+new WebSocketServer({ server: psHttp }).on('connection', (ws) => engine?.attachPerStream(ws));
+
 // Each engine generation attaches a new ws server to the same HTTP server (the old one detaches on close).
 engine = await createEngine({
   transports: () => [webSocketServerTransport({ server: http, path: '/lanemux' })],
@@ -94,6 +110,7 @@ log(
 const stop = async () => {
   await engine.close();
   http.close();
+  psHttp.close();
   process.exit(0);
 };
 process.on('SIGINT', stop);

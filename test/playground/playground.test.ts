@@ -137,6 +137,22 @@ describe('playground', () => {
     );
     expect(await page.textContent('#status')).toContain('connected');
 
+    // Side by side: the same streams also over one WebSocket each; the page shows both writes/s,
+    // and the per-stream path writes many times more often for the same tokens.
+    await page.check('input[name="compare"]');
+    await page.waitForFunction(
+      () => {
+        const n = (id: string) => Number(document.getElementById(id)?.textContent?.replace(/[^\d.]/g, '') || 0);
+        return (
+          n('ps-streams') >= 32 && n('mux-writes-per-sec') > 0 && n('ps-writes-per-sec') > 5 * n('mux-writes-per-sec')
+        );
+      },
+      null,
+      { timeout: 30_000, polling: 100 },
+    );
+    expect(await page.textContent('#writes-ratio')).toMatch(/^\d+× the writes without the multiplexer$/);
+    await page.uncheck('input[name="compare"]');
+
     // A slow reader with a small window: the engine produces 40 tokens/s per stream, the page reads
     // 20, so every slot runs out of credit and the engine withholds records until the page reads.
     await page.evaluate(() => {
