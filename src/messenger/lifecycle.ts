@@ -120,6 +120,22 @@ export class PeerLifecycle {
       }
       this.#gone(known, why);
     }
+    // A dial that re-dialled a lost peer reached another worker at its address: that peer is not
+    // coming back on it (nothing dials it any more), so it is gone now, not when a timer says so.
+    if (link.dialAddress !== undefined) {
+      for (const p of [...this.#peers.values()]) {
+        if (p.id === info.id || p.state === 'live' || p.address !== link.dialAddress) continue;
+        this.#gone(
+          p,
+          new TransportError(
+            'ERR_PEER_GONE',
+            `${link.dialAddress} now answers as worker ${info.id}: worker ${p.id} is not coming back there`,
+            { retryable: true },
+          ),
+          info.id,
+        );
+      }
+    }
     const peer: Peer = {
       id: info.id,
       workerId: info.workerId,
@@ -222,12 +238,12 @@ export class PeerLifecycle {
     }
   }
 
-  #gone(peer: Peer, error: LanemuxError): void {
+  #gone(peer: Peer, error: LanemuxError, replacedBy?: PeerId): void {
     if (this.#peers.get(peer.id) !== peer) return;
     this.#clearTimer(peer);
     this.#peers.delete(peer.id);
     if (peer.state !== 'live') this.#down--;
-    this.#emit(peer, 'gone', error);
+    this.#emit(peer, 'gone', error, undefined, undefined, replacedBy);
   }
 
   #clearTimer(peer: Peer): void {
@@ -236,7 +252,14 @@ export class PeerLifecycle {
     peer.timer = undefined;
   }
 
-  #emit(peer: Peer, type: PeerStateType, error: LanemuxError | undefined, attempt?: number, delayMs?: number): void {
+  #emit(
+    peer: Peer,
+    type: PeerStateType,
+    error: LanemuxError | undefined,
+    attempt?: number,
+    delayMs?: number,
+    replacedBy?: PeerId,
+  ): void {
     if (this.#listeners.size === 0) return;
     const event: PeerStateEvent = {
       type,
@@ -248,6 +271,7 @@ export class PeerLifecycle {
       error,
       attempt,
       delayMs,
+      ...(replacedBy !== undefined ? { replacedBy } : {}),
     };
     for (const l of [...this.#listeners]) {
       try {

@@ -97,7 +97,8 @@ export interface DialEndedEvent {
  *   live streams go on. Between `up` or `resumed` and the next `down` or `gone`, once per link.
  * - `gone`: it will not be back: the re-dial gave up, nothing brought it back within
  *   `downTimeoutMs`, it closed the link on purpose (its GOAWAY says `ERR_CLOSED`) or this node
- *   did (`disconnect`, `close`), or another instance of the worker linked.
+ *   did (`disconnect`, `close`), another instance of the worker linked, or the address this node
+ *   re-dialled it at now answers as another worker (`replacedBy`: a server restarted with a new id).
  */
 export type PeerStateType = 'up' | 'down' | 'reconnecting' | 'resumed' | 'draining' | 'gone';
 
@@ -119,6 +120,11 @@ export interface PeerStateEvent {
   readonly attempt: number | undefined;
   /** `reconnecting` by lanemux's own re-dial: ms until that attempt. */
   readonly delayMs: number | undefined;
+  /**
+   * `gone` only: the worker that now answers at the address this peer was dialled at (the server there
+   * restarted as another worker, or a load balancer sent the re-dial elsewhere). Else undefined.
+   */
+  readonly replacedBy?: PeerId | undefined;
 }
 
 /** In {@link Messenger.peerEvents}: this many events were dropped (oldest first) because the reader fell behind. */

@@ -85,8 +85,12 @@ export class ConsumerSide implements AnchorHost {
     this.#s = state;
     this.#reaper = reaper;
     // `up` is a first link to an instance: one of a peer we hold suspended streams from is a restart.
+    // `gone` with `replacedBy`: another worker now answers at the producer's address (a restart with a new id).
     this.#offPeerState = state.messenger.onPeerState?.((e) => {
-      if (e.type === 'up' && this.#suspended.size > 0) this.#peerRestarted(e.peer);
+      if (this.#suspended.size === 0) return;
+      if (e.type === 'up') this.#peerRestarted(e.peer, 'came back as another instance (it restarted)');
+      else if (e.type === 'gone' && e.replacedBy !== undefined)
+        this.#peerRestarted(e.peer, `was replaced at its address by worker ${e.replacedBy} (it restarted)`);
     });
   }
 
@@ -94,7 +98,7 @@ export class ConsumerSide implements AnchorHost {
    * The producer's node came back as another instance (docs/protocol.md §8.3, `restarted`): its replay
    * rings are gone, so its suspended streams end now rather than when their resume window passes.
    */
-  #peerRestarted(peer: PeerId): void {
+  #peerRestarted(peer: PeerId, how: string): void {
     for (const [session, sus] of this.#suspended) {
       if (sus.peer !== peer) continue;
       this.#suspended.delete(session);
@@ -105,7 +109,7 @@ export class ConsumerSide implements AnchorHost {
         new ResumeFailedError(
           'ERR_SENDER_DROPPED',
           'restarted',
-          `the sender's node (${peer}) came back as another instance (it restarted): the stream cannot be resumed`,
+          `the sender's node (${peer}) ${how}: the stream cannot be resumed`,
         ),
       );
       this._forgetEnded(sus.anchor, sus.bind);

@@ -204,6 +204,34 @@ describe('peer lifecycle events', () => {
     expect(onServer[2]!.error?.message).toContain('another instance');
   });
 
+  it('a re-dial that reaches another worker at the address: the lost one is gone at once (replacedBy), the new one up', async () => {
+    const network = createMemoryNetwork();
+    const first = await messenger({ transports: [memoryTransport({ network, name: 'server' })], workerId: 0xa1n });
+    const link = cuttable(memoryTransport({ network, listen: false }));
+    const client = await messenger({ transports: [link.adapter] });
+    const events = record(client);
+    const a = await drive(client.connect('memory://server', { reconnect: fast }));
+    // The server process dies (no GOAWAY reaches the client) and another one, with a new worker id, takes its address.
+    link.cut();
+    await rt.runMacrotasks();
+    await drive(first.close());
+    const second = await messenger({ transports: [memoryTransport({ network, name: 'server' })], workerId: 0xb2n });
+    await rt.advance(100);
+    await rt.runMacrotasks();
+    expect(events.map((e) => `${e.type}:${e.peer}`)).toEqual([
+      `up:${a.id}`,
+      `down:${a.id}`,
+      `reconnecting:${a.id}`,
+      `gone:${a.id}`,
+      `up:${second.self.id}`,
+    ]);
+    const gone = events[3]!;
+    expect(gone.replacedBy).toBe(second.self.id);
+    expect(gone.error).toMatchObject({ code: 'ERR_PEER_GONE', retryable: true });
+    expect(gone.error?.message).toContain(`now answers as worker ${second.self.id}`);
+    expect(client.peer(second.self.id)).toBeDefined();
+  });
+
   it('closing the messenger reports every peer gone, cancels the back-off, and leaves no timer', async () => {
     const { client, cut, address } = await pair(createMemoryNetwork());
     const onClient = record(client);

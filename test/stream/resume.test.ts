@@ -259,6 +259,41 @@ describe('resume over the mux', () => {
     expect(metric(consumer, 'streaming_mux_live_binds')).toBe(0);
   });
 
+  it('the producer\'s address answers as another worker after a crash (a restart with a new id): the consumer\'s suspended stream ends at once, "restarted"', async () => {
+    const network = createMemoryNetwork();
+    const server = await createNode({ transports: [memoryTransport({ network, name: 'server' })] });
+    nodes.push(server);
+    const { adapter, cut } = cuttable(network);
+    const page = await createNode({ transports: [adapter], resume: { windowMs: 60_000 } });
+    nodes.push(page);
+    await page.connect('memory://server', { reconnect: { initialDelayMs: 20, jitterMs: 0, maxDelayMs: 50 } });
+    const anchor = page.createAnchor<string>();
+    const sender = await server.attachAnchor<string>(anchor.handle);
+    await sender.send('a');
+    const reader = anchor[Symbol.asyncIterator]();
+    expect((await reader.next()).value).toBe('a');
+    // The server process dies without a word, and a new one (a new worker id) takes its address.
+    cut();
+    await waitFor(() => metric(page, 'streaming_mux_live_slots') === 0);
+    await server.close();
+    const restarted = await createNode({ transports: [memoryTransport({ network, name: 'server' })] });
+    nodes.push(restarted);
+    const error = await within(
+      reader.next().then(
+        () => null,
+        (e: unknown) => e,
+      ),
+      5_000,
+      'the suspended stream ending (its window is 60 s)',
+    );
+    expect(error).toBeInstanceOf(ResumeFailedError);
+    expect(error).toMatchObject({ code: 'ERR_SENDER_DROPPED', retryable: true, reason: 'restarted' });
+    expect((error as Error).message).toContain(
+      `replaced at its address by worker ${restarted.workerId.toString(16).padStart(16, '0')}`,
+    );
+    expect(metric(page, 'streaming_mux_live_binds')).toBe(0);
+  });
+
   it('a stream the consumer is not reading resumes, keeps what was sent while the link was down, and reads on in order', async () => {
     const { consumer, producer, cut, reconnect } = await pair({ mux: { initialCredit: 8 } });
     const anchor = consumer.createAnchor<string>();
