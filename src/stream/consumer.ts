@@ -22,7 +22,7 @@ import { PerStreamWatchdog } from './per-stream.ts';
 import type { PerStreamSink } from './per-stream.ts';
 import { ANCHOR_CHANNEL_DEPTH, WAITING_FULL, refuse, type NodeState, type PendingPerStream } from './node-state.ts';
 import type { UnattachedReaper } from './unattached.ts';
-import type { LanemuxError } from '../errors.ts';
+import type { ResumeFailedError } from './errors.ts';
 import { RESUME_UNKNOWN, ResumeDesk, type ResumeRequest, type ResumeTarget } from './resume-desk.ts';
 
 /** The local-id bits of a single-sender anchor (`~MPSC_ANCHOR_BIT` within 64 bits, computed once). */
@@ -63,7 +63,7 @@ class AnchorBindOwner implements BindOwner, ResumeTarget {
   resumed(old: Bind, fresh: Bind): void {
     this.anchor._resumed(old, fresh);
   }
-  resumeFailed(bind: Bind, error: LanemuxError): void {
+  resumeFailed(bind: Bind, error: ResumeFailedError): void {
     this.anchor._resumeFailed(bind, error);
     this.#side._forgetEnded(this.anchor, bind);
   }

@@ -191,7 +191,7 @@ export class LanemuxNode {
     const reaper = new UnattachedReaper(s, (anchor) => consumer.anchorDone(anchor, false));
     const consumer = new ConsumerSide(s, reaper);
     const producer = new ProducerSide(s);
-    const mpsc = new MpscHostSide(s, reaper, producer);
+    const mpsc = new MpscHostSide(s, reaper, producer, consumer.resumes);
     this.#reaper = reaper;
     this.#consumer = consumer;
     this.#producer = producer;
@@ -222,7 +222,7 @@ export class LanemuxNode {
     messenger.handle(DETACH_HANDLER, (from, body) => consumer.onDetach(from, body), noSignal);
     messenger.handle(
       MPSC_ATTACH_HANDLER,
-      (from, body) => (s.drain !== null ? drainRefusal(s.metrics) : mpsc.onMpscAttach(from, body)),
+      (from, body) => (s.drain !== null && !isResume(body) ? drainRefusal(s.metrics) : mpsc.onMpscAttach(from, body)),
       noSignal,
     );
     messenger.handle(MPSC_DETACH_HANDLER, (from, body) => mpsc.onMpscDetach(from, body), noSignal);

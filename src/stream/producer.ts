@@ -11,7 +11,14 @@ import type { EgressSlot, EgressSlotOwner, Retirement } from '../mux/egress-slot
 import type { HeartbeatSender } from '../mux/heartbeats.ts';
 import { SlotBuffer } from '../mux/slot-buffer.ts';
 import { MESSENGER_MUX_KEY, MPSC_ANCHOR_BIT, TCP_STREAM_KEY } from '../wire/constants.ts';
-import { ATTACH_HANDLER, DETACH_HANDLER, attachResponseSchema, u128 } from './attach-messages.ts';
+import {
+  ATTACH_HANDLER,
+  DETACH_HANDLER,
+  MPSC_ATTACH_HANDLER,
+  attachResponseSchema,
+  mpscAttachResponseSchema,
+  u128,
+} from './attach-messages.ts';
 import { parseTicket } from './ticket.ts';
 import type { StreamOpenTicket } from './ticket.ts';
 import { StreamError } from './errors.ts';
@@ -262,6 +269,7 @@ export class ProducerSide implements ResumeTransport {
         'attach',
         factory,
         detachAck ? h : null,
+        h,
       );
     }
     if (ok.streaming_transport_key === TCP_STREAM_KEY && this.#s.perStream !== null && ok.endpoint !== undefined) {
@@ -345,6 +353,7 @@ export class ProducerSide implements ResumeTransport {
       'open',
       plainSender as SenderFactory<T>,
       h,
+      h,
     );
   }
 
@@ -360,11 +369,15 @@ export class ProducerSide implements ResumeTransport {
     factory: SenderFactory<T>,
     /** The anchor of a single-sender stream, whose detach the consumer acknowledges; null for MPSC. */
     detachOf: AnchorHandle | null,
+    /** The anchor the stream feeds (a single-sender or an MPSC one). */
+    anchor: AnchorHandle,
   ): Promise<StreamSender<T>> {
     const mux = this.#s.mux!;
-    // Single-sender streams resume across a lost link when both nodes advertise it (docs/protocol.md §8.3).
-    const resume = detachOf === null ? null : this.#s.resume;
+    // Mux streams — single-sender and MPSC senders alike — resume across a lost link when both
+    // nodes advertise it (docs/protocol.md §8.3).
+    const resume = this.#s.resume;
     const instance = resume !== null && resume.negotiated(peer) ? this.#s.messenger.peer(peer)?.instanceId : undefined;
+    const mpsc = (anchor.localId & MPSC_ANCHOR_BIT) !== 0n;
     let hb: HeartbeatSender | null = null;
     const sender: StreamSender<T> = factory({
       transport: MESSENGER_MUX_KEY,
@@ -383,11 +396,13 @@ export class ProducerSide implements ResumeTransport {
             sender as StreamSender<unknown>,
             peer,
             instance,
-            detachOf!,
+            anchor,
             session,
             limits.initialCredit,
+            !mpsc,
           );
-    if (link !== null && resume!.history !== null) sender._resumeToken = link.token = resume!.issueToken(link);
+    // Re-attach from a token (docs/protocol.md §8.5) is for single-sender streams.
+    if (link !== null && !mpsc && resume!.history !== null) sender._resumeToken = link.token = resume!.issueToken(link);
     const drains = this.#s.peerDrains;
     const owner =
       link === null
@@ -481,8 +496,12 @@ export class ProducerSide implements ResumeTransport {
       supported_transport_keys: [MESSENGER_MUX_KEY],
       resume: { session: hex(session), sent, from },
     };
-    const raw = await this.#s.messenger.request(link.peer, ATTACH_HANDLER, body, { timeoutMs: 10_000 });
-    const parsed = attachResponseSchema.safeParse(raw);
+    // An MPSC sender resumes through the MPSC attach; its answer adds the (same) sender id.
+    const mpsc = (h.localId & MPSC_ANCHOR_BIT) !== 0n;
+    const raw = await this.#s.messenger.request(link.peer, mpsc ? MPSC_ATTACH_HANDLER : ATTACH_HANDLER, body, {
+      timeoutMs: 10_000,
+    });
+    const parsed = (mpsc ? mpscAttachResponseSchema : attachResponseSchema).safeParse(raw);
     if (!parsed.success) return { refused: 'malformed answer', why: undefined };
     if ('Err' in parsed.data) return { refused: parsed.data.Err.reason, why: parsed.data.Err.resume };
     const ok = parsed.data.Ok;

@@ -5,7 +5,6 @@
  * attach. What differs per anchor kind — how many items reached it, where the next bind's records
  * are read — is the {@link ResumeTarget} of each bind.
  */
-import type { LanemuxError } from '../errors.ts';
 import type { PeerId } from '../messenger/types.ts';
 import type { Bind } from '../mux/bind.ts';
 import type { TimerHandle } from '../runtime/runtime.ts';
@@ -27,7 +26,7 @@ export interface ResumeTarget {
   /** The stream of suspended `old` goes on on `fresh`: read right after `old`'s records. */
   resumed(old: Bind, fresh: Bind): void;
   /** Suspended `bind` was not resumed: the stream ends with `error` after its records. */
-  resumeFailed(bind: Bind, error: LanemuxError): void;
+  resumeFailed(bind: Bind, error: ResumeFailedError): void;
 }
 
 /** The `resume` field of a resume attach. */
@@ -113,14 +112,15 @@ export class ResumeDesk {
 
   /**
    * A resume attach from `from` to `anchor` (undefined: unknown here): the new bind (made by
-   * `fresh` with its credit) and the offset to answer, or the refusal.
+   * `fresh` with its credit, for the stream of the suspended bind's `target`) and the offset to
+   * answer, or the refusal.
    */
   resume(
     from: PeerId,
     anchor: object | undefined,
     anchorId: bigint,
     resume: ResumeRequest,
-    fresh: (credit: number) => Bind,
+    fresh: (credit: number, target: ResumeTarget) => Bind,
   ): { readonly bind: Bind; readonly offset: number } | ResumeRefusal {
     const mux = this.#s.mux;
     if (mux === null || anchor === undefined) return RESUME_UNKNOWN;
@@ -129,7 +129,8 @@ export class ResumeDesk {
     let sus = this.#suspended.get(session);
     // The new link came up before the old one was reported lost: the old slot still looks live.
     if (sus === undefined && mux.suspendLive(anchorId, session, from)) sus = this.#suspended.get(session);
-    if (sus === undefined || sus.target.anchor !== anchor || sus.peer !== from) return RESUME_UNKNOWN;
+    if (sus === undefined || sus.target.anchor !== anchor || sus.peer !== from || !sus.target.open)
+      return RESUME_UNKNOWN;
     if (resume.sent < sus.received)
       return {
         Err: { reason: `resume: ${sus.received} items were received but the sender says it sent ${resume.sent}` },
@@ -144,7 +145,7 @@ export class ResumeDesk {
       return { Err: { reason, resume: 'evicted' } };
     }
     // Records still unread count against the new window: the consumer holds at most C+1 of this stream.
-    const bind = fresh(Math.max(1, this.#s.config.initialCredit - sus.target.unread(sus.bind)));
+    const bind = fresh(Math.max(1, this.#s.config.initialCredit - sus.target.unread(sus.bind)), sus.target);
     this.#base.set(bind, sus.received);
     const names: ResumeAlias = alias?.anchor === anchor ? alias : { anchor, to: bind, names: [] };
     names.to = bind;
