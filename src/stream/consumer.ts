@@ -3,6 +3,7 @@
  * `_anchor_detach` (docs/protocol.md §8), accepting per-stream connections (§9), and forgetting an
  * anchor when it ends (its bind, waiting senders, same-worker port and connection let go).
  */
+import type { LanemuxError } from '../errors.ts';
 import type { PeerId } from '../messenger/types.ts';
 import type { Bind, BindEnd, BindOwner } from '../mux/bind.ts';
 import { SlotBuffer } from '../mux/slot-buffer.ts';
@@ -18,7 +19,7 @@ import { encodeTicket } from './ticket.ts';
 import { StreamError } from './errors.ts';
 import { formatHandle, parseHandle } from './handle.ts';
 import type { MpscAnchor } from './mpsc-anchor.ts';
-import { PerStreamWatchdog } from './per-stream.ts';
+import { PerStreamWatchdog, perStreamLost } from './per-stream.ts';
 import type { PerStreamSink } from './per-stream.ts';
 import { ANCHOR_CHANNEL_DEPTH, WAITING_FULL, refuse, type NodeState, type PendingPerStream } from './node-state.ts';
 import type { UnattachedReaper } from './unattached.ts';
@@ -380,8 +381,14 @@ export class ConsumerSide implements AnchorHost {
     if (feed !== undefined && feed.ended) return null;
     const frame: DecodedFrame = { kind: 0, value: undefined, terminal: false };
     let ended = false;
+    /** This side gave up on the connection (cancel, watchdog, a sender never read): not a lost link. */
+    let aborted = false;
+    const abort = (error: LanemuxError): void => {
+      aborted = true;
+      sink.abort?.(error);
+    };
     const drop = (error: StreamError): void => {
-      if (!ended) sink.abort?.(error);
+      if (!ended) abort(error);
     };
     const stop = (): void => sink.stop?.();
     // The mux's watchdog, per connection: three silent windows end the stream Dropped (docs/protocol.md §9).
@@ -393,7 +400,7 @@ export class ConsumerSide implements AnchorHost {
       (error) => {
         // As on the mux, an MPSC anchor's senders never count firings.
         if (feed === undefined) this.#s.metrics.watchdogFirings++;
-        sink.abort?.(error);
+        abort(error);
       },
     );
     const sink: PerStreamSink = {
@@ -406,14 +413,19 @@ export class ConsumerSide implements AnchorHost {
         if (frame.terminal) ended = true;
         return ok && buffer.length < buffer.capacity;
       },
-      end: () => {
+      end: (error) => {
         watchdog.stop();
         if (anchor instanceof StreamAnchor) {
           // Only this connection's own entries: a later sender of the anchor may hold them now.
           if (this.#s.perStreamDrops.get(anchor) === drop) this.#s.perStreamDrops.delete(anchor);
           if (this.#s.perStreamStops.get(anchor) === stop) this.#s.perStreamStops.delete(anchor);
         }
-        if (!ended) buffer.pushForced(FrameKind.Dropped, undefined);
+        // A connection lost without its terminal: with resume on, the stream ends saying this path cannot resume.
+        if (!ended)
+          buffer.pushForced(
+            FrameKind.Dropped,
+            !aborted && this.#s.resumeOptions !== null ? perStreamLost(error) : undefined,
+          );
         buffer.close();
       },
     };
@@ -425,7 +437,7 @@ export class ConsumerSide implements AnchorHost {
       };
       // One MPSC sender's connection: closing the feed drops just this connection.
       feed.release = (error) => {
-        if (!ended) sink.abort?.(error);
+        if (!ended) abort(error);
       };
       feed.onTake = () => {
         if (buffer.length < buffer.capacity) sink.resume?.();

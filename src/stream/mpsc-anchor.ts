@@ -413,6 +413,7 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
                   sender,
                   error:
                     this.#host.dropped?.(feed.peer) ??
+                    (value instanceof StreamError ? value : null) ??
                     new StreamError('ERR_SENDER_DROPPED', `sender ${sender} went away without finishing`, {
                       retryable: true,
                     }),

@@ -33,6 +33,7 @@ import { ResumeLink, type ResumeAnswer } from './resume-link.ts';
 import { ResumeRegistry, type ResumeTransport } from './resume-registry.ts';
 import { DrainAwareOwner, drainingError, failForDrain, type PeerDrains } from './drain-notice.ts';
 import { liveFeedOptions, type LiveFeedOptions, type OverrunPolicy } from './live-feed.ts';
+import { perStreamLost } from './per-stream.ts';
 
 /** Options of {@link LanemuxNode.attachAnchor}. */
 export interface AttachOptions {
@@ -292,7 +293,12 @@ export class ProducerSide implements ResumeTransport {
         onStop: () => sender._lifecycle(false),
       });
       conn.onClose((error) => {
-        sender._closed(error);
+        // A lost connection (not a local close): with resume on, say that this path cannot resume.
+        sender._closed(
+          error !== null && error.code === 'ERR_SENDER_DROPPED' && this.#s.resumeOptions !== null
+            ? perStreamLost(error)
+            : error,
+        );
         // The connection closed: after a clean end every frame was handed on.
         sender._retire(error === null && sender.closed ? 'Sent' : 'Discarded');
       });
