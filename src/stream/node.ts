@@ -121,7 +121,8 @@ export interface NodeOptions {
   /**
    * Transparent resume of mux streams across a lost link (docs/protocol.md §8.3): when the
    * link to a peer drops and the same peer (same worker, same instance) links again within the
-   * window, every single-sender stream goes on where it stopped, nothing lost or repeated. Applies
+   * window, every mux stream (single-sender, and each MPSC sender) goes on where it stopped,
+   * nothing lost or repeated; the per-stream path never resumes (reason `unsupported`). Applies
    * toward peers that advertise it too (`lanemux-resume-v1` in their HELLO; a messenger passed in
    * must list it in its `transportKeys`). `false` turns it off. Defaults to on: see `ResumeOptions`.
    */
