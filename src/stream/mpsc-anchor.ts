@@ -90,6 +90,8 @@ export class MpscFeed {
   next: Bind[] | null = null;
   /** The link was lost: the feed waits for its producer's resume (docs/protocol.md §8.3), not an end. */
   suspended = false;
+  /** The consumer asked the sender to stop while it was suspended: the resumed bind carries it. */
+  stopPending = false;
   /** The resume failed: once its records are read the sender ends `dropped` with this. */
   resumeError: StreamError | null = null;
   /** Runs after each take (same-worker and per-stream back-pressure). */

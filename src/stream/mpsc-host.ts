@@ -83,8 +83,9 @@ function muxFeedHooks(feed: MpscFeed, mux: Mux): void {
   feed.release = () => mux.releaseBind(newestBind(feed));
   feed.lifecycle = (cancel) => {
     const bind = newestBind(feed);
-    // A suspended sender's bind has ended: its stop or cancel has nowhere to go.
     if (!bind.ended) mux.signalLifecycle(bind, cancel);
+    // A suspended sender's bind has ended: its stop goes with the resumed one (a cancel ends the anchor).
+    else if (!cancel) feed.stopPending = true;
   };
 }
 
@@ -201,7 +202,11 @@ export class MpscHostSide implements MpscHost {
       feed = (target as MpscBindOwner).feed;
       const owner = new MpscBindOwner(anchor, this.#desk);
       owner.feed = feed;
-      return mux.bind(anchor.localId, owner, from, laneKey, credit);
+      const bind = mux.bind(anchor.localId, owner, from, laneKey, credit);
+      // Sent with the bind's claim (the early signal).
+      if (feed.stopPending) mux.signalLifecycle(bind, false);
+      feed.stopPending = false;
+      return bind;
     });
     if ('Err' in r || feed === null) return r;
     return mpscAttachOk({

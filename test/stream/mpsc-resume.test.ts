@@ -177,7 +177,7 @@ describe('MPSC senders resume across a lost link', () => {
     expect(metric(consumer, 'streaming_resumed_streams_total')).toBe(0);
   });
 
-  it('a suspended sender keeps its place on a sealed anchor: the reader waits, sees no end, and reads on after the resume', async () => {
+  it('a suspended sender keeps its place on a sealed anchor: the reader waits, sees no end, and reads on after the resume; a stop asked meanwhile reaches it', async () => {
     const { consumer, producers } = await setup(1, { mux: { initialCredit: 8 } });
     const anchor = consumer.createMpscAnchor<string>();
     const p = producers[0]!;
@@ -190,9 +190,12 @@ describe('MPSC senders resume across a lost link', () => {
     // The unread records stay; the sender still counts; sends go on while the link is down.
     expect(anchor.senders).toBe(1);
     expect(anchor.finished).toBe(false);
+    // A stop asked meanwhile reaches the sender once it resumed.
+    anchor.requestStop();
     for (let i = 5; i < 9; i++) await sender.send(`${sender.senderId}:${i}`);
     await p.reconnect();
     await waitFor(() => metric(p.node, 'streaming_resumed_streams_total') === 1);
+    await waitFor(() => sender.stopSignal.aborted);
     const r = reader(anchor);
     for (let i = 9; i < 40; i++) await sender.send(`${sender.senderId}:${i}`);
     await sender.finalize();
