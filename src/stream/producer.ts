@@ -144,6 +144,8 @@ function ticketFor(h: AnchorHandle, t: StreamOpenTicket): StreamOpenTicket {
 /** The producer side of a node: attaching to anchors and opening streams from tickets. */
 export class ProducerSide implements ResumeTransport {
   readonly #s: NodeState;
+  /** The sender id of each resumable MPSC sender: its resume's answer must name the same one. */
+  readonly #mpscIds = new WeakMap<ResumeLink, number>();
   /** How a peer that is not connected is waited for; the node's discovery replaces it (discovery-dial.ts). */
   findPeer: (peer: PeerId, options: WaitOptions) => Promise<PeerId>;
 
@@ -407,6 +409,7 @@ export class ProducerSide implements ResumeTransport {
             limits.initialCredit,
             !mpsc,
           );
+    if (link !== null && mpsc) this.#mpscIds.set(link, (sender as { senderId?: number }).senderId ?? 0);
     // Re-attach from a token (docs/protocol.md §8.5) is for single-sender streams.
     if (link !== null && !mpsc && resume!.history !== null) sender._resumeToken = link.token = resume!.issueToken(link);
     const drains = this.#s.peerDrains;
@@ -513,6 +516,8 @@ export class ProducerSide implements ResumeTransport {
     const ok = parsed.data.Ok;
     if (ok.streaming_transport_key !== MESSENGER_MUX_KEY || ok.resume_offset === undefined || ok.initial_credit === 0)
       return { refused: 'the consumer answered without resuming', why: undefined };
+    if (mpsc && 'sender_id' in ok && ok.sender_id !== BigInt(this.#mpscIds.get(link) ?? 0))
+      return { refused: `the consumer answered for another MPSC sender (${ok.sender_id})`, why: undefined };
     return {
       session: ok.routing_session_id,
       credit: ok.initial_credit,
