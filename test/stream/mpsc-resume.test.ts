@@ -114,6 +114,32 @@ describe('MPSC senders resume across a lost link', () => {
     await waitFor(() => liveSlots(consumer) === 0 && producers.every((p) => liveSlots(p.node) === 0));
   }, 60_000);
 
+  it('cuts while resumes are in flight (answers lost with the link): each sender names its stream again and still arrives exact', async () => {
+    const { consumer, producers } = await setup(1);
+    const p = producers[0]!;
+    const anchor = consumer.createMpscAnchor<string>();
+    const senders = await Promise.all(Array.from({ length: 8 }, () => p.node.attachMpscAnchor<string>(anchor.handle)));
+    anchor.seal();
+    const r = reader(anchor);
+    const N = 600;
+    const writes = senders.map((s) => produce(s, N));
+    await waitFor(() => r.state.items >= 200);
+    p.cut();
+    await p.reconnect();
+    // Each time the consumer has answered some resume attaches (answers and new binds may be lost), cut again.
+    for (let round = 1; round <= 10 && !r.state.ended; round++) {
+      const answered = metric(consumer, 'streaming_resumed_streams_total');
+      await waitFor(() => metric(consumer, 'streaming_resumed_streams_total') > answered || r.state.ended);
+      p.cut();
+      await p.reconnect();
+    }
+    await r.done;
+    expect(await Promise.all(writes)).toEqual(senders.map(() => null));
+    for (const s of senders) expect(r.itemsOf(s.senderId)).toEqual(numbered(s.senderId, N));
+    expect(r.events.filter((e) => e.kind !== 'item').every((e) => e.kind === 'finalized')).toBe(true);
+    await waitFor(() => liveSlots(consumer) === 0 && liveSlots(p.node) === 0);
+  });
+
   it('a cut longer than the resume window ends each sender retryable with reason "window", on both sides', async () => {
     const resume = { resume: { windowMs: 200 } };
     const { consumer, producers } = await setup(2, resume, resume);
