@@ -176,6 +176,46 @@ describe('MPSC senders resume across a lost link', () => {
     await waitFor(() => liveSlots(consumer) === 0 && producers.every((p) => liveSlots(p.node) === 0));
   });
 
+  it('a sender far behind whose items the tiny replay ring evicted ends retryable "replay evicted" on both sides; the other goes on', async () => {
+    const { consumer, producers } = await setup(
+      1,
+      { mux: { initialCredit: 4 } },
+      { resume: { maxReplayBytesPerStream: 40 } },
+    );
+    const p = producers[0]!;
+    const anchor = consumer.createMpscAnchor<string>();
+    const [behind, fine] = [
+      await p.node.attachMpscAnchor<string>(anchor.handle),
+      await p.node.attachMpscAnchor<string>(anchor.handle),
+    ];
+    anchor.seal();
+    // Nothing is read: four items fill the window of `behind`, more wait at its producer.
+    for (let i = 0; i < 8; i++) behind!.trySend(`item-${i}`);
+    await fine!.send('ok-0');
+    await waitFor(() => anchor.buffered === 5);
+    p.cut();
+    await waitFor(() => liveSlots(p.node) === 0);
+    await p.reconnect();
+    await waitFor(() => behind!.closed);
+    expect(behind!.cancelSignal.reason).toMatchObject({
+      code: 'ERR_SENDER_DROPPED',
+      retryable: true,
+      reason: 'evicted',
+    });
+    expect(String((behind!.cancelSignal.reason as Error).message)).toMatch(/replay evicted/);
+    await fine!.send('ok-1');
+    await fine!.finalize();
+    const r = reader(anchor);
+    await r.done;
+    expect(r.itemsOf(behind!.senderId)).toEqual(['item-0', 'item-1', 'item-2', 'item-3']);
+    const end = r.events.find((e) => e.kind !== 'item' && e.sender === behind!.senderId);
+    expect(end).toMatchObject({ kind: 'dropped', error: { code: 'ERR_SENDER_DROPPED', reason: 'evicted' } });
+    expect(r.itemsOf(fine!.senderId)).toEqual(['ok-0', 'ok-1']);
+    expect(r.events.filter((e) => e.kind !== 'item' && e.sender === fine!.senderId)).toEqual([
+      { kind: 'finalized', sender: fine!.senderId },
+    ]);
+  });
+
   it('toward a peer without resume (no lanemux-resume-v1 in its HELLO) a cut drops each sender as before', async () => {
     const { consumer, producers } = await setup(1, { resume: false });
     const anchor = consumer.createMpscAnchor<string>();
