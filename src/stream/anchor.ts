@@ -595,8 +595,10 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
             }
             continue;
           case FrameKind.Dropped:
+            // A Dropped may carry its own error (a per-stream connection lost: the path cannot resume).
             throw this.#fail(
               this.#host.dropped?.(this.bind) ??
+                (value instanceof StreamError ? value : null) ??
                 new StreamError('ERR_SENDER_DROPPED', 'the sender went away without finishing the stream', {
                   retryable: true,
                 }),

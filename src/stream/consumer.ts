@@ -3,6 +3,7 @@
  * `_anchor_detach` (docs/protocol.md §8), accepting per-stream connections (§9), and forgetting an
  * anchor when it ends (its bind, waiting senders, same-worker port and connection let go).
  */
+import type { LanemuxError } from '../errors.ts';
 import type { PeerId } from '../messenger/types.ts';
 import type { Bind, BindEnd, BindOwner } from '../mux/bind.ts';
 import { SlotBuffer } from '../mux/slot-buffer.ts';
@@ -18,53 +19,54 @@ import { encodeTicket } from './ticket.ts';
 import { StreamError } from './errors.ts';
 import { formatHandle, parseHandle } from './handle.ts';
 import type { MpscAnchor } from './mpsc-anchor.ts';
-import { PerStreamWatchdog } from './per-stream.ts';
+import { PerStreamWatchdog, perStreamLost } from './per-stream.ts';
 import type { PerStreamSink } from './per-stream.ts';
 import { ANCHOR_CHANNEL_DEPTH, WAITING_FULL, refuse, type NodeState, type PendingPerStream } from './node-state.ts';
 import type { UnattachedReaper } from './unattached.ts';
-import type { TimerHandle } from '../runtime/runtime.ts';
-import { ResumeFailedError } from './errors.ts';
+import type { ResumeFailedError } from './errors.ts';
+import { RESUME_UNKNOWN, ResumeDesk, type ResumeRequest, type ResumeTarget } from './resume-desk.ts';
 
 /** The local-id bits of a single-sender anchor (`~MPSC_ANCHOR_BIT` within 64 bits, computed once). */
 const LOCAL_ID_MASK = MPSC_ANCHOR_BIT - 1n;
 
-/** A bound stream whose link was lost, waiting for its producer's resume attach (docs/protocol.md §8.3). */
-interface Suspension {
-  readonly anchor: StreamAnchor<unknown>;
-  readonly bind: Bind;
-  readonly peer: PeerId;
-  /** Items of the stream the consumer has received (the resume offset). */
-  readonly received: number;
-  readonly timer: TimerHandle;
-}
-
 /**
- * The sessions a resumed stream was known by before its newest bind: the resume's answer can be
- * lost with the link, and its producer then names an older session again (docs/protocol.md §8.3).
+ * The anchor side of a mux bind: a stream that ended dropped or expired is forgotten at once; a lost
+ * link suspends it for a resume (docs/protocol.md §8.3).
  */
-interface ResumeAlias {
+class AnchorBindOwner implements BindOwner, ResumeTarget {
   readonly anchor: StreamAnchor<unknown>;
-  /** The stream's newest bind. */
-  to: Bind;
-  readonly names: bigint[];
-}
-
-/** The anchor side of a mux bind: a stream that ended dropped or expired is forgotten at once. */
-class AnchorBindOwner implements BindOwner {
-  readonly #anchor: StreamAnchor<unknown>;
   readonly #side: ConsumerSide;
   constructor(anchor: StreamAnchor<unknown>, side: ConsumerSide) {
-    this.#anchor = anchor;
+    this.anchor = anchor;
     this.#side = side;
   }
   onClaimed(bind: Bind): void {
-    this.#side._claimed(bind);
+    this.#side.resumes.claimed(bind);
   }
   suspend(bind: Bind, peer?: PeerId): boolean {
-    return this.#side._suspend(this.#anchor, bind, peer);
+    return this.#side.resumes.suspend(this, bind, peer);
   }
   onEnded(bind: Bind, end: BindEnd): void {
-    if (end === 'dropped' || end === 'expired') this.#side._forgetEnded(this.#anchor, bind);
+    if (end === 'dropped' || end === 'expired') this.#side._forgetEnded(this.anchor, bind);
+  }
+  get open(): boolean {
+    return this.#side._holds(this.anchor);
+  }
+  received(bind: Bind): number | null {
+    return this.anchor._received(bind);
+  }
+  unread(bind: Bind): number {
+    return bind.buffer.dataRecords();
+  }
+  suspended(bind: Bind): void {
+    this.anchor._suspended(bind);
+  }
+  resumed(old: Bind, fresh: Bind): void {
+    this.anchor._resumed(old, fresh);
+  }
+  resumeFailed(bind: Bind, error: ResumeFailedError): void {
+    this.anchor._resumeFailed(bind, error);
+    this.#side._forgetEnded(this.anchor, bind);
   }
 }
 
@@ -72,154 +74,49 @@ class AnchorBindOwner implements BindOwner {
 export class ConsumerSide implements AnchorHost {
   readonly #s: NodeState;
   readonly #reaper: UnattachedReaper;
-  /** Streams suspended by a lost link, by session (docs/protocol.md §8.3). */
-  readonly #suspended = new Map<bigint, Suspension>();
-  /** Items a resumed bind's stream had before it: its resume offset. */
-  readonly #resumeBase = new WeakMap<Bind, number>();
-  /** Older sessions of streams resumed on a bind not yet claimed, by session: until the claim proves the producer knows the new one. */
-  readonly #aliases = new Map<bigint, ResumeAlias>();
+  /** Streams suspended by a lost link, waiting for their producer's resume (docs/protocol.md §8.3). */
+  readonly resumes: ResumeDesk;
 
   readonly #offPeerState: (() => void) | undefined;
 
   constructor(state: NodeState, reaper: UnattachedReaper) {
     this.#s = state;
     this.#reaper = reaper;
+    this.resumes = new ResumeDesk(state);
     // `up` is a first link to an instance: one of a peer we hold suspended streams from is a restart.
     // `gone` with `replacedBy`: another worker now answers at the producer's address (a restart with a new id).
     this.#offPeerState = state.messenger.onPeerState?.((e) => {
-      if (this.#suspended.size === 0) return;
-      if (e.type === 'up') this.#peerRestarted(e.peer, 'came back as another instance (it restarted)');
+      if (!this.resumes.waiting) return;
+      if (e.type === 'up') this.resumes.peerRestarted(e.peer, 'came back as another instance (it restarted)');
       else if (e.type === 'gone' && e.replacedBy !== undefined)
-        this.#peerRestarted(e.peer, `was replaced at its address by worker ${e.replacedBy} (it restarted)`);
+        this.resumes.peerRestarted(e.peer, `was replaced at its address by worker ${e.replacedBy} (it restarted)`);
     });
   }
 
-  /**
-   * The producer's node came back as another instance (docs/protocol.md §8.3, `restarted`): its replay
-   * rings are gone, so its suspended streams end now rather than when their resume window passes.
-   */
-  #peerRestarted(peer: PeerId, how: string): void {
-    for (const [session, sus] of this.#suspended) {
-      if (sus.peer !== peer) continue;
-      this.#suspended.delete(session);
-      this.#s.runtime.clearTimer(sus.timer);
-      this.#s.metrics.resumeFailed('restarted');
-      sus.anchor._resumeFailed(
-        sus.bind,
-        new ResumeFailedError(
-          'ERR_SENDER_DROPPED',
-          'restarted',
-          `the sender's node (${peer}) ${how}: the stream cannot be resumed`,
-        ),
-      );
-      this._forgetEnded(sus.anchor, sus.bind);
-    }
-  }
-
-  /**
-   * @internal The link of `bind` was lost: keep the stream for its producer's resume when both
-   * nodes advertise resume; false lets it end Dropped as without resume.
-   */
-  _suspend(anchor: StreamAnchor<unknown>, bind: Bind, resuming?: PeerId): boolean {
-    const resume = this.#s.resume;
-    const peer = bind.peer ?? bind.slot?.peer ?? resuming ?? null;
-    if (resume === null || peer === null || this.#s.closed || !resume.negotiated(peer)) return false;
-    if (this.#s.anchors.get(anchor.localId) !== anchor || anchor.finished) return false;
-    const n = anchor._received(bind);
-    if (n === null) return false;
-    const session = bind.sessionId;
-    const timer = this.#s.runtime.setTimer(() => this.#notResumed(session), resume.windowMs);
-    this.#suspended.set(session, { anchor, bind, peer, received: (this.#resumeBase.get(bind) ?? 0) + n, timer });
-    anchor._suspended(bind);
-    return true;
-  }
-
-  /** The resume window of a suspended stream passed: it ends `ERR_SENDER_DROPPED` after its unread items. */
-  #notResumed(session: bigint): void {
-    const sus = this.#suspended.get(session);
-    if (sus === undefined) return;
-    this.#suspended.delete(session);
-    const ms = this.#s.resume?.windowMs ?? 0;
-    this.#s.metrics.resumeFailed('window');
-    sus.anchor._resumeFailed(
-      sus.bind,
-      new ResumeFailedError(
-        'ERR_SENDER_DROPPED',
-        'window',
-        `the link to the sender (${sus.peer}) was lost and the stream was not resumed within ${ms} ms`,
-      ),
-    );
-    this._forgetEnded(sus.anchor, sus.bind);
-  }
-
-  /** Forget the suspended streams of `anchor` (it ended), or all of them (`null`: the node closes). */
-  #dropSuspended(anchor: StreamAnchor<unknown> | null): void {
-    for (const [session, sus] of this.#suspended) {
-      if (anchor !== null && sus.anchor !== anchor) continue;
-      this.#s.runtime.clearTimer(sus.timer);
-      this.#suspended.delete(session);
-    }
-    for (const [session, alias] of this.#aliases)
-      if (anchor === null || alias.anchor === anchor) this.#aliases.delete(session);
-  }
-
-  /** @internal An OpenSlot claimed `bind`: its producer knows its session, older names of the stream go. */
-  _claimed(bind: Bind): void {
-    if (this.#aliases.size === 0) return;
-    for (const [session, alias] of this.#aliases) if (alias.to === bind) this.#aliases.delete(session);
+  /** @internal True while `anchor` is this node's and not finished: its streams may be resumed. */
+  _holds(anchor: StreamAnchor<unknown>): boolean {
+    return !this.#s.closed && this.#s.anchors.get(anchor.localId) === anchor && !anchor.finished;
   }
 
   /** The node closes: no suspended stream waits any more. */
   close(): void {
     this.#offPeerState?.();
-    this.#dropSuspended(null);
+    this.resumes.drop(null);
   }
 
   /** A resume attach (docs/protocol.md §8.3): continue a suspended stream on a new bind. */
   #onResume(
     from: PeerId,
     anchor: StreamAnchor<unknown> | undefined,
-    resume: { session: bigint; sent: number; from: number },
+    resume: ResumeRequest,
     laneKey: bigint | undefined,
   ): unknown {
     const mux = this.#s.mux;
-    const unknown = { Err: { reason: 'resume: this node does not know the stream', resume: 'unknown' } };
-    if (mux === null || anchor === undefined || anchor.finished) return unknown;
-    const alias = this.#aliases.get(resume.session);
-    const session = alias?.anchor === anchor ? alias.to.sessionId : resume.session;
-    let sus = this.#suspended.get(session);
-    // The new link came up before the old one was reported lost: the old slot still looks live.
-    if (sus === undefined && mux.suspendLive(anchor.localId, session, from)) sus = this.#suspended.get(session);
-    if (sus === undefined || sus.anchor !== anchor || sus.peer !== from) return unknown;
-    if (resume.sent < sus.received)
-      return {
-        Err: { reason: `resume: ${sus.received} items were received but the sender says it sent ${resume.sent}` },
-      };
-    this.#suspended.delete(session);
-    this.#s.runtime.clearTimer(sus.timer);
-    if (resume.from > sus.received + 1) {
-      // The producer no longer holds the items this consumer lacks: the stream cannot go on.
-      const reason = `replay evicted: the consumer has ${sus.received} items and the producer can send again only from item ${resume.from}`;
-      this.#s.metrics.resumeFailed('evicted');
-      sus.anchor._resumeFailed(sus.bind, new ResumeFailedError('ERR_SENDER_DROPPED', 'evicted', reason));
-      this._forgetEnded(sus.anchor, sus.bind);
-      return { Err: { reason, resume: 'evicted' } };
-    }
-    // Records still unread count against the new window: the consumer holds at most C+1 of this stream.
-    const credit = Math.max(1, this.#s.config.initialCredit - sus.bind.buffer.dataRecords());
-    const fresh = mux.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey, credit);
-    this.#resumeBase.set(fresh, sus.received);
-    const names: ResumeAlias = alias?.anchor === anchor ? alias : { anchor, to: fresh, names: [] };
-    names.to = fresh;
-    for (const name of [resume.session, session])
-      if (!names.names.includes(name)) {
-        names.names.push(name);
-        this.#aliases.set(name, names);
-      }
-    anchor._resumed(sus.bind, fresh);
-    this.#s.metrics.resumedStreams++;
-    this.#s.metrics.anchorOperation('resume', 'success', 'mux');
-    return attachOk({ ...muxTerms(this.#s, fresh), resumeOffset: sus.received });
+    if (mux === null || anchor === undefined || anchor.finished) return RESUME_UNKNOWN;
+    const r = this.resumes.resume(from, anchor, anchor.localId, resume, (credit) =>
+      mux.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey, credit),
+    );
+    return 'Err' in r ? r : attachOk({ ...muxTerms(this.#s, r.bind), resumeOffset: r.offset });
   }
 
   /** See `LanemuxNode.createAnchor`. */
@@ -291,7 +188,7 @@ export class ConsumerSide implements AnchorHost {
     this.#s.anchors.delete(anchor.localId);
     this.#s.metrics.activeAnchors--;
     this.#s.drain?.poke();
-    if (this.#suspended.size > 0) this.#dropSuspended(anchor);
+    this.resumes.drop(anchor);
     const bind = anchor.bind;
     if (bind !== null && this.#s.mux !== null) {
       // A consumer cancel is a LifecycleSlot{cancel} naming the session (docs/protocol.md §10.3); before the OpenSlot
@@ -495,8 +392,14 @@ export class ConsumerSide implements AnchorHost {
     if (feed !== undefined && feed.ended) return null;
     const frame: DecodedFrame = { kind: 0, value: undefined, terminal: false };
     let ended = false;
+    /** This side gave up on the connection (cancel, watchdog, a sender never read): not a lost link. */
+    let aborted = false;
+    const abort = (error: LanemuxError): void => {
+      aborted = true;
+      sink.abort?.(error);
+    };
     const drop = (error: StreamError): void => {
-      if (!ended) sink.abort?.(error);
+      if (!ended) abort(error);
     };
     const stop = (): void => sink.stop?.();
     // The mux's watchdog, per connection: three silent windows end the stream Dropped (docs/protocol.md §9).
@@ -508,7 +411,7 @@ export class ConsumerSide implements AnchorHost {
       (error) => {
         // As on the mux, an MPSC anchor's senders never count firings.
         if (feed === undefined) this.#s.metrics.watchdogFirings++;
-        sink.abort?.(error);
+        abort(error);
       },
     );
     const sink: PerStreamSink = {
@@ -521,14 +424,19 @@ export class ConsumerSide implements AnchorHost {
         if (frame.terminal) ended = true;
         return ok && buffer.length < buffer.capacity;
       },
-      end: () => {
+      end: (error) => {
         watchdog.stop();
         if (anchor instanceof StreamAnchor) {
           // Only this connection's own entries: a later sender of the anchor may hold them now.
           if (this.#s.perStreamDrops.get(anchor) === drop) this.#s.perStreamDrops.delete(anchor);
           if (this.#s.perStreamStops.get(anchor) === stop) this.#s.perStreamStops.delete(anchor);
         }
-        if (!ended) buffer.pushForced(FrameKind.Dropped, undefined);
+        // A connection lost without its terminal: with resume on, the stream ends saying this path cannot resume.
+        if (!ended)
+          buffer.pushForced(
+            FrameKind.Dropped,
+            !aborted && this.#s.resumeOptions !== null ? perStreamLost(error) : undefined,
+          );
         buffer.close();
       },
     };
@@ -540,7 +448,7 @@ export class ConsumerSide implements AnchorHost {
       };
       // One MPSC sender's connection: closing the feed drops just this connection.
       feed.release = (error) => {
-        if (!ended) sink.abort?.(error);
+        if (!ended) abort(error);
       };
       feed.onTake = () => {
         if (buffer.length < buffer.capacity) sink.resume?.();

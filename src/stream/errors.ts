@@ -61,9 +61,11 @@ export class StreamError extends LanemuxError<StreamErrorCode> {
  * `window` — the link did not come back within the resume window; `evicted` — the items the
  * consumer still needed were no longer in the producer's replay ring; `restarted` — the peer came
  * back as another instance (a restart: its state is gone); `refused` — the peer does not know the
- * stream any more; `closed` — this node closed while the stream waited.
+ * stream any more; `closed` — this node closed while the stream waited; `unsupported` — the stream
+ * ran on the per-stream path (`tcp-stream`, docs/protocol.md §9), which never resumes: a node with
+ * resume on ends such a stream whose connection was lost with this reason.
  */
-export type ResumeFailure = 'window' | 'evicted' | 'restarted' | 'refused' | 'closed';
+export type ResumeFailure = 'window' | 'evicted' | 'restarted' | 'refused' | 'closed' | 'unsupported';
 
 /**
  * A stream that lost its link and could not be resumed. Its `code` is the one a lost link gives

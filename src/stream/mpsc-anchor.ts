@@ -78,11 +78,22 @@ export const MPSC_MAX_SENDERS = 1024;
 export class MpscFeed {
   readonly senderId: number;
   readonly transport: 'mux' | 'local' | 'legacy';
-  readonly buffer: SlotBuffer;
+  /** Where the sender's records are read now (a resume reads the next bind's after it). */
+  buffer: SlotBuffer;
   /** The sender's peer (null on the same worker). */
   readonly peer: PeerId | null;
-  /** The mux bind, when over the mux. */
-  readonly bind: Bind | null;
+  /** The mux bind whose buffer is read now, when over the mux. */
+  bind: Bind | null;
+  /** Items (`Item`, `SenderError`) taken from the current buffer: with its unread ones, the resume offset. */
+  read = 0;
+  /** Binds a resume opened after the current one, oldest first (read once it is drained), or null. */
+  next: Bind[] | null = null;
+  /** The link was lost: the feed waits for its producer's resume (docs/protocol.md §8.3), not an end. */
+  suspended = false;
+  /** The consumer asked the sender to stop while it was suspended: the resumed bind carries it. */
+  stopPending = false;
+  /** The resume failed: once its records are read the sender ends `dropped` with this. */
+  resumeError: StreamError | null = null;
   /** Runs after each take (same-worker and per-stream back-pressure). */
   onTake: (() => void) | null = null;
   /** Close the sender's slot or connection (idempotent): its next send fails. */
@@ -161,7 +172,10 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
    */
   get buffered(): number {
     let n = 0;
-    for (const feed of this.#feeds.values()) n += feed.buffer.length;
+    for (const feed of this.#feeds.values()) {
+      n += feed.buffer.length;
+      if (feed.next !== null) for (const b of feed.next) n += b.buffer.length;
+    }
     return n;
   }
 
@@ -206,10 +220,47 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
     const feed = this.#feeds.get(senderId);
     if (feed === undefined || feed.ended || feed.peer !== peer) return false;
     feed.detachRequested = true;
+    // A suspended sender detached meanwhile: it reads as detached, it is not waited for.
+    feed.suspended = false;
     feed.release?.(new StreamError('ERR_STREAM_CLOSED', 'the sender was detached'));
     // Over the mux the release closes the buffer; elsewhere close it here so the reader sees the end.
     feed.buffer.close();
     return true;
+  }
+
+  /** @internal Items of `feed`'s stream that reached the anchor through `bind`, read or not; null when `bind` is not its. */
+  _received(feed: MpscFeed, bind: Bind): number | null {
+    if (feed.ended || this.#feeds.get(feed.senderId) !== feed) return null;
+    if (feed.bind === bind) return feed.read + bind.buffer.dataRecords();
+    return feed.next?.includes(bind) === true ? bind.buffer.dataRecords() : null;
+  }
+
+  /** @internal Records of `feed` not yet read, over its binds. */
+  _unread(feed: MpscFeed): number {
+    let n = feed.buffer.dataRecords();
+    if (feed.next !== null) for (const b of feed.next) n += b.buffer.dataRecords();
+    return n;
+  }
+
+  /** @internal `feed`'s link was lost: its records are read, then it waits (no event) for the resume. */
+  _suspendedFeed(feed: MpscFeed): void {
+    feed.suspended = true;
+  }
+
+  /** @internal `feed`'s stream goes on on `fresh`: read after what it has. */
+  _resumedFeed(feed: MpscFeed, fresh: Bind): void {
+    if (feed.ended) return;
+    feed.suspended = false;
+    (feed.next ??= []).push(fresh);
+    this.#enqueue(feed);
+  }
+
+  /** @internal `feed` was not resumed: it ends `dropped` with `error` after its records. */
+  _resumeFailedFeed(feed: MpscFeed, error: StreamError): void {
+    if (feed.ended) return;
+    feed.suspended = false;
+    feed.resumeError = error;
+    this.#enqueue(feed);
   }
 
   /** @internal The unattached timer fired: end (cleanly) if still without a sender since `epoch`. */
@@ -328,6 +379,7 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
         else this.#watch(feed);
         switch (kind) {
           case FrameKind.Item:
+            feed.read++;
             if (feed.gap === null) this.#pending = { kind: 'item', sender, value: value as T };
             else {
               this.#pending = { kind: 'item', sender, value: value as T, gap: feed.gap };
@@ -337,6 +389,7 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
           case FrameKind.Heartbeat:
             continue;
           case FrameKind.SenderError: {
+            feed.read++;
             const gap = parseGap(value);
             if (gap !== null) {
               feed.gap = mergeGap(feed.gap, gap);
@@ -362,6 +415,7 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
                   sender,
                   error:
                     this.#host.dropped?.(feed.peer) ??
+                    (value instanceof StreamError ? value : null) ??
                     new StreamError('ERR_SENDER_DROPPED', `sender ${sender} went away without finishing`, {
                       retryable: true,
                     }),
@@ -383,6 +437,19 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
         }
       }
       if (b.closed) {
+        const next = feed.next;
+        if (next !== null) {
+          // A resume: the next bind's records follow this one's with nothing between.
+          const bind = next.shift()!;
+          if (next.length === 0) feed.next = null;
+          feed.bind = bind;
+          feed.buffer = bind.buffer;
+          feed.read = 0;
+          this.#enqueue(feed);
+          continue;
+        }
+        // Waiting for the resume: the resume (or its failure) queues the feed again.
+        if (feed.suspended) continue;
         // Closed with nothing to read and no terminal.
         this.#endFeed(feed);
         this.#pending = feed.detachRequested
@@ -391,6 +458,7 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
               kind: 'dropped',
               sender,
               error:
+                feed.resumeError ??
                 this.#host.dropped?.(feed.peer) ??
                 new StreamError('ERR_SENDER_DROPPED', `sender ${sender}'s stream closed without a terminal`, {
                   retryable: true,
@@ -409,6 +477,11 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
     this.#feeds.delete(feed.senderId);
     feed.release?.(new StreamError('ERR_STREAM_CLOSED', "the sender's part of the MPSC stream ended"));
     feed.buffer.clear();
+    feed.suspended = false;
+    if (feed.next !== null) {
+      for (const b of feed.next) b.buffer.clear();
+      feed.next = null;
+    }
     if (this.#feeds.size === 0 && !this.finished) {
       this.#idleEpoch++;
       if (!this.#sealed) this.#host.mpscIdle(this as MpscAnchor<unknown>);
@@ -421,6 +494,9 @@ export class MpscAnchor<T = unknown> extends AnchorReader<MpscEvent<T>> {
       feed.release?.(error);
       if (clear) feed.buffer.clear();
       feed.buffer.close();
+      feed.suspended = false;
+      if (feed.next !== null) for (const b of feed.next) b.buffer.clear();
+      feed.next = null;
     }
     this.#feeds.clear();
     this.#ready = [];

@@ -5,7 +5,8 @@
  */
 import type { PeerId } from '../messenger/types.ts';
 import { ConfigError } from '../mux/config.ts';
-import type { BindOwner } from '../mux/bind.ts';
+import type { Bind, BindOwner } from '../mux/bind.ts';
+import type { Mux } from '../mux/mux.ts';
 import { SlotBuffer } from '../mux/slot-buffer.ts';
 import { randomU64 } from '../runtime/runtime.ts';
 import { MESSENGER_MUX_KEY, MPSC_ANCHOR_BIT, TCP_STREAM_KEY } from '../wire/constants.ts';
@@ -29,20 +30,77 @@ import type { StreamSender } from './sender.ts';
 import { ANCHOR_CHANNEL_DEPTH, refuse, type NodeState, type PendingPerStream } from './node-state.ts';
 import type { UnattachedReaper } from './unattached.ts';
 import { attachRefused, type ProducerSide, type AttachOptions } from './producer.ts';
+import type { ResumeFailedError } from './errors.ts';
+import { RESUME_UNKNOWN, type ResumeDesk, type ResumeRequest, type ResumeTarget } from './resume-desk.ts';
 
-/** The mux side of every MPSC sender's bind: the anchor learns ends from the buffer itself. */
-const MPSC_BIND_OWNER: BindOwner = { onClaimed: () => {}, onEnded: () => {} };
+/**
+ * The mux side of one MPSC sender's bind: the anchor learns ends from the buffer itself; a lost
+ * link suspends the sender for its producer's resume (docs/protocol.md §8.3).
+ */
+class MpscBindOwner implements BindOwner, ResumeTarget {
+  readonly anchor: MpscAnchor<unknown>;
+  readonly #desk: ResumeDesk;
+  /** Set right after the bind is made (the feed reads the bind's buffer). */
+  feed: MpscFeed = null as unknown as MpscFeed;
+  constructor(anchor: MpscAnchor<unknown>, desk: ResumeDesk) {
+    this.anchor = anchor;
+    this.#desk = desk;
+  }
+  onClaimed(bind: Bind): void {
+    this.#desk.claimed(bind);
+  }
+  onEnded(): void {}
+  suspend(bind: Bind): boolean {
+    return this.#desk.suspend(this, bind);
+  }
+  get open(): boolean {
+    return !this.anchor.finished && !this.feed.ended;
+  }
+  received(bind: Bind): number | null {
+    return this.anchor._received(this.feed, bind);
+  }
+  unread(): number {
+    return this.anchor._unread(this.feed);
+  }
+  suspended(): void {
+    this.anchor._suspendedFeed(this.feed);
+  }
+  resumed(_old: Bind, fresh: Bind): void {
+    this.anchor._resumedFeed(this.feed, fresh);
+  }
+  resumeFailed(_bind: Bind, error: ResumeFailedError): void {
+    this.anchor._resumeFailedFeed(this.feed, error);
+  }
+}
+
+/** The bind a feed's stream goes on on now: the newest a resume made. */
+function newestBind(feed: MpscFeed): Bind {
+  return feed.next?.[feed.next.length - 1] ?? feed.bind!;
+}
+
+/** A mux feed's release and stop/cancel, on whichever bind is its newest. */
+function muxFeedHooks(feed: MpscFeed, mux: Mux): void {
+  feed.release = () => mux.releaseBind(newestBind(feed));
+  feed.lifecycle = (cancel) => {
+    const bind = newestBind(feed);
+    if (!bind.ended) mux.signalLifecycle(bind, cancel);
+    // A suspended sender's bind has ended: its stop goes with the resumed one (a cancel ends the anchor).
+    else if (!cancel) feed.stopPending = true;
+  };
+}
 
 /** The MPSC side of a node: its MPSC anchors and their attach, detach and cancel handlers. */
 export class MpscHostSide implements MpscHost {
   readonly #s: NodeState;
   readonly #reaper: UnattachedReaper;
   readonly #producer: ProducerSide;
+  readonly #desk: ResumeDesk;
 
-  constructor(state: NodeState, reaper: UnattachedReaper, producer: ProducerSide) {
+  constructor(state: NodeState, reaper: UnattachedReaper, producer: ProducerSide, desk: ResumeDesk) {
     this.#s = state;
     this.#reaper = reaper;
     this.#producer = producer;
+    this.#desk = desk;
   }
 
   /** See `LanemuxNode.createMpscAnchor`. */
@@ -66,6 +124,7 @@ export class MpscHostSide implements MpscHost {
     if (this.#s.mpscAnchors.get(anchor.localId) !== anchor) return;
     this.#s.mpscAnchors.delete(anchor.localId);
     this.#s.metrics.activeAnchors--;
+    this.#desk.drop(anchor);
     if (cancelled) this.#s.metrics.anchorOperation('cancel', 'success', 'mpsc');
     this.#s.drain?.poke();
   }
@@ -94,16 +153,18 @@ export class MpscHostSide implements MpscHost {
     if ((handle.lo & MPSC_ANCHOR_BIT) === 0n)
       return refuse(this.#s.metrics, 'the anchor is not MPSC; use _anchor_attach');
     const anchor = this.#s.mpscAnchors.get(handle.lo);
+    // A resume goes on with a sender already counted: a sealed or full anchor takes it.
+    if (req.data.resume !== undefined) return this.#onResume(from, anchor, req.data.resume, laneKey);
     if (anchor === undefined) return refuse(this.#s.metrics, 'unknown or finished anchor');
     const refusal = anchor._refusal();
     if (refusal !== null) return refuse(this.#s.metrics, refusal);
     const mux = this.#s.mux;
     if (mux !== null && keys.includes(MESSENGER_MUX_KEY)) {
       const senderId = anchor._nextSenderId();
-      const bind = mux.bind(anchor.localId, MPSC_BIND_OWNER, from, laneKey);
-      const feed = new MpscFeed(senderId, 'mux', bind.buffer, from, bind);
-      feed.release = () => mux.releaseBind(bind);
-      feed.lifecycle = (cancel) => mux.signalLifecycle(bind, cancel);
+      const owner = new MpscBindOwner(anchor, this.#desk);
+      const bind = mux.bind(anchor.localId, owner, from, laneKey);
+      const feed = (owner.feed = new MpscFeed(senderId, 'mux', bind.buffer, from, bind));
+      muxFeedHooks(feed, mux);
       anchor._add(feed);
       this.#s.metrics.anchorOperation('attach', 'success', 'mux');
       return mpscAttachOk({ ...muxTerms(this.#s, bind), senderId });
@@ -124,6 +185,35 @@ export class MpscHostSide implements MpscHost {
       return mpscAttachOk({ ...perStreamTerms(this.#s, session, this.#s.perStreamEndpoint), senderId });
     }
     return refuse(this.#s.metrics, `no common streaming transport (offered: ${keys.join(', ') || 'none'})`);
+  }
+
+  /** A resume attach (docs/protocol.md §8.3): the suspended sender goes on on a new bind, with its sender id. */
+  #onResume(
+    from: PeerId,
+    anchor: MpscAnchor<unknown> | undefined,
+    resume: ResumeRequest,
+    laneKey: bigint | undefined,
+  ): unknown {
+    const mux = this.#s.mux;
+    if (mux === null || anchor === undefined || anchor.finished) return RESUME_UNKNOWN;
+    let feed: MpscFeed | null = null;
+    const r = this.#desk.resume(from, anchor, anchor.localId, resume, (credit, target) => {
+      // The desk matched the anchor: its suspended binds are all MPSC sender binds.
+      feed = (target as MpscBindOwner).feed;
+      const owner = new MpscBindOwner(anchor, this.#desk);
+      owner.feed = feed;
+      const bind = mux.bind(anchor.localId, owner, from, laneKey, credit);
+      // Sent with the bind's claim (the early signal).
+      if (feed.stopPending) mux.signalLifecycle(bind, false);
+      feed.stopPending = false;
+      return bind;
+    });
+    if ('Err' in r || feed === null) return r;
+    return mpscAttachOk({
+      ...muxTerms(this.#s, r.bind),
+      resumeOffset: r.offset,
+      senderId: (feed as MpscFeed).senderId,
+    });
   }
 
   /** `_mpsc_anchor_detach`: the sender's own peer removes it (its slot closes; the consumer reads `detached`). */

@@ -123,7 +123,8 @@ export interface NodeOptions {
   /**
    * Transparent resume of mux streams across a lost link (docs/protocol.md §8.3): when the
    * link to a peer drops and the same peer (same worker, same instance) links again within the
-   * window, every single-sender stream goes on where it stopped, nothing lost or repeated. Applies
+   * window, every mux stream (single-sender, and each MPSC sender) goes on where it stopped,
+   * nothing lost or repeated; the per-stream path never resumes (reason `unsupported`). Applies
    * toward peers that advertise it too (`lanemux-resume-v1` in their HELLO; a messenger passed in
    * must list it in its `transportKeys`). `false` turns it off. Defaults to on: see `ResumeOptions`.
    */
@@ -195,7 +196,7 @@ export class LanemuxNode {
     const reaper = new UnattachedReaper(s, (anchor) => consumer.anchorDone(anchor, false));
     const consumer = new ConsumerSide(s, reaper);
     const producer = new ProducerSide(s);
-    const mpsc = new MpscHostSide(s, reaper, producer);
+    const mpsc = new MpscHostSide(s, reaper, producer, consumer.resumes);
     this.#reaper = reaper;
     this.#consumer = consumer;
     this.#producer = producer;
@@ -226,7 +227,7 @@ export class LanemuxNode {
     messenger.handle(DETACH_HANDLER, (from, body) => consumer.onDetach(from, body), noSignal);
     messenger.handle(
       MPSC_ATTACH_HANDLER,
-      (from, body) => (s.drain !== null ? drainRefusal(s.metrics) : mpsc.onMpscAttach(from, body)),
+      (from, body) => (s.drain !== null && !isResume(body) ? drainRefusal(s.metrics) : mpsc.onMpscAttach(from, body)),
       noSignal,
     );
     messenger.handle(MPSC_DETACH_HANDLER, (from, body) => mpsc.onMpscDetach(from, body), noSignal);

@@ -6,9 +6,24 @@
  */
 import type { LanemuxError } from '../errors.ts';
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
-import { StreamError } from './errors.ts';
+import { ResumeFailedError, StreamError } from './errors.ts';
 
 export type { PerStreamSink, PerStreamConnection, PerStreamTransport } from '../transport/per-stream-port.ts';
+
+/**
+ * How a node with resume on ends a per-stream stream whose connection was lost before its terminal
+ * (docs/protocol.md §8.3): the path cannot resume, and says so — retryable, `ERR_SENDER_DROPPED`,
+ * reason `unsupported`. `cause`: the connection's own error, if any.
+ */
+export function perStreamLost(cause: LanemuxError | null): ResumeFailedError {
+  const why = cause === null ? 'the connection closed before the stream ended' : cause.message;
+  return new ResumeFailedError(
+    'ERR_SENDER_DROPPED',
+    'unsupported',
+    `the per-stream path (tcp-stream) does not resume a lost connection: ${why}`,
+    cause === null ? {} : { cause },
+  );
+}
 
 /**
  * The consumer's heartbeat watchdog of one per-stream connection (docs/protocol.md §9, as the mux's

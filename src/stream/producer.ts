@@ -11,7 +11,14 @@ import type { EgressSlot, EgressSlotOwner, Retirement } from '../mux/egress-slot
 import type { HeartbeatSender } from '../mux/heartbeats.ts';
 import { SlotBuffer } from '../mux/slot-buffer.ts';
 import { MESSENGER_MUX_KEY, MPSC_ANCHOR_BIT, TCP_STREAM_KEY } from '../wire/constants.ts';
-import { ATTACH_HANDLER, DETACH_HANDLER, attachResponseSchema, u128 } from './attach-messages.ts';
+import {
+  ATTACH_HANDLER,
+  DETACH_HANDLER,
+  MPSC_ATTACH_HANDLER,
+  attachResponseSchema,
+  mpscAttachResponseSchema,
+  u128,
+} from './attach-messages.ts';
 import { parseTicket } from './ticket.ts';
 import type { StreamOpenTicket } from './ticket.ts';
 import { StreamError } from './errors.ts';
@@ -26,6 +33,7 @@ import { ResumeLink, type ResumeAnswer } from './resume-link.ts';
 import { ResumeRegistry, type ResumeTransport } from './resume-registry.ts';
 import { DrainAwareOwner, drainingError, failForDrain, type PeerDrains } from './drain-notice.ts';
 import { liveFeedOptions, type LiveFeedOptions, type OverrunPolicy } from './live-feed.ts';
+import { perStreamLost } from './per-stream.ts';
 
 /** Options of {@link LanemuxNode.attachAnchor}. */
 export interface AttachOptions {
@@ -136,6 +144,8 @@ function ticketFor(h: AnchorHandle, t: StreamOpenTicket): StreamOpenTicket {
 /** The producer side of a node: attaching to anchors and opening streams from tickets. */
 export class ProducerSide implements ResumeTransport {
   readonly #s: NodeState;
+  /** The sender id of each resumable MPSC sender: its resume's answer must name the same one. */
+  readonly #mpscIds = new WeakMap<ResumeLink, number>();
   /** How a peer that is not connected is waited for; the node's discovery replaces it (discovery-dial.ts). */
   findPeer: (peer: PeerId, options: WaitOptions) => Promise<PeerId>;
 
@@ -262,6 +272,7 @@ export class ProducerSide implements ResumeTransport {
         'attach',
         factory,
         detachAck ? h : null,
+        h,
       );
     }
     if (ok.streaming_transport_key === TCP_STREAM_KEY && this.#s.perStream !== null && ok.endpoint !== undefined) {
@@ -284,7 +295,12 @@ export class ProducerSide implements ResumeTransport {
         onStop: () => sender._lifecycle(false),
       });
       conn.onClose((error) => {
-        sender._closed(error);
+        // A lost connection (not a local close): with resume on, say that this path cannot resume.
+        sender._closed(
+          error !== null && error.code === 'ERR_SENDER_DROPPED' && this.#s.resumeOptions !== null
+            ? perStreamLost(error)
+            : error,
+        );
         // The connection closed: after a clean end every frame was handed on.
         sender._retire(error === null && sender.closed ? 'Sent' : 'Discarded');
       });
@@ -345,6 +361,7 @@ export class ProducerSide implements ResumeTransport {
       'open',
       plainSender as SenderFactory<T>,
       h,
+      h,
     );
   }
 
@@ -360,11 +377,15 @@ export class ProducerSide implements ResumeTransport {
     factory: SenderFactory<T>,
     /** The anchor of a single-sender stream, whose detach the consumer acknowledges; null for MPSC. */
     detachOf: AnchorHandle | null,
+    /** The anchor the stream feeds (a single-sender or an MPSC one). */
+    anchor: AnchorHandle,
   ): Promise<StreamSender<T>> {
     const mux = this.#s.mux!;
-    // Single-sender streams resume across a lost link when both nodes advertise it (docs/protocol.md §8.3).
-    const resume = detachOf === null ? null : this.#s.resume;
+    // Mux streams — single-sender and MPSC senders alike — resume across a lost link when both
+    // nodes advertise it (docs/protocol.md §8.3).
+    const resume = this.#s.resume;
     const instance = resume !== null && resume.negotiated(peer) ? this.#s.messenger.peer(peer)?.instanceId : undefined;
+    const mpsc = (anchor.localId & MPSC_ANCHOR_BIT) !== 0n;
     let hb: HeartbeatSender | null = null;
     const sender: StreamSender<T> = factory({
       transport: MESSENGER_MUX_KEY,
@@ -383,11 +404,14 @@ export class ProducerSide implements ResumeTransport {
             sender as StreamSender<unknown>,
             peer,
             instance,
-            detachOf!,
+            anchor,
             session,
             limits.initialCredit,
+            !mpsc,
           );
-    if (link !== null && resume!.history !== null) sender._resumeToken = link.token = resume!.issueToken(link);
+    if (link !== null && mpsc) this.#mpscIds.set(link, (sender as { senderId?: number }).senderId ?? 0);
+    // Re-attach from a token (docs/protocol.md §8.5) is for single-sender streams.
+    if (link !== null && !mpsc && resume!.history !== null) sender._resumeToken = link.token = resume!.issueToken(link);
     const drains = this.#s.peerDrains;
     const owner =
       link === null
@@ -481,13 +505,19 @@ export class ProducerSide implements ResumeTransport {
       supported_transport_keys: [MESSENGER_MUX_KEY],
       resume: { session: hex(session), sent, from },
     };
-    const raw = await this.#s.messenger.request(link.peer, ATTACH_HANDLER, body, { timeoutMs: 10_000 });
-    const parsed = attachResponseSchema.safeParse(raw);
+    // An MPSC sender resumes through the MPSC attach; its answer adds the (same) sender id.
+    const mpsc = (h.localId & MPSC_ANCHOR_BIT) !== 0n;
+    const raw = await this.#s.messenger.request(link.peer, mpsc ? MPSC_ATTACH_HANDLER : ATTACH_HANDLER, body, {
+      timeoutMs: 10_000,
+    });
+    const parsed = (mpsc ? mpscAttachResponseSchema : attachResponseSchema).safeParse(raw);
     if (!parsed.success) return { refused: 'malformed answer', why: undefined };
     if ('Err' in parsed.data) return { refused: parsed.data.Err.reason, why: parsed.data.Err.resume };
     const ok = parsed.data.Ok;
     if (ok.streaming_transport_key !== MESSENGER_MUX_KEY || ok.resume_offset === undefined || ok.initial_credit === 0)
       return { refused: 'the consumer answered without resuming', why: undefined };
+    if (mpsc && 'sender_id' in ok && ok.sender_id !== BigInt(this.#mpscIds.get(link) ?? 0))
+      return { refused: `the consumer answered for another MPSC sender (${ok.sender_id})`, why: undefined };
     return {
       session: ok.routing_session_id,
       credit: ok.initial_credit,

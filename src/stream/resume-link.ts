@@ -151,6 +151,8 @@ export class ResumeLink implements SenderPort {
     handle: AnchorHandle,
     session: bigint,
     credit: number,
+    /** Keep the node's history for a re-attach (docs/protocol.md §8.5): single-sender streams only. */
+    history = true,
   ) {
     this.handle = handle;
     this.#host = host;
@@ -159,8 +161,8 @@ export class ResumeLink implements SenderPort {
     this.instanceId = instanceId;
     this.#session = session;
     this.#credit = credit;
-    this.#history = host.history !== null;
-    const cap = Math.max(host.maxReplayBytesPerStream, host.history?.bytesPerStream ?? 0);
+    this.#history = history && host.history !== null;
+    const cap = Math.max(host.maxReplayBytesPerStream, this.#history ? (host.history?.bytesPerStream ?? 0) : 0);
     this.#ring = new ReplayRing(credit + 2, cap, host.budget);
     // Set by `bindSlot` before any frame is offered.
     this.#slot = null as unknown as EgressSlot;

@@ -95,8 +95,9 @@ describe('MPSC anchors over TCP', () => {
     );
   }, 20_000);
 
-  it("a producer node killed mid-stream ends only its senders' parts (dropped); the others go on to the end", async () => {
-    const consumer = await tcpNode({ mux: { initialCredit: 16 } });
+  it("a producer node cut off for good mid-stream ends only its senders' parts (dropped once the resume window passed); the others go on to the end", async () => {
+    // The doomed node's link never comes back: its senders wait out the consumer's resume window (docs/protocol.md §8.3).
+    const consumer = await tcpNode({ mux: { initialCredit: 16 }, resume: { windowMs: 300 } });
     const healthy = await tcpNode({ listen: false, mux: { initialCredit: 16 } });
     const doomed = await tcpNode({ listen: false, mux: { initialCredit: 16 } });
     const relay = new Relay(parseTcp(consumer.address));
@@ -110,7 +111,8 @@ describe('MPSC anchors over TCP', () => {
       const reading = readEvents(anchor);
       for (let k = 0; k < 50; k++) await Promise.all([...good, ...bad].map((s) => s.send(`${s.senderId}:${k}`)));
       await waitFor(() => consumer.metricsRegistry.liveSlots === 8, 5_000, 'every slot open');
-      relay.kill();
+      // No further connection through the relay either: the doomed node cannot link again.
+      await relay.close();
       for (let k = 50; k < 200; k++) await Promise.all(good.map((s) => s.send(`${s.senderId}:${k}`)));
       await Promise.all(good.map((s) => s.finalize()));
       const events = await reading;
@@ -122,7 +124,11 @@ describe('MPSC anchors over TCP', () => {
         expect(got).toEqual(expected(s, got.length));
         const ends = events.filter((e) => e.sender === s.senderId && e.kind !== 'item');
         expect(ends).toEqual([
-          { kind: 'dropped', sender: s.senderId, error: expect.objectContaining({ code: 'ERR_SENDER_DROPPED' }) },
+          {
+            kind: 'dropped',
+            sender: s.senderId,
+            error: expect.objectContaining({ code: 'ERR_SENDER_DROPPED', reason: 'window' }),
+          },
         ]);
       }
       expect(
