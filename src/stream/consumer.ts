@@ -78,6 +78,8 @@ export class ConsumerSide implements AnchorHost {
   readonly #resumeBase = new WeakMap<Bind, number>();
   /** Older sessions of streams resumed on a bind not yet claimed, by session: until the claim proves the producer knows the new one. */
   readonly #aliases = new Map<bigint, ResumeAlias>();
+  /** The producer's `attach_id` of each answered attach that named one (a retry after a lost link names it again). */
+  readonly #attachIds = new WeakMap<Bind, bigint>();
 
   constructor(state: NodeState, reaper: UnattachedReaper) {
     this.#s = state;
@@ -187,6 +189,29 @@ export class ConsumerSide implements AnchorHost {
     this.#s.metrics.resumedStreams++;
     this.#s.metrics.anchorOperation('resume', 'success', 'mux');
     return attachOk({ ...muxTerms(this.#s, fresh), resumeOffset: sus.received });
+  }
+
+  /**
+   * An attach made again after its link was lost (docs/protocol.md §8.3 "Attach across a lost
+   * link"): `from` named the `id` of the attach this anchor answered last and never saw claimed, so
+   * that answer was lost. Its bind (suspended, or still looking live if the loss is not reported
+   * yet) gives way to a new one, answered as the attach was; null when the request is not that.
+   */
+  #attachAgain(from: PeerId, anchor: StreamAnchor<unknown>, id: bigint, laneKey: bigint | undefined): unknown {
+    const mux = this.#s.mux!;
+    const old = anchor._tailBind;
+    if (old === null || old.claimed || old.peer !== from || this.#attachIds.get(old) !== id) return null;
+    const session = old.sessionId;
+    let sus = this.#suspended.get(session);
+    if (sus === undefined && mux.suspendLive(anchor.localId, session, from)) sus = this.#suspended.get(session);
+    if (sus === undefined || sus.anchor !== anchor || sus.bind !== old) return null;
+    this.#suspended.delete(session);
+    this.#s.runtime.clearTimer(sus.timer);
+    const fresh = mux.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey);
+    this.#attachIds.set(fresh, id);
+    anchor._resumed(old, fresh);
+    this.#s.metrics.anchorOperation('attach', 'success', 'mux');
+    return attachOk(muxTerms(this.#s, fresh));
   }
 
   /** See `LanemuxNode.createAnchor`. */
@@ -377,6 +402,10 @@ export class ConsumerSide implements AnchorHost {
     const mux = this.#s.mux;
     const offersMux = mux !== null && keys.includes(MESSENGER_MUX_KEY);
     if (!anchor._attachable) {
+      if (req.data.attach_id !== undefined && offersMux) {
+        const again = this.#attachAgain(from, anchor, req.data.attach_id, laneKey);
+        if (again !== null) return again;
+      }
       const bind = anchor.bind;
       if (bind !== null && bind === anchor._tailBind && bind.peer === null && !bind.ended) {
         if (bind.claimed) return refuse(this.#s.metrics, 'already streaming through a pre-bound slot');
@@ -411,6 +440,7 @@ export class ConsumerSide implements AnchorHost {
     // From here the anchor takes this sender: at once, or behind one that detached (read first).
     if (offersMux) {
       const bind = mux!.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey);
+      if (req.data.attach_id !== undefined) this.#attachIds.set(bind, req.data.attach_id);
       anchor._feed(bind.buffer, 'mux', bind);
       this.#s.metrics.anchorOperation('attach', 'success', 'mux');
       return attachOk(muxTerms(this.#s, bind));
