@@ -22,11 +22,12 @@ export interface TcpProxy {
 const servers: net.Server[] = [];
 const sockets = new Set<net.Socket>();
 
-/** A proxy to `127.0.0.1:<target>`. */
-export async function tcpProxy(target: number): Promise<TcpProxy> {
+/** A proxy to `127.0.0.1:<target>`; `onAccept` is called as each connection comes in. */
+export async function tcpProxy(target: number, onAccept?: () => void): Promise<TcpProxy> {
   const pairs: Pair[] = [];
   const severed = new Set<Pair>();
   const server = net.createServer((front) => {
+    onAccept?.();
     const back = net.connect(target, '127.0.0.1');
     sockets.add(front).add(back);
     const pair = { front, back };
