@@ -283,7 +283,8 @@ export class ConsumerSide implements AnchorHost {
     this.#s.anchors.delete(anchor.localId);
     this.#s.metrics.activeAnchors--;
     this.#s.drain?.poke();
-    if (this.#suspended.size > 0) this.#dropSuspended(anchor);
+    // Its aliases too: a resumed bind that ended unclaimed leaves them behind (they hold the anchor).
+    if (this.#suspended.size > 0 || this.#aliases.size > 0) this.#dropSuspended(anchor);
     const bind = anchor.bind;
     if (bind !== null && this.#s.mux !== null) {
       // A consumer cancel is a LifecycleSlot{cancel} naming the session (docs/protocol.md §10.3); before the OpenSlot
@@ -343,6 +344,8 @@ export class ConsumerSide implements AnchorHost {
     this.#s.anchors.delete(anchor.localId);
     this.#s.metrics.activeAnchors--;
     this.#s.drain?.poke();
+    // anchorDone will not run for it now: its suspensions and resume aliases go here.
+    if (this.#suspended.size > 0 || this.#aliases.size > 0) this.#dropSuspended(anchor);
     // Senders waiting behind this one are never read (the stream ends at its Dropped): let them go now.
     const cut = anchor._cutAfter(bind);
     if (cut !== null) {
