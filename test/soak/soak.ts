@@ -1,6 +1,6 @@
 /**
  * `npm run soak -- [--minutes 10] [--seed N] [--concurrency 16] [--no-resume]
- *                     [--resume-window-ms 30000] [--sample-s 5] [--cut-s 15] [--verbose]`
+ *                     [--resume-window-ms 30000] [--sample-s 5] [--cut-s 15] [--verbose] [--heap-snapshots]`
  *
  * Mixed load for a long time, to catch what grows: one consumer node listening on TCP and on
  * WebSocket, two producer nodes dialling it (one per transport) through TCP proxies that cut every
@@ -30,7 +30,9 @@
  * The last line is `SOAK_RESULT {json}`. Exit status 0 on PASS, 1 on FAIL.
  * Run it with `--expose-gc` (npm run soak does), else the heap figures include garbage.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
+import { mkdirSync } from 'node:fs';
+import v8 from 'node:v8';
 import { WebSocket } from 'ws';
 import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
 import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
@@ -271,7 +273,7 @@ async function quietSample(t0: number): Promise<Sample> {
   const until = performance.now() + 15_000;
   while ((active > 0 || live('live_slots') > 0) && performance.now() < until) await sleep(20);
   if (RESUME) await sleep(WINDOW_MS + 250);
-  const s = sample(t0);
+  const s = await sample(t0);
   paused = false;
   return s;
 }
@@ -286,15 +288,30 @@ interface Sample {
   slots: number;
   binds: number;
   done: number;
+  /** Used bytes of each V8 heap space (old, code, …), to tell data from JIT code. */
+  spaces: Record<string, number>;
 }
 const samples: Sample[] = [];
 const gauge = (n: LanemuxNode, key: string) => n.metrics()[`velo_streaming_mux_${key}`] ?? 0;
 const live = (key: string) => nodes.reduce((s, n) => s + gauge(n, key), 0);
 
-function sample(t0: number): Sample {
+/**
+ * Full GCs with a turn of the event loop between them (weak callbacks and finalizers run, and what
+ * they free goes in the next one), so a sample sees what is retained, not what awaits collection.
+ */
+async function collect(): Promise<void> {
+  for (let i = 0; i < 3; i++) {
+    gc?.();
+    await tick();
+  }
   gc?.();
-  gc?.();
+}
+
+async function sample(t0: number): Promise<Sample> {
+  await collect();
   const m = process.memoryUsage();
+  const spaces: Record<string, number> = {};
+  for (const sp of v8.getHeapSpaceStatistics()) spaces[sp.space_name.replace(/_space$/, '')] = sp.space_used_size;
   const s = {
     t: (performance.now() - t0) / 1000,
     rss: m.rss,
@@ -303,6 +320,7 @@ function sample(t0: number): Sample {
     slots: live('live_slots'),
     binds: live('live_binds'),
     done: stats.done,
+    spaces,
   };
   samples.push(s);
   return s;
@@ -345,6 +363,14 @@ function chart(xs: Sample[], y: (s: Sample) => number, label: string): string {
 
 // ───────────── the run ─────────────
 
+/** `--heap-snapshots`: one heap snapshot at the first quiet sample after the warm-up, one at the end, in .scratch/. */
+const SNAPSHOTS = process.argv.includes('--heap-snapshots');
+let snapshotA = '';
+function snapshot(tag: string): string {
+  mkdirSync('.scratch', { recursive: true });
+  return v8.writeHeapSnapshot(`.scratch/soak-${process.pid}-${tag}.heapsnapshot`);
+}
+
 log(
   `soak: ${MINUTES} min, seed ${SEED}, ${CONCURRENCY} streams per producer (TCP + WebSocket), a cut every ${CUT_S} s, resume ${RESUME ? `on (window ${WINDOW_MS} ms)` : 'off'}, samples every ${SAMPLE_S} s${gc ? '' : ' (no --expose-gc: heap figures include garbage)'}`,
 );
@@ -365,6 +391,7 @@ while (performance.now() - t0 < DURATION_MS) {
   const el = performance.now() - t0;
   if (el >= nextSample) {
     const s = await quietSample(t0);
+    if (SNAPSHOTS && snapshotA === '' && s.t * 1000 >= WARMUP_MS) snapshotA = snapshot('a');
     log(
       `${s.t.toFixed(0).padStart(6)} ${MB(s.rss).padStart(8)} ${MB(s.heap).padStart(8)} ${MB(s.ab).padStart(7)} ${String(s.slots).padStart(6)} ${String(s.binds).padStart(6)} ${String(s.done).padStart(8)}`,
     );
@@ -384,6 +411,11 @@ while (performance.now() - t0 < DURATION_MS) {
     nextCut += CUT_S * 1000 * (0.5 + rand());
   }
   await sleep(100);
+}
+if (SNAPSHOTS) {
+  // One more quiet sample, so the second snapshot sees retained memory as the first did.
+  await quietSample(t0);
+  log(`heap snapshots (compare them in DevTools' Memory tab): ${snapshotA || '-'} ${snapshot('b')}`);
 }
 stopping = true;
 const settled = await Promise.race([Promise.all(lanes).then(() => true), sleep(60_000).then(() => false)]);
@@ -416,6 +448,13 @@ const maxBinds = peakBinds;
 log(
   `\nafter warm-up (${(WARMUP_MS / 1000).toFixed(0)} s, ${after.length} samples): heapUsed+arrayBuffers ${MB2(memRise)} MB over the run (${MB2(per10(memRise))} MB / 10 min; heap ${MB(per10(heapRise))}, arrayBuffers ${MB(per10(abRise))}); RSS ${MB(per10(rssRise))} MB / 10 min`,
 );
+const spaceNames = Object.keys(after[0]?.spaces ?? {});
+const bySpace = spaceNames
+  .map((n) => [n, per10(perRun(slope(after, (s) => s.spaces[n] ?? 0)))] as const)
+  .filter(([, v]) => Math.abs(v) >= 10_000)
+  .map(([n, v]) => `${n} ${MB2(v)}`)
+  .join(', ');
+log(`heap used by space, MB / 10 min after warm-up: ${bySpace || 'all within ±0.01'}`);
 log(
   `streams ${stats.done} done of ${stats.opened} opened (${Math.round((stats.done / DURATION_MS) * 60_000)} / min), ${stats.items} items, ${stats.large} large records, ${stats.cuts} cuts, ${stats.failed} failed (${stats.defects} by a defect, ${stats.byDesign} by design)${failures.size ? `: ${[...failures].map(([k, v]) => `${k}: ${v}`).join(', ')}` : ''}, ${stats.mismatches} out of order${firstMismatch ? ` (${firstMismatch})` : ''}`,
 );

@@ -37,9 +37,17 @@ export async function tcpProxy(target: number, onAccept?: () => void): Promise<T
     front.on('error', () => {});
     back.on('error', () => {});
     front.on('close', () => {
+      sockets.delete(front);
       if (!severed.has(pair)) back.destroy();
     });
-    back.on('close', () => front.destroy());
+    back.on('close', () => {
+      // Closed sockets are forgotten: a long run with many cuts keeps none of them.
+      sockets.delete(back);
+      severed.delete(pair);
+      const i = pairs.indexOf(pair);
+      if (i >= 0) pairs.splice(i, 1);
+      front.destroy();
+    });
   });
   servers.push(server);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
