@@ -67,11 +67,14 @@ export type OpenOptions = Pick<AttachOptions, 'signal' | 'overrun' | 'overrunLim
 const ATTACH_RETRIES = 3;
 
 /**
- * True for what a link lost under a request rejects it with: the peer gone, not closed on purpose
- * (a drain's GOAWAY, a close) — the request may or may not have been answered.
+ * True for what a link lost under a request rejects it with: the peer gone (the request may or may
+ * not have been answered), or already gone when it was made (it never went out) — not a peer that
+ * closed on purpose (a drain's GOAWAY, a close).
  */
 function lostWithLink(e: unknown): boolean {
-  return e instanceof LanemuxError && e.code === 'ERR_PEER_GONE' && !closedOnPurpose(e);
+  return (
+    e instanceof LanemuxError && (e.code === 'ERR_PEER_GONE' || e.code === 'ERR_UNKNOWN_PEER') && !closedOnPurpose(e)
+  );
 }
 
 /** How long a remote sender's `detach()` waits for the consumer's acknowledgement (`_anchor_detach`), ms. */

@@ -93,6 +93,25 @@ describe('attach across a lost link', () => {
     expect(await read).toEqual({ items: ['only'], error: null });
   });
 
+  it('the link is lost just after the attach started, before its request went out: the attach waits for the link and goes on', async () => {
+    const network = createMemoryNetwork();
+    const { adapter, cut } = cuttable(network);
+    const consumer = await createNode({ transports: [memoryTransport({ network, name: 'consumer' })] });
+    const producer = await createNode({ transports: [adapter] });
+    nodes.push(consumer, producer);
+    await producer.connect('memory://consumer', { reconnect: { initialDelayMs: 1, jitterMs: 0 } });
+    const anchor = consumer.createAnchor<string>();
+    const read = collect(anchor);
+    const attaching = producer.attachAnchor<string>(anchor.handle);
+    attaching.catch(() => {}); // awaited below
+    // The peer was there when the attach looked it up; it is gone when the request is made.
+    cut();
+    const sender = await attaching;
+    await sender.send('a');
+    await sender.finalize();
+    expect(await read).toEqual({ items: ['a'], error: null });
+  });
+
   it('another sender cannot take the anchor whose answer was lost: its attach is refused, the first one goes on', async () => {
     const { state, trap } = once(RESPONSE, 'inbound');
     const { consumer, producer } = await pair(trap);
