@@ -132,6 +132,12 @@ export class BindRegistry {
     if (bind.ended) return;
     bind.ended = true;
     this.#binds.delete(sessionKey(bind.sessionId));
+    // No bind left, so none waits: the deadline queues let go of every finished stream now, not at
+    // a later compaction (they hold the binds, and through them the anchors and their buffers).
+    if (this.#binds.size === 0) {
+      this.#attachDeadlines.clear();
+      this.#prebindDeadlines.clear();
+    }
     if (bind.peer === null || bind.claimed) this.load.node[bind.lane]! -= 1;
     const peer = bind.peer ?? bind.slot?.peer ?? null;
     if (peer !== null) {

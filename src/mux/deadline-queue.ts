@@ -12,7 +12,8 @@ export interface Deadlined {
 }
 
 export class DeadlineQueue<E extends Deadlined> {
-  #q: E[] = [];
+  /** Popped slots (before `#head`) are emptied: a finished entry is not kept until the next compaction. */
+  #q: Array<E | undefined> = [];
   #head = 0;
   readonly #waiting: (entry: E) => boolean;
 
@@ -37,7 +38,7 @@ export class DeadlineQueue<E extends Deadlined> {
 
   /** Call `fn` on every entry still waiting, oldest first. */
   forEachWaiting(fn: (entry: E) => void): void {
-    const q = this.#q;
+    const q = this.#q as E[];
     const waiting = this.#waiting;
     for (let i = this.#head; i < q.length; i++) {
       const e = q[i]!;
@@ -56,8 +57,10 @@ export class DeadlineQueue<E extends Deadlined> {
     while (this.#head < q.length) {
       const e = q[this.#head]!;
       if (waiting(e) && e.deadline > now) break;
-      this.#head++;
+      q[this.#head++] = undefined;
       if (waiting(e)) expire(e);
+      // `expire` may have cleared the queue (its owner had nothing left waiting).
+      if (this.#q !== q) return;
     }
     if (this.#head > 1024 && this.#head * 2 > q.length) {
       q.splice(0, this.#head);
@@ -66,7 +69,7 @@ export class DeadlineQueue<E extends Deadlined> {
     // Entries that no longer wait need no deadline: drop them so the queue does not keep a whole
     // window of finished streams alive.
     if (q.length - this.#head > 2 * live + 1024) {
-      this.#q = q.slice(this.#head).filter(waiting);
+      this.#q = (q.slice(this.#head) as E[]).filter(waiting);
       this.#head = 0;
     }
   }

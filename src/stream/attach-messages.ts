@@ -42,6 +42,11 @@ const attachRequest = z.object({
   supported_transport_keys: z._default(z.array(str(KEY_MAX)).check(z.maxLength(KEYS_MAX)), []),
   lane_key: z.optional(u64),
   /**
+   * The producer's id for this attach (docs/protocol.md §8.3): made again after its link was lost,
+   * an attach names the same id, so the consumer that answered the lost one answers again.
+   */
+  attach_id: z.optional(u64),
+  /**
    * A resume (docs/protocol.md §8.3): the producer's stream whose link was lost, by its last
    * session, and how many items it has sent.
    */
@@ -169,13 +174,15 @@ export function readAttachRequestFast(input: unknown): AttachRequest | undefined
   const session = optionalField(o, 'session_id', u64Fast);
   const cancel = optionalField(o, 'stream_cancel_handle', u128Fast);
   const laneKey = optionalField(o, 'lane_key', u64Fast);
-  if (session === GIVE_UP || cancel === GIVE_UP || laneKey === GIVE_UP) return undefined;
+  const attachId = optionalField(o, 'attach_id', u64Fast);
+  if (session === GIVE_UP || cancel === GIVE_UP || laneKey === GIVE_UP || attachId === GIVE_UP) return undefined;
   // A resume is rare: zod reads it.
   if ('resume' in o) return undefined;
   const out: AttachRequest = { handle, supported_transport_keys: [] };
   if (session !== undefined) out.session_id = session;
   if (cancel !== undefined) out.stream_cancel_handle = cancel;
   if (laneKey !== undefined) out.lane_key = laneKey;
+  if (attachId !== undefined) out.attach_id = attachId;
   const keys = o['supported_transport_keys'];
   if (keys !== undefined) {
     if (!Array.isArray(keys) || keys.length > KEYS_MAX) return undefined;

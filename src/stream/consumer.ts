@@ -78,6 +78,8 @@ export class ConsumerSide implements AnchorHost {
   readonly resumes: ResumeDesk;
 
   readonly #offPeerState: (() => void) | undefined;
+  /** The producer's `attach_id` of each answered attach that named one (a retry after a lost link names it again). */
+  readonly #attachIds = new WeakMap<Bind, bigint>();
 
   constructor(state: NodeState, reaper: UnattachedReaper) {
     this.#s = state;
@@ -117,6 +119,24 @@ export class ConsumerSide implements AnchorHost {
       mux.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey, credit),
     );
     return 'Err' in r ? r : attachOk({ ...muxTerms(this.#s, r.bind), resumeOffset: r.offset });
+  }
+
+  /**
+   * An attach made again after its link was lost (docs/protocol.md §8.3 "Attach across a lost
+   * link"): `from` named the `id` of the attach this anchor answered last and never saw claimed, so
+   * that answer was lost. Its bind (suspended, or still looking live if the loss is not reported
+   * yet) gives way to a new one, answered as the attach was; null when the request is not that.
+   */
+  #attachAgain(from: PeerId, anchor: StreamAnchor<unknown>, id: bigint, laneKey: bigint | undefined): unknown {
+    const mux = this.#s.mux!;
+    const old = anchor._tailBind;
+    if (old === null || old.claimed || old.peer !== from || this.#attachIds.get(old) !== id) return null;
+    if (!this.resumes.take(anchor, old, from)) return null;
+    const fresh = mux.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey);
+    this.#attachIds.set(fresh, id);
+    anchor._resumed(old, fresh);
+    this.#s.metrics.anchorOperation('attach', 'success', 'mux');
+    return attachOk(muxTerms(this.#s, fresh));
   }
 
   /** See `LanemuxNode.createAnchor`. */
@@ -248,6 +268,8 @@ export class ConsumerSide implements AnchorHost {
     this.#s.anchors.delete(anchor.localId);
     this.#s.metrics.activeAnchors--;
     this.#s.drain?.poke();
+    // anchorDone will not run for it now: its suspensions and resume aliases go here.
+    this.resumes.drop(anchor);
     // Senders waiting behind this one are never read (the stream ends at its Dropped): let them go now.
     const cut = anchor._cutAfter(bind);
     if (cut !== null) {
@@ -307,6 +329,10 @@ export class ConsumerSide implements AnchorHost {
     const mux = this.#s.mux;
     const offersMux = mux !== null && keys.includes(MESSENGER_MUX_KEY);
     if (!anchor._attachable) {
+      if (req.data.attach_id !== undefined && offersMux) {
+        const again = this.#attachAgain(from, anchor, req.data.attach_id, laneKey);
+        if (again !== null) return again;
+      }
       const bind = anchor.bind;
       if (bind !== null && bind === anchor._tailBind && bind.peer === null && !bind.ended) {
         if (bind.claimed) return refuse(this.#s.metrics, 'already streaming through a pre-bound slot');
@@ -341,6 +367,7 @@ export class ConsumerSide implements AnchorHost {
     // From here the anchor takes this sender: at once, or behind one that detached (read first).
     if (offersMux) {
       const bind = mux!.bind(anchor.localId, this.#bindOwner(anchor), from, laneKey);
+      if (req.data.attach_id !== undefined) this.#attachIds.set(bind, req.data.attach_id);
       anchor._feed(bind.buffer, 'mux', bind);
       this.#s.metrics.anchorOperation('attach', 'success', 'mux');
       return attachOk(muxTerms(this.#s, bind));

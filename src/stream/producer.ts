@@ -3,7 +3,9 @@
  * `_anchor_attach` negotiates the mux or the per-stream path, docs/protocol.md §8, §9) and
  * `openAnchorStream` from a zero-RTT ticket. The MPSC host opens its senders through the same paths.
  */
-import type { LanemuxError } from '../errors.ts';
+import { LanemuxError } from '../errors.ts';
+import { closedOnPurpose } from '../mux/errors.ts';
+import { randomU64 } from '../runtime/runtime.ts';
 import { resolveLimits } from '../credit/negotiate.ts';
 import type { PeerId, WaitOptions } from '../messenger/types.ts';
 import { waitForPeer } from './peer-wait.ts';
@@ -68,6 +70,20 @@ export interface AttachOptions {
 
 /** Options of {@link LanemuxNode.openAnchorStream}. */
 export type OpenOptions = Pick<AttachOptions, 'signal' | 'overrun' | 'overrunLimit'>;
+
+/** How many times an attach is made again after its link was lost (docs/protocol.md §8.3). */
+const ATTACH_RETRIES = 3;
+
+/**
+ * True for what a link lost under a request rejects it with: the peer gone (the request may or may
+ * not have been answered), or already gone when it was made (it never went out) — not a peer that
+ * closed on purpose (a drain's GOAWAY, a close).
+ */
+function lostWithLink(e: unknown): boolean {
+  return (
+    e instanceof LanemuxError && (e.code === 'ERR_PEER_GONE' || e.code === 'ERR_UNKNOWN_PEER') && !closedOnPurpose(e)
+  );
+}
 
 /** How long a remote sender's `detach()` waits for the consumer's acknowledgement (`_anchor_detach`), ms. */
 const DETACH_ACK_TIMEOUT = 10_000;
@@ -167,7 +183,7 @@ export class ProducerSide implements ResumeTransport {
       throw new StreamError('ERR_ATTACH_REFUSED', 'the handle is an MPSC anchor: use attachMpscAnchor');
     if (h.workerId === this.#s.workerId) return this.live(this.#attachLocal<T>(h.localId, options), live);
     const peer = await this.peerOf(h, options);
-    const raw = await this.requestAttach(peer, ATTACH_HANDLER, h, options);
+    const raw = await this.#attachAcrossLoss(peer, h, options);
     const parsed = attachResponseSchema.safeParse(raw);
     if (!parsed.success)
       throw new StreamError('ERR_ATTACH_REFUSED', `malformed attach answer: ${parsed.error.issues[0]?.message ?? ''}`);
@@ -209,8 +225,41 @@ export class ProducerSide implements ResumeTransport {
     return this.findPeer(peer, options);
   }
 
+  /**
+   * `_anchor_attach`, made again when its request or answer is lost with the link toward a peer
+   * that resumes (docs/protocol.md §8.3 "Attach across a lost link"): once the peer is back, with the
+   * same `attach_id`, so a consumer that answered the lost request answers again. Within the
+   * attach's `timeoutMs` overall, at most {@link ATTACH_RETRIES} times.
+   */
+  async #attachAcrossLoss(peer: PeerId, h: AnchorHandle, options: AttachOptions): Promise<unknown> {
+    const resume = this.#s.resume;
+    if (resume === null || !resume.negotiated(peer)) return this.requestAttach(peer, ATTACH_HANDLER, h, options);
+    const rt = this.#s.runtime;
+    const id = randomU64(rt);
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    const until = rt.now() + timeoutMs;
+    for (let retries = 0; ; retries++) {
+      const left = Math.max(1, until - rt.now());
+      try {
+        return await this.requestAttach(peer, ATTACH_HANDLER, h, { ...options, timeoutMs: left }, id);
+      } catch (e) {
+        if (retries >= ATTACH_RETRIES || !lostWithLink(e) || options.signal?.aborted || rt.now() >= until) throw e;
+        if (!resume.negotiated(peer)) throw e;
+        // Back within the time left, or the wait's own ERR_UNKNOWN_PEER (retryable) ends the attach.
+        const wait = Math.max(1, until - rt.now());
+        await this.peerOf(h, options.signal ? { timeoutMs: wait, signal: options.signal } : { timeoutMs: wait });
+      }
+    }
+  }
+
   /** Send an attach request (`_anchor_attach` or `_mpsc_anchor_attach`) offering this node's transports. */
-  async requestAttach(peer: PeerId, handler: string, h: AnchorHandle, options: AttachOptions): Promise<unknown> {
+  async requestAttach(
+    peer: PeerId,
+    handler: string,
+    h: AnchorHandle,
+    options: AttachOptions,
+    attachId?: bigint,
+  ): Promise<unknown> {
     // The mux is offered only to a peer whose HELLO lists it (docs/protocol.md §3.1).
     const keys =
       this.#noMuxToward(peer) === null
@@ -218,6 +267,7 @@ export class ProducerSide implements ResumeTransport {
         : this.#s.offeredKeys.filter((k) => k !== MESSENGER_MUX_KEY);
     const body: Record<string, unknown> = { handle: u128(h.workerId, h.localId), supported_transport_keys: keys };
     if (options.laneKey !== undefined) body['lane_key'] = `0x${BigInt.asUintN(64, options.laneKey).toString(16)}`;
+    if (attachId !== undefined) body['attach_id'] = hex(attachId);
     if (options.ticket !== undefined)
       body['session_id'] = `0x${ticketFor(h, parseTicket(options.ticket)).routing_session_id.toString(16)}`;
     try {

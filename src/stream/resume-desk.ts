@@ -188,6 +188,22 @@ export class ResumeDesk {
     return { bind, offset: sus.received };
   }
 
+  /**
+   * Take back the suspension of `bind` (the stream of `anchor`, from `from`) without resuming it: an
+   * attach made again after its answer was lost replaces the bind. A bind whose loss is not reported
+   * yet is suspended first. False if `bind` is not suspended for `anchor`.
+   */
+  take(anchor: object, bind: Bind, from: PeerId): boolean {
+    const session = bind.sessionId;
+    let sus = this.#suspended.get(session);
+    if (sus === undefined && this.#s.mux?.suspendLive(bind.anchorId, session, from) === true)
+      sus = this.#suspended.get(session);
+    if (sus === undefined || sus.target.anchor !== anchor || sus.bind !== bind) return false;
+    this.#suspended.delete(session);
+    this.#s.runtime.clearTimer(sus.timer);
+    return true;
+  }
+
   /** An OpenSlot claimed `bind`: its producer knows its session, older names of the stream go. */
   claimed(bind: Bind): void {
     if (this.#aliases.size === 0) return;

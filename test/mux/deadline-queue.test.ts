@@ -10,6 +10,21 @@ interface Entry {
 const entry = (name: string, deadline: number): Entry => ({ name, deadline, waiting: true });
 
 describe('DeadlineQueue', () => {
+  it('an expire callback may clear the queue: the pass ends there and the queue stays usable', () => {
+    const q = new DeadlineQueue<Entry>((e) => e.waiting);
+    for (const e of [entry('a', 10), entry('b', 20)]) q.push(e);
+    const expired: string[] = [];
+    q.expire(25, 2, (e) => {
+      expired.push(e.name);
+      q.clear();
+    });
+    expect(expired).toEqual(['a']);
+    expect(q.pending).toBe(false);
+    const c = entry('c', 30);
+    q.push(c);
+    expect(q.peek()).toBe(c);
+  });
+
   it('expires waiting entries in order once their deadline passed, and skips those that stopped waiting', () => {
     const q = new DeadlineQueue<Entry>((e) => e.waiting);
     const [a, b, c] = [entry('a', 10), entry('b', 20), entry('c', 30)];

@@ -96,6 +96,7 @@ export class SimWorld {
   readonly rng: Prng;
   readonly #timers = new TimerHeap();
   readonly #nodes: NodeRuntime[] = [];
+  readonly #ready: NodeRuntime[] = [];
   #seq = 0;
   /** Events run so far (macrotasks and timers). */
   events = 0;
@@ -135,10 +136,14 @@ export class SimWorld {
    * With macrotasks pending, a timer already due runs first with a seeded chance, as on a real loop.
    */
   async step(until: number): Promise<boolean> {
-    const ready = this.#nodes.filter((n) => n.queued > 0);
+    // The nodes with macrotasks queued, in node order, in a reused array (a step is the hot loop).
+    const ready = this.#ready;
+    ready.length = 0;
+    for (const n of this.#nodes) if (n.queued > 0) ready.push(n);
     const due = this.#dueTimer();
     if (ready.length > 0 && !(due && this.rng.chance(0.25))) {
       const node = ready.length === 1 ? ready[0]! : this.rng.pick(ready);
+      ready.length = 0;
       node.runOne();
       this.macrotasks++;
     } else {

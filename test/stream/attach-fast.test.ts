@@ -84,6 +84,7 @@ function request(r: () => number): Record<string, unknown> {
   if (r() < 0.3) o['session_id'] = hexOf(r);
   if (r() < 0.3) o['stream_cancel_handle'] = { hi: hexOf(r), lo: hexOf(r) };
   if (r() < 0.3) o['lane_key'] = hexOf(r);
+  if (r() < 0.3) o['attach_id'] = hexOf(r);
   if (r() < 0.2) delete o['supported_transport_keys'];
   return o;
 }
@@ -112,7 +113,7 @@ function damage(r: () => number, msg: Record<string, unknown>): unknown {
       : copy['handle'] !== undefined && r() < 0.2
         ? (copy['handle'] as Record<string, unknown>)
         : copy;
-  const keys = [...Object.keys(inner), 'extra', 'lane', 'endpoint', 'session_id', 'Err', 'hi', 'lo'];
+  const keys = [...Object.keys(inner), 'extra', 'lane', 'endpoint', 'session_id', 'attach_id', 'Err', 'hi', 'lo'];
   const k = pick(r, keys);
   switch (Math.floor(r() * 4)) {
     case 0:

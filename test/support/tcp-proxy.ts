@@ -22,11 +22,12 @@ export interface TcpProxy {
 const servers: net.Server[] = [];
 const sockets = new Set<net.Socket>();
 
-/** A proxy to `127.0.0.1:<target>`. */
-export async function tcpProxy(target: number): Promise<TcpProxy> {
+/** A proxy to `127.0.0.1:<target>`; `onAccept` is called as each connection comes in. */
+export async function tcpProxy(target: number, onAccept?: () => void): Promise<TcpProxy> {
   const pairs: Pair[] = [];
   const severed = new Set<Pair>();
   const server = net.createServer((front) => {
+    onAccept?.();
     const back = net.connect(target, '127.0.0.1');
     sockets.add(front).add(back);
     const pair = { front, back };
@@ -36,9 +37,17 @@ export async function tcpProxy(target: number): Promise<TcpProxy> {
     front.on('error', () => {});
     back.on('error', () => {});
     front.on('close', () => {
+      sockets.delete(front);
       if (!severed.has(pair)) back.destroy();
     });
-    back.on('close', () => front.destroy());
+    back.on('close', () => {
+      // Closed sockets are forgotten: a long run with many cuts keeps none of them.
+      sockets.delete(back);
+      severed.delete(pair);
+      const i = pairs.indexOf(pair);
+      if (i >= 0) pairs.splice(i, 1);
+      front.destroy();
+    });
   });
   servers.push(server);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
