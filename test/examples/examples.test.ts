@@ -137,6 +137,41 @@ async function openPage(errors: string[]): Promise<Page> {
 }
 
 describe('examples', () => {
+  it('deno-webtransport: a Node client gets its answer over WebSocket, a Chromium page over WebTransport', async () => {
+    const ready = JSON.parse(
+      await startServer(join(BIN, 'deno'), [...DENO_RUN, example('deno-webtransport', 'server.ts')], {
+        ...DENO_ENV,
+        WT_PORT: '0',
+        WS_PORT: '0',
+      }),
+    ) as { webTransport: string; webSocket: string; certHash: string };
+    expect(ready.webTransport).toMatch(/^https:\/\/127\.0\.0\.1:\d+\/lanemux$/);
+    expect(
+      await runClient(process.execPath, [example('deno-webtransport', 'client.mjs'), ready.webSocket, 'hi']),
+    ).toEqual(['Deno says: hi']);
+    const pageUrl = await servePage('deno-webtransport');
+    const errors: string[] = [];
+    const page = await openPage(errors);
+    const q = new URLSearchParams({ wt: ready.webTransport, ws: ready.webSocket, hash: ready.certHash });
+    await page.goto(`${pageUrl}?${q}`);
+    await page.waitForFunction(() => document.getElementById('answer')?.textContent !== '', null, {
+      timeout: PROCESS_MS,
+      polling: 50,
+    });
+    expect(await page.textContent('#answer')).toBe('Deno says: hello (over webtransport)');
+    expect(errors).toEqual([]);
+    await page.close();
+  }, 60_000);
+
+  it('bun-server: a Node client makes three calls at once to a Bun WebSocket server', async () => {
+    const address = await startServer(join(BIN, 'bun'), [example('bun-server', 'server.ts')]);
+    expect(await runClient(process.execPath, [example('bun-server', 'client.mjs'), address])).toEqual([
+      'Bun says: one',
+      'Bun says: two',
+      'Bun says: three',
+    ]);
+  }, 60_000);
+
   it("relay-frontend: four clients' streams pass engine → frontend → client whole and in order", async () => {
     const engine = await startServer(process.execPath, [example('relay-frontend', 'engine.mjs')]);
     const frontend = await startServer(process.execPath, [example('relay-frontend', 'frontend.mjs'), engine]);
