@@ -137,6 +137,27 @@ async function openPage(errors: string[]): Promise<Page> {
 }
 
 describe('examples', () => {
+  it('node-ws-chat: the page opens four chats at once over one WebSocket and renders each answer whole', async () => {
+    const [address, pageUrl] = await Promise.all([
+      startServer(process.execPath, [example('node-ws-chat', 'server.mjs')]),
+      servePage('node-ws-chat'),
+    ]);
+    const errors: string[] = [];
+    const page = await openPage(errors);
+    await page.goto(`${pageUrl}?server=${encodeURIComponent(address)}`);
+    await page.waitForFunction(() => document.querySelectorAll('#chats li[data-done="true"]').length === 4, null, {
+      timeout: PROCESS_MS,
+      polling: 50,
+    });
+    const answer = (prompt: string): string =>
+      prompt + Array.from({ length: 39 }, (_, i) => ` ${prompt.length * (i + 2)}`).join('');
+    expect(await page.$$eval('#chats li', (lis) => lis.map((li) => li.textContent))).toEqual(
+      ['Hello', 'Bonjour', 'Hola', 'Ciao'].map(answer),
+    );
+    expect(errors).toEqual([]);
+    await page.close();
+  }, 60_000);
+
   it('deno-webtransport: a Node client gets its answer over WebSocket, a Chromium page over WebTransport', async () => {
     const ready = JSON.parse(
       await startServer(join(BIN, 'deno'), [...DENO_RUN, example('deno-webtransport', 'server.ts')], {
