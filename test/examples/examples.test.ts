@@ -21,7 +21,7 @@ const BIN = join(ROOT, 'node_modules', '.bin');
 const DENO_ENV = { DENO_NO_UPDATE_CHECK: '1' };
 const DENO_RUN = ['run', '--unstable-net', '--node-modules-dir=manual', '-A'];
 /** Bound on every process: a server's ready line, a client's whole run. */
-const PROCESS_MS = 20_000;
+const PROCESS_MS = 30_000;
 
 const exampleFiles = (readdirSync(join(ROOT, 'examples'), { recursive: true }) as string[])
   .map((f) => join('examples', f))
