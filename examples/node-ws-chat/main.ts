@@ -1,0 +1,15 @@
+// Four chats at once over one connection: each is a call whose tokens render as they arrive.
+import { createNode } from 'lanemux';
+import { webSocketClientTransport } from 'lanemux/transport/websocket';
+
+const server = new URLSearchParams(location.search).get('server') ?? 'ws://127.0.0.1:8080/lanemux';
+const node = await createNode({ transports: [webSocketClientTransport()] });
+const peer = await node.connect(server);
+
+async function chat(prompt: string): Promise<void> {
+  const li = document.createElement('li');
+  document.getElementById('chats')!.append(li);
+  for await (const token of node.stream<string>(peer, 'generate', { prompt })) li.textContent += token;
+  li.dataset['done'] = 'true';
+}
+await Promise.all(['Hello', 'Bonjour', 'Hola', 'Ciao'].map(chat));
