@@ -120,5 +120,14 @@ describe('npm run bench -- --quick', () => {
     // 6b. the same over WebTransport, Deno → Deno
     expect(summary.lanesWt.map((row: { lanes: number }) => row.lanes)).toEqual([1, 2, 4, 8]);
     for (const row of summary.lanesWt) sane(row.mb_per_s, `WebTransport lanes ${row.lanes}`);
+    // 7. scale: lanemux Auto, (d) and node:http2 at every point of both series, and the chart beside the JSON
+    expect(summary.scale.map((row: { x: number; y: number; impl: string }) => `${row.x}/${row.y}/${row.impl}`)).toEqual(
+      ['64/1', '256/1', '256/4'].flatMap((pt) => ['auto', 'd', 'h2'].map((impl) => `${pt}/${impl}`)),
+    );
+    for (const row of summary.scale) {
+      sane(row.tokens_per_s, `scale X=${row.x} Y=${row.y} ${row.impl} tokens/s`);
+      sane(row.cpu_us_per_token, `scale X=${row.x} Y=${row.y} ${row.impl} CPU`);
+    }
+    expect(readFileSync(join(work, 'scale-quick.svg'), 'utf8').match(/<polyline /g)).toHaveLength(12);
   });
 });
