@@ -43,7 +43,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError, type LanemuxError } from '../errors.ts';
 import { randomFraction, type Runtime, type TimerHandle } from '../runtime/runtime.ts';
 import { credentialOption, type CredentialSource } from '../transport/auth.ts';
