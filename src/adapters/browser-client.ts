@@ -44,7 +44,7 @@
  * @packageDocumentation
  */
 import { backoffDelay, backoffFor } from './backoff.ts';
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError, type LanemuxError } from '../errors.ts';
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { credentialOption, type CredentialSource } from '../transport/auth.ts';

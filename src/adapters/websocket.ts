@@ -39,7 +39,7 @@
 import { backoffDelay, backoffFor } from './backoff.ts';
 import { credentialOption, type CredentialSource } from '../transport/auth.ts';
 import ReconnectingWebSocket from 'partysocket/ws';
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError } from '../errors.ts';
 import type { AdmissionLimits } from '../transport/admission.ts';
 import { TransportError } from '../transport/errors.ts';

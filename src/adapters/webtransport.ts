@@ -40,7 +40,7 @@
  */
 import { backoffDelay, backoffFor } from './backoff.ts';
 import { credentialOption, type CredentialSource } from '../transport/auth.ts';
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError, type LanemuxError } from '../errors.ts';
 import { TransportError, asTransportError, describeThrown } from '../transport/errors.ts';
 import { admissionSchema } from '../transport/options.ts';
