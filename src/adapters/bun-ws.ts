@@ -11,7 +11,8 @@
  *   handler. `backpressureLimit` is set above anything admission lets through, so Bun never drops
  *   a message silently.
  * - `pause()`/`resume()` stop and restart reading (the client sees TCP back-pressure).
- * - Requests to other paths get 404; plain HTTP on the path gets 426.
+ * - Requests to other paths go to `fetch` (an HTTP app's handler) if given, else get 404; plain HTTP
+ *   on the path gets 426.
  *
  * Needs Bun. Elsewhere {@link bunWebSocketServerTransport} throws `ERR_UNSUPPORTED_RUNTIME`.
  *
@@ -34,13 +35,13 @@ import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter 
 import { runtimeGlobal, unsupportedRuntimeError } from '../transport/runtime-guard.ts';
 import {
   formatWsAddress,
-  wsServerOptionsSchema,
-  type SocketWebSocketServerOptions,
-  type WsServerOptions,
+  wsListenerOptionsSchema,
+  type WebSocketListenerOptions,
+  type WsListenerOptions,
 } from './socket-options.ts';
 
 /** Options of {@link bunWebSocketServerTransport}. */
-export type BunWebSocketServerTransportOptions = SocketWebSocketServerOptions;
+export type BunWebSocketServerTransportOptions = WebSocketListenerOptions;
 
 // The few Bun APIs used, declared here because the TypeScript libs of this package have no Bun.
 interface SocketData {
@@ -68,7 +69,7 @@ interface BunServe {
   serve(options: {
     hostname: string;
     port: number;
-    fetch(request: Request, server: BunServer): Response | undefined;
+    fetch(request: Request, server: BunServer): Response | Promise<Response> | undefined;
     websocket: {
       maxPayloadLength: number;
       backpressureLimit: number;
@@ -95,7 +96,7 @@ export function bunWebSocketServerTransport(options: BunWebSocketServerTransport
   const bun = runtimeGlobal<BunServe>('Bun', ['serve']);
   if (bun === undefined)
     throw unsupportedRuntimeError('bunWebSocketServerTransport', 'bun-ws', 'Bun.serve', 'ws-server');
-  return new BunWsServerAdapter(bun, parseOptions(wsServerOptionsSchema, options, 'bunWebSocketServerTransport'));
+  return new BunWsServerAdapter(bun, parseOptions(wsListenerOptionsSchema, options, 'bunWebSocketServerTransport'));
 }
 
 class BunWsServerAdapter implements TransportAdapter {
@@ -103,13 +104,13 @@ class BunWsServerAdapter implements TransportAdapter {
   readonly dialSchemes = [] as const;
   readonly authenticate: Authenticate | undefined;
   readonly #bun: BunServe;
-  readonly #o: WsServerOptions;
+  readonly #o: WsListenerOptions;
   readonly #limits: AdmissionLimits;
   readonly #conns = new Set<MessageSocketConnection>();
   #server: BunServer | undefined;
   #closed = false;
 
-  constructor(bun: BunServe, o: WsServerOptions) {
+  constructor(bun: BunServe, o: WsListenerOptions) {
     this.#bun = bun;
     this.#o = o;
     this.#limits = { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes };
@@ -123,7 +124,8 @@ class BunWsServerAdapter implements TransportAdapter {
         hostname: o.host,
         port: o.port,
         fetch: (request, server) => {
-          if (new URL(request.url).pathname !== o.path) return new Response('not found', { status: 404 });
+          if (new URL(request.url).pathname !== o.path)
+            return o.fetch === undefined ? new Response('not found', { status: 404 }) : o.fetch(request);
           if (request.headers.get('upgrade')?.toLowerCase() !== 'websocket')
             return new Response('lanemux WebSocket endpoint', { status: 426 });
           if (this.#closed) return new Response('closing', { status: 503 });

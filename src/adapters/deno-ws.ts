@@ -15,7 +15,8 @@
  * - Deno cannot pause reading a server WebSocket: `pause()` returns false, and receive-side
  *   back-pressure relies on the mux's credit. Use `denoTcpTransport` between servers when a
  *   stalled reader must stall the sender's socket.
- * - Requests to other paths get 404; plain HTTP on the path gets 426.
+ * - Requests to other paths go to `fetch` (an HTTP app's handler) if given, else get 404; plain HTTP
+ *   on the path gets 426.
  *
  * Needs Deno (`--allow-net`). Elsewhere {@link denoWebSocketServerTransport} throws
  * `ERR_UNSUPPORTED_RUNTIME`.
@@ -39,13 +40,13 @@ import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter 
 import { runtimeGlobal, unsupportedRuntimeError } from '../transport/runtime-guard.ts';
 import {
   formatWsAddress,
-  wsServerOptionsSchema,
-  type SocketWebSocketServerOptions,
-  type WsServerOptions,
+  wsListenerOptionsSchema,
+  type WebSocketListenerOptions,
+  type WsListenerOptions,
 } from './socket-options.ts';
 
 /** Options of {@link denoWebSocketServerTransport}. */
-export type DenoWebSocketServerTransportOptions = SocketWebSocketServerOptions;
+export type DenoWebSocketServerTransportOptions = WebSocketListenerOptions;
 
 // The few Deno APIs used, declared here because the TypeScript libs of this package have no Deno.
 interface DenoServeInfo {
@@ -65,7 +66,7 @@ interface DenoServe {
       onListen(): void;
       onError(error: unknown): Response;
     },
-    handler: (request: Request, info: DenoServeInfo) => Response,
+    handler: (request: Request, info: DenoServeInfo) => Response | Promise<Response>,
   ): DenoHttpServer;
   upgradeWebSocket(request: Request): { socket: WebSocket; response: Response };
 }
@@ -80,7 +81,7 @@ export function denoWebSocketServerTransport(options: DenoWebSocketServerTranspo
       'Deno.serve and Deno.upgradeWebSocket',
       'ws-server',
     );
-  return new DenoWsServerAdapter(deno, parseOptions(wsServerOptionsSchema, options, 'denoWebSocketServerTransport'));
+  return new DenoWsServerAdapter(deno, parseOptions(wsListenerOptionsSchema, options, 'denoWebSocketServerTransport'));
 }
 
 class DenoWsServerAdapter implements TransportAdapter {
@@ -88,14 +89,14 @@ class DenoWsServerAdapter implements TransportAdapter {
   readonly dialSchemes = [] as const;
   readonly authenticate: Authenticate | undefined;
   readonly #deno: DenoServe;
-  readonly #o: WsServerOptions;
+  readonly #o: WsListenerOptions;
   readonly #limits: AdmissionLimits;
   readonly #conns = new Set<MessageSocketConnection>();
   readonly #abort = new AbortController();
   #server: DenoHttpServer | undefined;
   #closed = false;
 
-  constructor(deno: DenoServe, o: WsServerOptions) {
+  constructor(deno: DenoServe, o: WsListenerOptions) {
     this.#deno = deno;
     this.#o = o;
     this.#limits = { highWaterMark: o.highWaterMark, maxPendingBytes: o.maxPendingBytes };
@@ -104,8 +105,9 @@ class DenoWsServerAdapter implements TransportAdapter {
 
   async listen(host: ListenHost): Promise<string | undefined> {
     const o = this.#o;
-    const handler = (request: Request, info: DenoServeInfo): Response => {
-      if (new URL(request.url).pathname !== o.path) return new Response('not found', { status: 404 });
+    const handler = (request: Request, info: DenoServeInfo): Response | Promise<Response> => {
+      if (new URL(request.url).pathname !== o.path)
+        return o.fetch === undefined ? new Response('not found', { status: 404 }) : o.fetch(request);
       if (request.headers.get('upgrade')?.toLowerCase() !== 'websocket')
         return new Response('lanemux WebSocket endpoint', { status: 426 });
       if (this.#closed) return new Response('closing', { status: 503 });

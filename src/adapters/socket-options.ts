@@ -227,6 +227,24 @@ export const wsServerOptionsSchema = z.object({
 
 export type WsServerOptions = z.output<typeof wsServerOptionsSchema>;
 
+/** Answers an HTTP request that is not for the lanemux endpoint (an app's `fetch`, e.g. Hono's `app.fetch`). */
+export type FetchHandler = (request: Request) => Response | Promise<Response>;
+
+/** Options of the Deno and Bun WebSocket servers, which own their listener: those above plus `fetch`. */
+export interface WebSocketListenerOptions extends SocketWebSocketServerOptions {
+  /**
+   * Requests to other paths go here instead of getting 404, so an HTTP app (e.g. Hono's `app.fetch`)
+   * and the lanemux endpoint share one port. Defaults to none (404).
+   */
+  readonly fetch?: FetchHandler;
+}
+
+export const wsListenerOptionsSchema = z.extend(wsServerOptionsSchema, {
+  fetch: z.optional(z.custom<FetchHandler>((v) => typeof v === 'function', 'not a function')),
+});
+
+export type WsListenerOptions = z.output<typeof wsListenerOptionsSchema>;
+
 /** `tcp://host:port` (or `tls://…`), brackets around an IPv6 host. */
 export function formatTcpAddress(host: string, port: number, scheme: 'tcp' | 'tls' = 'tcp'): string {
   return `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`;
