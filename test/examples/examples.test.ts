@@ -193,6 +193,25 @@ describe('examples', () => {
     ]);
   }, 60_000);
 
+  it.each([
+    ['node', process.execPath, [], 'node.mjs', {}],
+    ['deno', join(BIN, 'deno'), DENO_RUN, 'deno.ts', DENO_ENV],
+    ['bun', join(BIN, 'bun'), [], 'bun.ts', {}],
+  ] as const)(
+    'hono on %s: one port serves the app at / and streams generate to a Node client',
+    async (_, cmd, args, entry, env) => {
+      const address = await startServer(cmd, [...args, example('hono', entry)], env);
+      const page = await fetch(address.replace(/^ws:/, 'http:').replace(/\/lanemux$/, '/'));
+      expect([page.status, await page.text()]).toEqual([200, 'Hello from Hono; lanemux is at /lanemux\n']);
+      expect(await runClient(process.execPath, [example('hono', 'client.mjs'), address])).toEqual([
+        'Hono says: one',
+        'Hono says: two',
+        'Hono says: three',
+      ]);
+    },
+    60_000,
+  );
+
   it("relay-frontend: four clients' streams pass engine → frontend → client whole and in order", async () => {
     const engine = await startServer(process.execPath, [example('relay-frontend', 'engine.mjs')]);
     const frontend = await startServer(process.execPath, [example('relay-frontend', 'frontend.mjs'), engine]);
