@@ -70,6 +70,7 @@ interface BunServe {
     hostname: string;
     port: number;
     fetch(request: Request, server: BunServer): Response | Promise<Response> | undefined;
+    error(error: unknown): Response;
     websocket: {
       maxPayloadLength: number;
       backpressureLimit: number;
@@ -136,6 +137,8 @@ class BunWsServerAdapter implements TransportAdapter {
             ? undefined
             : new Response('upgrade failed', { status: 400 });
         },
+        // A failing `fetch` app: a bare 500, as on Deno, rather than Bun's page showing the error.
+        error: () => new Response('error', { status: 500 }),
         websocket: {
           maxPayloadLength: host.maxMessageSize,
           // Admission keeps the buffer under highWaterMark plus one message: Bun must never drop one.

@@ -7,6 +7,7 @@ import type { LanemuxError } from '../../src/errors.ts';
 import { TransportError } from '../../src/transport/errors.ts';
 import { systemRuntime } from '../../src/runtime/runtime.ts';
 import type { ListenHost, TransportAdapter } from '../../src/transport/port.ts';
+import type { FetchHandler } from '../../src/adapters/socket-options.ts';
 
 const host: ListenHost = {
   frameLimit: 4096,
@@ -28,7 +29,7 @@ export interface EdgeHarness {
   /** A TCP adapter of this runtime. */
   tcp(options: { port?: number; listen?: boolean }): TransportAdapter;
   /** A WebSocket server adapter of this runtime. */
-  wsServer(options: { port?: number }): TransportAdapter;
+  wsServer(options: { port?: number; fetch?: FetchHandler }): TransportAdapter;
   /** The other runtime's adapter factories: each must throw ERR_UNSUPPORTED_RUNTIME here. */
   foreign: ReadonlyArray<readonly [string, () => unknown]>;
 }
@@ -80,6 +81,31 @@ export function adapterEdges(h: EdgeHarness): void {
       await plain.body?.cancel();
       expect(plain.status).toBe(426);
       expect(await dialOnce(server, address)).toMatchObject({ code: 'ERR_UNSUPPORTED_ADDRESS' });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('with fetch, the WebSocket server hands other paths to the app (a throwing app gets 500) and keeps its own', async () => {
+    const server = h.wsServer({
+      port: 0,
+      fetch: async (request) => {
+        const path = new URL(request.url).pathname;
+        if (path === '/boom') throw new Error('app failed');
+        return new Response(`app: ${request.method} ${path}`, { status: 201 });
+      },
+    });
+    const address = (await server.listen(host)) as string;
+    try {
+      const http = address.replace(/^ws:/, 'http:');
+      const app = await fetch(http.replace(/\/lanemux$/, '/other'), { method: 'POST', body: 'x' });
+      expect([app.status, await app.text()]).toEqual([201, 'app: POST /other']);
+      const boom = await fetch(http.replace(/\/lanemux$/, '/boom'));
+      await boom.body?.cancel();
+      expect(boom.status).toBe(500);
+      const plain = await fetch(http);
+      await plain.body?.cancel();
+      expect(plain.status).toBe(426);
     } finally {
       await server.close();
     }
