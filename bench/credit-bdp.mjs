@@ -37,7 +37,11 @@ function delayProxy(targetPort) {
 
 async function run(mode) {
   const mux =
-    mode === 'static' ? { autoCredit: false } : mode === 'tuned' ? { autoCredit: false, initialCredit: tuned } : {};
+    mode === 'static'
+      ? { autoCredit: false }
+      : mode === 'tuned'
+        ? { autoCredit: false, initialCredit: tuned }
+        : { autoCredit: true };
   const recv = await createNode({ transports: [tcpTransport({ host: '127.0.0.1', port: 0 })], mux });
   const send = await createNode({ transports: [tcpTransport({ listen: false })], mux });
   const port = Number(recv.address.split(':').pop());

@@ -48,7 +48,7 @@ export interface MuxConfig {
   /**
    * Tune each ingress slot's credit window (docs/protocol.md §10.7.1): grow it from `initialCredit` toward the
    * stream's bandwidth-delay product, within `slotByteBudget` and half the peer's receive window, and shrink it
-   * back while that window is nearly full. The wire is unchanged. Defaults to true.
+   * back while that window is nearly full. The wire is unchanged. Defaults to false (opt in).
    */
   readonly autoCredit?: boolean;
   /** Per-slot byte budget (withheld queue cap on egress, hold and grant watermark on ingress). Defaults to 1 MiB; 0 means the default. */
@@ -109,7 +109,7 @@ export const MUX_DEFAULTS: ResolvedMuxConfig = Object.freeze({
   muxOnly: false,
   maxBatchBytes: DEFAULT_MAX_BATCH_BYTES,
   initialCredit: DEFAULT_INITIAL_CREDIT,
-  autoCredit: true,
+  autoCredit: false,
   slotByteBudget: DEFAULT_SLOT_BYTE_BUDGET,
   peerByteBudget: DEFAULT_PEER_BYTE_BUDGET,
   creditSweepInterval: 200,
