@@ -3,7 +3,7 @@
 // un-acked passes, warm-up barrier) and the orchestration of a sender/receiver process pair.
 // Every benchmark child prints exactly one JSON result line on stdout.
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -176,6 +176,10 @@ export const connect = (port) =>
     });
   });
 
+const PEER_ARG_MAX = 100_000;
+/** The `--peer` object a pair's second child was given (inline JSON, or `-`: on stdin). */
+export const peerOf = (args) => JSON.parse(args.peer === '-' ? readFileSync(0, 'utf8') : args.peer);
+
 /**
  * Run `script` twice as a pair: the first child listens and prints `{"ready": true, ...}`, the second
  * gets that object as `--peer <json>`. Resolves with both result lines merged, or `{ error }`.
@@ -206,9 +210,14 @@ export function runPair(script, firstArgs, secondArgs, timeoutMs = 60_000) {
       reap();
     };
     const timer = setTimeout(() => finish({ error: `timeout after ${timeoutMs} ms` }), timeoutMs);
-    const start = (args, onLine) => {
-      const k = spawn(process.execPath, [...flags, script, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const start = (args, onLine, stdin = null) => {
+      const k = spawn(process.execPath, [...flags, script, ...args], {
+        env,
+        stdio: [stdin === null ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      });
       kids.push(k);
+      if (stdin !== null) k.stdin.end(stdin);
+      k.on('error', (e) => finish({ error: `spawn ${script}: ${e.message}` }));
       let err = '';
       k.stderr.on('data', (d) => (err = (err + d).slice(-3000)));
       createInterface({ input: k.stdout }).on('line', (line) => {
@@ -226,7 +235,14 @@ export function runPair(script, firstArgs, secondArgs, timeoutMs = 60_000) {
       results.push(o);
       if (results.length === 2) finish(Object.assign({}, ...results));
     };
-    start(firstArgs, (o) => (o.ready ? start([...secondArgs, '--peer', JSON.stringify(o)], onResult) : onResult(o)));
+    start(firstArgs, (o) => {
+      if (!o.ready) return onResult(o);
+      // One argument may not exceed 128 KiB (Linux MAX_ARG_STRLEN): 4,096 stream handles do, so a
+      // large peer object goes through the child's stdin (`--peer -`, read by peerOf()).
+      const peer = JSON.stringify(o);
+      if (peer.length <= PEER_ARG_MAX) start([...secondArgs, '--peer', peer], onResult);
+      else start([...secondArgs, '--peer', '-'], onResult, peer);
+    });
   });
 }
 
@@ -249,7 +265,7 @@ export function finalizePass(r, slots, passes) {
 export async function pairMain(script, args, common, { recv, send, extra = {}, post }) {
   const timeoutMs = Number(args.timeout ?? 55_000);
   if (args.role === 'recv') return recv();
-  if (args.role === 'send') return send(JSON.parse(args.peer));
+  if (args.role === 'send') return send(peerOf(args));
   const r = await runPair(
     script,
     [...common, '--timeout', String(timeoutMs), '--role', 'recv'],

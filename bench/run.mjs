@@ -11,6 +11,9 @@
 //  4. memory         1,024 streams with a stalled consumer; 100,000 streams opened and closed.
 //  5. latency        one stream, one token every 10 ms: raw socket, Auto, Auto+linger (±onComplete), Manual.
 //  6. lanes          64 streams of 16 KiB items, 1 / 2 / 4 / 8 lanes, over TCP and over WebTransport Deno → Deno.
+//  7. scale          the decode shape (W = 8) at X = 256 … 16,384 streams (1 peer) and Y = 1 … 64 peers
+//                    (1,024 streams in all): lanemux Auto (push read), (d), node:http2, interleaved;
+//                    drawn as an SVG chart beside the JSON (scale.svg; --quick: scale-quick.svg).
 //
 // Every benchmark is a child process (the decode-shape and latency ones run sender and receiver in
 // two processes on 127.0.0.1). Figures are medians over rounds with [min–max]; every ratio is
@@ -27,6 +30,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { distDir, median, parseArgs, repoRoot } from './harness.mjs';
+import { svgChart } from './svg-chart.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const args = parseArgs();
@@ -34,7 +38,7 @@ if (args.help === 'true') {
   const src = fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
   process.stdout.write(
     src
-      .slice(1, 24)
+      .slice(1, 26)
       .map((l) => l.replace(/^\/\/ ?/, ''))
       .join('\n') + '\n',
   );
@@ -148,8 +152,35 @@ function passesFor(impl, x) {
   return x > 256 ? [80, 30] : [300, 100];
 }
 const shapeKey = (s) => `X=${s.x} Y=${s.y} W=${s.w}`;
+// Scenario 7: X streams on 1 peer, then the same total X split over Y peers (X = 1,024 in all: the
+// per-peer load shrinks as Y grows, as in scenario 1). The point (X = 1,024, Y = 1) serves both series.
+const SCALE_IMPLS = ['auto', 'd', 'h2'].map((id) => IMPLS.find((i) => i.id === id));
+const SCALE_X = quick ? [64, 256] : [256, 1024, 4096, 16384];
+const SCALE_Y = quick ? [1, 4] : [1, 4, 16, 64];
+const SCALE_YX = quick ? 256 : 1024;
+const SCALE_W = 8;
+const SCALE_POINTS = [
+  ...SCALE_X.map((x) => ({ x, y: 1 })),
+  ...SCALE_Y.filter((y) => !(y === 1 && SCALE_X.includes(SCALE_YX))).map((y) => ({ x: SCALE_YX, y })),
+];
+// About 600,000 timed tokens per cell (about a second for (d)), at least 30 passes.
+const scalePasses = (x) => {
+  const p = quick ? 20 : Math.max(30, Math.min(2000, Math.round(600_000 / x)));
+  return [p, Math.max(10, p >> 1)];
+};
+const svgPath = path.join(path.dirname(jsonPath), quick ? 'scale-quick.svg' : 'scale.svg');
 
-const raw = { decode: {}, tpw: [], lifecycle: {}, memory: {}, churn: [], latency: {}, lanes: {}, lanesWt: {} };
+const raw = {
+  scale: {},
+  decode: {},
+  tpw: [],
+  lifecycle: {},
+  memory: {},
+  churn: [],
+  latency: {},
+  lanes: {},
+  lanesWt: {},
+};
 // Scenario 4 runs the decode shape's 64-byte tokens and 1 KiB items (where the credit bound X · C · item exceeds the budget).
 // 1,024 unread streams at these record sizes: the receiver's growth against peerByteBudget (the receive window).
 const MEM_ITEMS = [64, 1024, 4096, 61440];
@@ -188,6 +219,24 @@ for (let r = 0; r < rounds; r++) {
         ((raw.decode[shapeKey(shape)] ??= {})[impl.id] ??= []).push(res);
         log(
           `  1 ${shapeKey(shape).padEnd(18)} ${impl.name.padEnd(32)} ${res.error ? 'ERROR' : `${Math.round(res.tokens_per_s).toLocaleString('en-US')} tok/s, ${res.total_cpu_us_per_token} µs/tok, p50 ${res.pass_latency_p50_ms} ms`} (${res._elapsed_s}s)`,
+        );
+      }
+    }
+  }
+  if (want(7)) {
+    for (const pt of SCALE_POINTS) {
+      const order = SCALE_IMPLS.map((_, i) => SCALE_IMPLS[(i + r) % SCALE_IMPLS.length]);
+      for (const impl of order) {
+        const [passes, warm] = scalePasses(pt.x);
+        const key = `X=${pt.x} Y=${pt.y}`;
+        const a = [
+          ...impl.a,
+          ...['--slots', pt.x, '--peers', pt.y, '--window', SCALE_W, '--passes', passes, '--warm', warm].map(String),
+        ];
+        const res = await run(`scale ${impl.name} ${key}`, S(impl.script), a);
+        ((raw.scale[key] ??= {})[impl.id] ??= []).push(res);
+        log(
+          `  7 ${key.padEnd(14)} ${impl.name.padEnd(32)} ${res.error ? 'ERROR' : `${Math.round(res.tokens_per_s).toLocaleString('en-US')} tok/s, ${res.total_cpu_us_per_token} µs/tok, p50 ${res.pass_latency_p50_ms} ms`} (${res._elapsed_s}s)`,
         );
       }
     }
@@ -315,7 +364,17 @@ const fS = (s, d = 2) =>
 const fx = (v) => (v == null ? '–' : v >= 10 ? `${v.toFixed(0)}×` : v >= 1 ? `${v.toFixed(2)}×` : `${v.toFixed(2)}×`);
 
 const md = [];
-const summary = { decode: [], tpw: [], lifecycle: [], memory: null, churn: null, latency: [], lanes: [], lanesWt: [] };
+const summary = {
+  scale: [],
+  decode: [],
+  tpw: [],
+  lifecycle: [],
+  memory: null,
+  churn: null,
+  latency: [],
+  lanes: [],
+  lanesWt: [],
+};
 md.push(
   `lanemux benchmark — ${info.date}, ${info.nproc} vCPU ${info.cpu_model}, Node ${info.node}, commit ${info.git_commit}${info.src_dirty ? ' (src modified)' : ''}, ` +
     `${rounds} round(s)${quick ? ', --quick (tiny sizes: a smoke check)' : ''}; median [min–max] over rounds; ratios paired per round.`,
@@ -597,6 +656,94 @@ if (want(6)) {
     summary.lanesWt.push(row);
     md.push(`| ${l} | ${fS(row.mb_per_s, 1)} | ${l === 1 ? '1' : fx(row.vs_1)} | ${fS(row.cpu_us_per_item, 1)} |`);
   }
+}
+if (want(7)) {
+  md.push(
+    '',
+    `### 7. Scale: X streams on 1 peer, and ${SCALE_YX.toLocaleString('en-US')} streams over Y peers (64-byte tokens, W = ${SCALE_W}; separate processes)`,
+    '',
+    '| X streams | Y peers | implementation | tokens/s | CPU µs/token (both) | pass p50 ms | pass p99 ms | tok/s ÷ (d) | CPU ÷ (d) | tok/s ÷ node:http2 | CPU ÷ node:http2 |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
+  );
+  for (const pt of SCALE_POINTS) {
+    const cell = raw.scale[`X=${pt.x} Y=${pt.y}`] ?? {};
+    for (const impl of SCALE_IMPLS) {
+      const rs = cell[impl.id];
+      if (!rs) continue;
+      const row = {
+        x: pt.x,
+        y: pt.y,
+        w: SCALE_W,
+        impl: impl.id,
+        name: impl.name,
+        ok_runs: ok(rs).length,
+        runs: rs.length,
+        tokens_per_s: stat(rs, 'tokens_per_s'),
+        cpu_us_per_token: stat(rs, 'total_cpu_us_per_token'),
+        p50_ms: stat(rs, 'pass_latency_p50_ms'),
+        p99_ms: stat(rs, 'pass_latency_p99_ms'),
+        vs_d: vsBase(rs, cell.d),
+        vs_h2: vsBase(rs, cell.h2),
+        errors: rs.filter((x) => x.error).map((x) => String(x.error).slice(0, 300)),
+      };
+      summary.scale.push(row);
+      const one = (id) => impl.id === id;
+      md.push(
+        `| ${pt.x} | ${pt.y} | ${impl.mux ? `**${impl.name}**` : impl.name} | ${fS(row.tokens_per_s)} | ${fS(row.cpu_us_per_token)} | ${fS(row.p50_ms, 3)} | ${fS(row.p99_ms)} | ` +
+          `${one('d') ? '1' : fx(row.vs_d.tokens_per_s)} | ${one('d') ? '1' : fx(row.vs_d.cpu)} | ${one('h2') ? '1' : fx(row.vs_h2.tokens_per_s)} | ${one('h2') ? '1' : fx(row.vs_h2.cpu)} |`,
+      );
+    }
+  }
+  const series = (pick, key) =>
+    SCALE_IMPLS.map((impl) => ({
+      name: impl.id === 'auto' ? 'lanemux Auto (push read)' : impl.id === 'h2' ? 'node:http2' : impl.name,
+      points: summary.scale
+        .filter((row) => row.impl === impl.id && pick(row))
+        .map((row) => ({ x: pick(row), y: row[key]?.med ?? null })),
+    }));
+  const byX = (row) => (row.y === 1 ? row.x : null);
+  const byY = (row) => (row.x === SCALE_YX ? row.y : null);
+  const yx = SCALE_YX.toLocaleString('en-US');
+  const svg = svgChart({
+    title: 'lanemux cost curve: tokens/s and CPU per token as streams and peers grow',
+    caption: `64-byte tokens, one per stream per pass, ${SCALE_W} passes in flight; medians of ${rounds} round(s); ${info.nproc} vCPU ${info.cpu_model ?? ''}, Node ${info.node}, commit ${info.git_commit}, ${info.date.slice(0, 16).replace('T', ' ')} UTC`,
+    panels: [
+      {
+        title: 'Throughput, 1 peer',
+        xLabel: 'X streams',
+        yLabel: 'tokens/s',
+        xLog: true,
+        series: series(byX, 'tokens_per_s'),
+      },
+      {
+        title: 'CPU per token, 1 peer',
+        xLabel: 'X streams',
+        yLabel: 'CPU µs per token (both processes)',
+        xLog: true,
+        series: series(byX, 'cpu_us_per_token'),
+      },
+      {
+        title: `Throughput, ${yx} streams in all`,
+        xLabel: 'Y peers',
+        yLabel: 'tokens/s',
+        xLog: true,
+        series: series(byY, 'tokens_per_s'),
+      },
+      {
+        title: `CPU per token, ${yx} streams in all`,
+        xLabel: 'Y peers',
+        yLabel: 'CPU µs per token (both processes)',
+        xLog: true,
+        series: series(byY, 'cpu_us_per_token'),
+      },
+    ],
+  });
+  fs.mkdirSync(path.dirname(svgPath), { recursive: true });
+  fs.writeFileSync(svgPath, svg);
+  md.push(
+    '',
+    `Chart: ${path.relative(repoRoot, svgPath)}. Y-series rows spread ${yx} streams over Y peers (stream s on peer s % Y).`,
+  );
 }
 md.push(
   '',

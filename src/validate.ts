@@ -1,37 +1,37 @@
 /**
- * Validation at the boundary with `zod/mini`: its functional API lets a bundler keep only the schema
- * kinds and checks lanemux uses (the full `zod` build costs a browser page ~20 kB brotli).
- *
- * `zod/mini` loads no locale, so every message would read "Invalid input". Parses here pass zod's
- * English messages per call (the ones full `zod` gives) instead of setting the global `z.config()`,
- * which belongs to the application.
+ * Validation at the boundary. The schemas are built with `./schema.ts`, hand-written readers with
+ * `zod/mini`'s API that accept exactly what the zod schemas of the same shape accept: a page parsing
+ * well-formed input ships no zod. zod is loaded (dynamic `import()`) only to explain a refusal where
+ * the API is already async ({@link parseOptionsAsync}); elsewhere the reader's own issues (zod's
+ * English messages for the kinds it raises) are the error.
  *
  * @packageDocumentation
  */
-import { en } from 'zod/locales';
-import { z } from 'zod/mini';
 import { ConfigError } from './errors.ts';
+import * as z from './schema.ts';
 
-/** The parse context every lanemux parse uses: zod's English messages. */
-const MESSAGES: z.core.ParseContext<z.core.$ZodIssue> = { error: en().localeError };
+/** A refusal's issue (zod's issue shape, reduced). */
+export type Issue = z.Issue;
 
-/** The result of a parse: the data, or the zod error with its issues. */
-export type ParseResult<T> = z.core.util.SafeParseResult<T>;
+/** The result of a parse: the data, or the error with its issues. */
+export type ParseResult<T> =
+  | { success: true; data: T; error?: undefined }
+  | { success: false; data?: undefined; error: { readonly issues: Issue[]; readonly message: string } };
 
-/** `schema.safeParse(input)` with zod's English messages. */
+/** `schema.safeParse(input)`. */
 export function parse<S extends z.ZodMiniType>(schema: S, input: unknown): ParseResult<z.output<S>> {
-  return schema.safeParse(input, MESSAGES);
+  return schema.safeParse(input) as ParseResult<z.output<S>>;
 }
 
-/** A schema reduced to its `safeParse` (with zod's English messages), for schemas other modules parse with. */
+/** A schema reduced to its `safeParse`, for schemas other modules parse with. */
 export interface Parser<T> {
   safeParse(input: unknown): ParseResult<T>;
 }
 
 /**
  * Wrap `schema` as a {@link Parser}. `fast`, when given, reads the common well-formed shape of a
- * message cheaply and returns undefined for anything else, which zod then parses (so every refusal
- * and its message is zod's). It must never accept what the schema refuses, nor return another value.
+ * message cheaply and returns undefined for anything else, which the schema then parses (so every
+ * refusal and its message is the schema's). It must never accept what the schema refuses, nor return another value.
  */
 export function parser<S extends z.ZodMiniType>(
   schema: S,
@@ -69,12 +69,40 @@ export function parseOptions<S extends z.ZodMiniType>(schema: S, input: unknown,
 }
 
 /**
+ * {@link parseOptions} for an async API: a refusal is explained by zod itself (loaded on demand),
+ * so the {@link ConfigError}'s message is zod's listing of every issue.
+ */
+export async function parseOptionsAsync<S extends z.ZodMiniType>(
+  schema: S,
+  input: unknown,
+  where: string,
+): Promise<z.output<S>> {
+  const r = parse(schema, input ?? {});
+  if (r.success) return r.data;
+  throw await explainedError(schema, input ?? {}, r.error, { where });
+}
+
+/**
+ * The {@link configError} for a refused `input`, its message from zod (loaded on demand). If zod
+ * accepts what the reader refused, the reader is wrong: the reader's error stands, and says so.
+ */
+export async function explainedError(
+  schema: z.ZodMiniType,
+  input: unknown,
+  error: { readonly issues: readonly Issue[] },
+  options: { readonly where?: string; readonly prefix?: string } = {},
+): Promise<ConfigError> {
+  const zr = await z.explain(schema, input).catch(() => undefined);
+  return configError(zr === undefined || zr.success ? error : (zr.error as { issues: Issue[] }), options);
+}
+
+/**
  * The {@link ConfigError} for a failed parse: its fields are the issues' dotted paths (`prefix`
  * before each, every unrecognized key on its own). With `where` the message is zod's pretty listing
  * of every issue; without, `invalid config <field>: <reason>` and the other issues after it.
  */
 export function configError(
-  error: z.core.$ZodError,
+  error: { readonly issues: readonly Issue[] },
   options: { readonly where?: string; readonly prefix?: string } = {},
 ): ConfigError {
   const prefix = options.prefix ?? '';
@@ -91,20 +119,21 @@ export function configError(
 }
 
 /** The dotted field an issue is about (its unrecognized keys joined with commas). */
-function issueField(issue: z.core.$ZodIssue, prefix: string): string {
+function issueField(issue: Issue, prefix: string): string {
   const path = issue.path.map(String).join('.');
-  if (issue.code === 'unrecognized_keys') return issue.keys.map((k) => prefix + (path ? `${path}.${k}` : k)).join(',');
+  if (issue.code === 'unrecognized_keys')
+    return (issue.keys ?? []).map((k) => prefix + (path ? `${path}.${k}` : k)).join(',');
   return path ? prefix + path : prefix.replace(/\.$/, '') || 'options';
 }
 
 /** Every field the issues name, in order, without repeats (each unrecognized key on its own). */
-export function issueFields(issues: readonly z.core.$ZodIssue[], prefix = ''): string[] {
+export function issueFields(issues: readonly Issue[], prefix = ''): string[] {
   const out: string[] = [];
   for (const issue of issues) {
     const path = issue.path.map(String).join('.');
     const named =
       issue.code === 'unrecognized_keys'
-        ? issue.keys.map((k) => prefix + (path ? `${path}.${k}` : k))
+        ? (issue.keys ?? []).map((k) => prefix + (path ? `${path}.${k}` : k))
         : [path ? prefix + path : prefix.replace(/\.$/, '') || 'options'];
     for (const f of named) if (!out.includes(f)) out.push(f);
   }

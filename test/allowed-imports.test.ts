@@ -24,12 +24,13 @@ import { fileURLToPath } from 'node:url';
 
 const SRC = join(dirname(fileURLToPath(import.meta.url)), '..', 'src');
 
-const LEAVES = ['errors.ts', 'validate.ts'];
+const LEAVES = ['errors.ts', 'validate.ts', 'schema.ts'];
 
 /** Folder (or root file) → what it may import by value. Its own folder is always allowed. */
 const ALLOWED: Record<string, readonly string[]> = {
   'errors.ts': [],
-  'validate.ts': ['errors.ts'],
+  'validate.ts': ['errors.ts', 'schema.ts'],
+  'schema.ts': [],
   runtime: [],
   wire: LEAVES,
   credit: ['wire', ...LEAVES],
@@ -41,6 +42,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   mux: ['messenger', 'credit', 'wire', 'runtime', 'metrics', ...LEAVES],
   stream: ['mux', 'messenger', 'credit', 'wire', 'runtime', 'metrics', 'transport', 'discovery', ...LEAVES],
   ai: ['stream', 'messenger', ...LEAVES],
+  'client.ts': ['stream', 'mux', 'messenger', 'adapters', ...LEAVES],
   'index.ts': [
     'discovery',
     'stream',

@@ -45,13 +45,14 @@ const sane = (s: Stat | null | undefined, what: string): void => {
 };
 
 describe('npm run bench -- --quick', () => {
-  it('runs every scenario and reports sane figures', { timeout: 150_000 }, () => {
+  // A quick run takes ~60 s on a quiet 2-core machine and over 140 s beside a loaded suite: the bound is for a hang.
+  it('runs every scenario and reports sane figures', { timeout: 330_000 }, () => {
     ensureBuild();
     const out = join(work, 'bench.json');
     const r = spawnSync(process.execPath, [join(root, 'bench', 'run.mjs'), '--quick', '--json', out], {
       cwd: root,
       encoding: 'utf8',
-      timeout: 140_000,
+      timeout: 320_000,
     });
     expect(r.status, `bench exited ${r.status}:\n${r.stderr.slice(-3000)}`).toBe(0);
     const { summary, failures } = JSON.parse(readFileSync(out, 'utf8'));
@@ -119,5 +120,14 @@ describe('npm run bench -- --quick', () => {
     // 6b. the same over WebTransport, Deno → Deno
     expect(summary.lanesWt.map((row: { lanes: number }) => row.lanes)).toEqual([1, 2, 4, 8]);
     for (const row of summary.lanesWt) sane(row.mb_per_s, `WebTransport lanes ${row.lanes}`);
+    // 7. scale: lanemux Auto, (d) and node:http2 at every point of both series, and the chart beside the JSON
+    expect(summary.scale.map((row: { x: number; y: number; impl: string }) => `${row.x}/${row.y}/${row.impl}`)).toEqual(
+      ['64/1', '256/1', '256/4'].flatMap((pt) => ['auto', 'd', 'h2'].map((impl) => `${pt}/${impl}`)),
+    );
+    for (const row of summary.scale) {
+      sane(row.tokens_per_s, `scale X=${row.x} Y=${row.y} ${row.impl} tokens/s`);
+      sane(row.cpu_us_per_token, `scale X=${row.x} Y=${row.y} ${row.impl} CPU`);
+    }
+    expect(readFileSync(join(work, 'scale-quick.svg'), 'utf8').match(/<polyline /g)).toHaveLength(12);
   });
 });

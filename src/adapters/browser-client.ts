@@ -43,9 +43,10 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import { backoffDelay, backoffFor } from './backoff.ts';
+import * as z from '../schema.ts';
 import { ConfigError, type LanemuxError } from '../errors.ts';
-import { randomFraction, type Runtime, type TimerHandle } from '../runtime/runtime.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { credentialOption, type CredentialSource } from '../transport/auth.ts';
 import { TransportError, describeThrown } from '../transport/errors.ts';
 import type {
@@ -522,12 +523,7 @@ class BrowserDial {
     if (this.#stopped || this.#timer !== undefined) return;
     if (this.#linkedSinceRound) this.#restarts = 0;
     this.#linkedSinceRound = false;
-    const o = this.#a.o;
-    const delay = Math.min(
-      o.maxReconnectionDelay,
-      (o.minReconnectionDelay + randomFraction(this.#rt) * o.reconnectionJitter) *
-        o.reconnectionDelayGrowFactor ** this.#restarts,
-    );
+    const delay = backoffDelay(backoffFor(this.#request, this.#a.o), this.#restarts, this.#rt);
     this.#restarts++;
     this.#timer = this.#rt.setTimer(() => {
       this.#timer = undefined;

@@ -26,7 +26,7 @@
  * @packageDocumentation
  */
 import { acceptLoop } from '../transport/accept-loop.ts';
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError, LanemuxError } from '../errors.ts';
 import type { AdmissionLimits } from '../transport/admission.ts';
 import { TransportError, describeThrown, listenFailure } from '../transport/errors.ts';

@@ -18,7 +18,7 @@
  * @packageDocumentation
  */
 import { authenticateOption, credentialOption, type Authenticate, type CredentialSource } from '../transport/auth.ts';
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import type { LanemuxError } from '../errors.ts';
 import { AdmissionGate } from '../transport/admission.ts';
 import { TransportError } from '../transport/errors.ts';

@@ -4,7 +4,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import type { FramePolicy } from '../transport/frame-pool.ts';
 import { MAX_MAX_MESSAGE_SIZE } from '../transport/port.ts';
 import { int } from '../validate.ts';

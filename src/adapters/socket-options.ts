@@ -6,7 +6,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError, type LanemuxError } from '../errors.ts';
 import { authenticateOption, credentialOption, type Authenticate, type CredentialSource } from '../transport/auth.ts';
 import { TransportError, asTransportError, describeThrown } from '../transport/errors.ts';

@@ -36,9 +36,10 @@
  *
  * @packageDocumentation
  */
+import { backoffDelay, backoffFor } from './backoff.ts';
 import { credentialOption, type CredentialSource } from '../transport/auth.ts';
 import ReconnectingWebSocket from 'partysocket/ws';
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError } from '../errors.ts';
 import type { AdmissionLimits } from '../transport/admission.ts';
 import { TransportError } from '../transport/errors.ts';
@@ -46,7 +47,7 @@ import { admissionSchema } from '../transport/options.ts';
 import { parseOptions } from '../validate.ts';
 import { int, num } from '../validate.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
-import { randomFraction, type Runtime, type TimerHandle } from '../runtime/runtime.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { MessageSocketConnection, type MessageSocketDriver } from './message-socket-conn.ts';
 import { describeOpenFailure, describeEarlyClose, type OpenFailureDetail } from './ws-open-failure.ts';
 import { TERMINAL_CLOSE_CODES, errorForClose } from '../transport/ws-codes.ts';
@@ -320,12 +321,7 @@ class ClientDial {
     // A link that formed starts the back-off over (a socket closed before its HELLO keeps it growing).
     if (this.#linkedSinceRestart) this.#restarts = 0;
     this.#linkedSinceRestart = false;
-    const o = this.#o;
-    const delay = Math.min(
-      o.maxReconnectionDelay,
-      (o.minReconnectionDelay + randomFraction(this.#rt) * o.reconnectionJitter) *
-        o.reconnectionDelayGrowFactor ** this.#restarts,
-    );
+    const delay = backoffDelay(backoffFor(this.#request, this.#o), this.#restarts, this.#rt);
     this.#restarts++;
     const restart = (): void => {
       this.#restartTimer = undefined;

@@ -38,15 +38,16 @@
  *
  * @packageDocumentation
  */
+import { backoffDelay, backoffFor } from './backoff.ts';
 import { credentialOption, type CredentialSource } from '../transport/auth.ts';
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError, type LanemuxError } from '../errors.ts';
 import { TransportError, asTransportError, describeThrown } from '../transport/errors.ts';
 import { admissionSchema } from '../transport/options.ts';
 import { parseOptions } from '../validate.ts';
 import { int, num, parse } from '../validate.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
-import { randomFraction, type Runtime, type TimerHandle } from '../runtime/runtime.ts';
+import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { WtSessionLanes, WtStreamConn, type WtBidiStream } from './webtransport-stream.ts';
 
 /** One entry of `serverCertificateHashes` (see `dev-cert.ts` to make a certificate and its hash). */
@@ -524,12 +525,7 @@ class Redial {
     // A link that formed starts the back-off over (a session lost before its HELLO keeps it growing).
     if (this.#linkedSinceRetry) this.#restarts = 0;
     this.#linkedSinceRetry = false;
-    const o = this.#o;
-    const delay = Math.min(
-      o.maxReconnectionDelay,
-      (o.minReconnectionDelay + randomFraction(this.#rt) * o.reconnectionJitter) *
-        o.reconnectionDelayGrowFactor ** this.#restarts,
-    );
+    const delay = backoffDelay(backoffFor(this.#request, this.#o), this.#restarts, this.#rt);
     this.#restarts++;
     const retry = (): void => {
       this.#timer = undefined;

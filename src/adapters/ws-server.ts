@@ -23,7 +23,7 @@ import type { Server as HttpServer } from 'node:http';
 import type { Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError } from '../errors.ts';
 import type { AdmissionLimits } from '../transport/admission.ts';
 import { authenticateOption, headerRecord, type Authenticate } from '../transport/auth.ts';

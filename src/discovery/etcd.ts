@@ -22,7 +22,7 @@
  * @packageDocumentation
  */
 import type { Etcd3, IOptions, IKeyValue, IWatchResponse, Lease, Watcher } from 'etcd3';
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { int, parseOptions, str } from '../validate.ts';
 import type { BackendContext, DiscoveryBackend, StoredRecord, WatchSink } from './backend.ts';

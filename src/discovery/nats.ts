@@ -25,7 +25,7 @@
  */
 import type { KV, KvEntry } from '@nats-io/kv';
 import type { NatsConnection, NodeConnectionOptions } from '@nats-io/transport-node';
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError } from '../errors.ts';
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import { int, parseOptions, str } from '../validate.ts';

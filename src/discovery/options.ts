@@ -1,7 +1,7 @@
 /**
  * Options every discovery adapter takes, with their defaults and bounds. Every limit is finite.
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 import { int, parseOptions } from '../validate.ts';
 import type { DiscoveryError } from './errors.ts';

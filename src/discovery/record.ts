@@ -10,7 +10,7 @@
  * the store is input from outside. Unknown fields are ignored (a newer writer may add some); `v`
  * other than 1 is refused.
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError } from '../errors.ts';
 import { configError, int, parse, str } from '../validate.ts';
 import { MAX_LANES } from '../wire/constants.ts';

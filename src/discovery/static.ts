@@ -24,7 +24,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { systemRuntime, type Runtime, type TimerHandle } from '../runtime/runtime.ts';
 import { int, parseOptions } from '../validate.ts';
 import type { BackendContext, DiscoveryBackend, StoredRecord, WatchSink } from './backend.ts';

@@ -9,7 +9,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { MAX_LANES } from '../transport/port.ts';
 import { decodeBounded, encodeShared } from '../wire/msgpack.ts';
 import { parse, str } from '../validate.ts';

@@ -4,7 +4,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { parseOptions } from '../validate.ts';
 import { int, str } from '../validate.ts';
 import {

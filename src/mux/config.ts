@@ -2,7 +2,7 @@
  * `MuxConfig`: the mux's knobs, validated with zod/mini at construction (every knob documented on `MuxConfig` below).
  * A bad value is an error naming the field; every limit is finite.
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError } from '../errors.ts';
 import {
   DEFAULT_INITIAL_CREDIT,

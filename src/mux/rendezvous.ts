@@ -20,7 +20,7 @@
  * like any record. A transfer the receiver will never apply is released to the window here
  * (`unkept`).
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { LanemuxError } from '../errors.ts';
 import type { Admission, PeerId } from '../messenger/types.ts';
 import { decodeBounded, encodeOwned } from '../wire/msgpack.ts';

@@ -6,7 +6,7 @@
  * know (`z.object`, never `z.strictObject`) while the fields it knows keep their bounds (docs/protocol.md §8
  * "Unknown fields are ignored"); only the `Ok`/`Err` wrapper of an answer is strict, being a variant tag.
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { int, parser, str } from '../validate.ts';
 import {
   BUDGET_MAX,

@@ -3,7 +3,7 @@
  * (ticket.ts), docs/protocol.md §8: the bounds, read by both the zod schemas and the fast readers so
  * the two cannot drift apart, and the `0x…` hex form of 64-bit fields.
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 
 export const U64_RE = /^0x[0-9a-f]{1,16}$/;
 export const KEY_MAX = 64;

@@ -4,7 +4,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import type { Discovery } from '../discovery/discovery.ts';
 import type { ReconnectOption } from '../transport/reconnect.ts';
 import { int } from '../validate.ts';

@@ -10,7 +10,7 @@
  * unwritten) and resumable streams waiting for their link, are all there is to wait for. Each end
  * pokes the drain; the egress tail is polled on the node's clock.
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import type { PeerId, PeerInfo } from '../messenger/types.ts';
 import type { TimerHandle } from '../runtime/runtime.ts';

@@ -5,7 +5,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { ConfigError } from '../errors.ts';
 import { MuxMetrics, type NodeLogger } from '../metrics/mux-metrics.ts';
 import type { Messenger } from '../messenger/types.ts';

@@ -6,7 +6,7 @@
  * finds the stream by its token, opens a slot to that anchor from the ticket, sends items
  * offset+1… from its history, then goes on. Both sides are here: the request and its answer.
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { isLanemuxError } from '../errors.ts';
 import type { PeerId } from '../messenger/types.ts';
 import { int, str } from '../validate.ts';

@@ -2,7 +2,7 @@
  * Options of transparent stream resume (docs/protocol.md §8.3): the resume window, the
  * producer's replay caps, and the transport key a node advertises in its HELLO when resume is on.
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { int } from '../validate.ts';
 
 /** Advertised in the HELLO's transport keys by a node with resume on; resume applies only between two such nodes. */

@@ -5,7 +5,7 @@
  * the stream's sender: its return finishes the stream, its throw fails it with a record the caller
  * turns into a typed error. Concurrency and request size are bounded per served method.
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import type { Messenger, PeerId } from '../messenger/types.ts';
 import { int, parseOptions } from '../validate.ts';
 import { ConfigError } from '../errors.ts';

@@ -4,7 +4,7 @@
  * hand-written fast path each way; anything else takes `@msgpack/msgpack` plus the zod schema.
  */
 import { Decoder, Encoder } from '@msgpack/msgpack';
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { parse, int, str } from '../validate.ts';
 import { fromBase64Url, toBase64Url } from '../wire/base64url.ts';
 import { checkShape, readU32 } from '../wire/msgpack.ts';

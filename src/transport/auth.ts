@@ -6,7 +6,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 
 /** What the transport knows of an inbound peer when its lane-0 HELLO arrives. */
 export interface AuthRequest {

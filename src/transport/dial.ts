@@ -21,6 +21,7 @@ import { duplicateLink, remoteGoaway, type Link } from './link.ts';
 import {
   HELLO_FRAME_LIMIT,
   type Connection,
+  type DialBackoff,
   type DialEvents,
   type DialHandle,
   type DialRequest,
@@ -102,6 +103,8 @@ export class Dial implements HandshakeOwner {
   #next: Deferred<Link> | undefined;
   /** `connect` calls currently waiting on this dial (they share it: same address). */
   #waiters = 0;
+  /** The back-off a `reconnect` policy object gave, for an adapter that re-dials by itself. */
+  #backoff: DialBackoff | undefined;
   /** Worker id of the peer, once a lane-0 answer named it. */
   #remoteWorker: string | undefined;
   #stopped = false;
@@ -112,17 +115,20 @@ export class Dial implements HandshakeOwner {
     adapter: TransportAdapter,
     address: string,
     reconnect: ReconnectPolicy | false | undefined,
+    backoff?: DialBackoff,
   ) {
     this.#t = t;
     this.#rt = t.runtime;
     this.#adapter = adapter;
     this.address = address;
     this.#reconnect = reconnect === undefined ? t.options.reconnect : reconnect !== false;
-    this.setPolicy(reconnect);
+    this.setPolicy(reconnect, backoff);
   }
 
   /** The re-dial policy of a later `connect` that gave `reconnect` (an adapter that reconnects keeps its own). */
-  setPolicy(reconnect: ReconnectPolicy | false | undefined): void {
+  setPolicy(reconnect: ReconnectPolicy | false | undefined, backoff?: DialBackoff): void {
+    // An adapter that reconnects by itself takes the back-off a policy object gave (DialRequest.backoff).
+    if (backoff !== undefined) this.#backoff = backoff;
     if (reconnect === undefined || this.#adapter.reconnects === true) return;
     this.#policy = reconnect === false ? undefined : reconnect;
   }
@@ -181,6 +187,7 @@ export class Dial implements HandshakeOwner {
       frameLimit: HELLO_FRAME_LIMIT,
       maxMessageSize: id.maxMessageSize,
       reconnect: lane === 0 && this.#reconnect,
+      ...(lane === 0 && this.#backoff !== undefined ? { backoff: this.#backoff } : {}),
       framePolicy: this.#t.framePolicy,
       runtime: this.#rt,
     };

@@ -5,7 +5,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import type { LanemuxError } from '../errors.ts';
 import { LanemuxError as LanemuxErrorClass } from '../errors.ts';
 import { MAX_LANES, MAX_MAX_MESSAGE_SIZE, MIN_MAX_MESSAGE_SIZE } from './port.ts';

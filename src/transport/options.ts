@@ -4,7 +4,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { int } from '../validate.ts';
 import { DEFAULT_HIGH_WATER_MARK, DEFAULT_MAX_PENDING_BYTES } from './port.ts';
 

@@ -139,6 +139,12 @@ export interface DialRequest {
    * back-off) and report it through `open` again. Adapters that cannot reconnect treat it as false.
    */
   readonly reconnect: boolean;
+  /**
+   * The re-dial back-off `connect(address, { reconnect: { … } })` asked for, for an adapter that
+   * reconnects by itself: it replaces the adapter's own back-off options for this dial. Undefined: the
+   * adapter's own (`reconnect: true`, or no policy given).
+   */
+  readonly backoff?: DialBackoff | undefined;
   /** Bounds on incomplete frames, for adapters that frame a byte stream. */
   readonly framePolicy?: FramePolicy;
   /**
@@ -146,6 +152,14 @@ export interface DialRequest {
    * deadline, its reconnect back-off and its connection's timers use it.
    */
   readonly runtime: Runtime;
+}
+
+/** A re-dial back-off: `(initialDelayMs + random·jitterMs)·factor^n`, at most `maxDelayMs` (as `ReconnectOptions`). */
+export interface DialBackoff {
+  readonly initialDelayMs: number;
+  readonly jitterMs: number;
+  readonly factor: number;
+  readonly maxDelayMs: number;
 }
 
 /** What a dial reports. */
@@ -323,8 +337,9 @@ export interface ConnectOptions {
   readonly timeoutMs?: number | undefined;
   /**
    * Keep the link up: when it is lost, dial the address again. An adapter that reconnects by itself
-   * (the WebSocket and WebTransport clients) uses its own back-off; for the others (TCP, memory)
-   * lanemux re-dials with jittered exponential back-off (`true`: the defaults of
+   * (the WebSocket and WebTransport clients) uses its own back-off options with `true`, and an object's
+   * delays (`initialDelayMs`, `jitterMs`, `factor`, `maxDelayMs`) instead when given; for the others
+   * (TCP, memory) lanemux re-dials with jittered exponential back-off (`true`: the defaults of
    * `ReconnectOptions`; an object tunes them). The re-dial presents the last link's claim
    * token, so the peer takes it for the same node at once (docs/protocol.md §3.6). `false`: never
    * re-dial, not even on a reconnecting adapter. Defaults to the messenger's `reconnect` option for

@@ -5,7 +5,7 @@
  *
  * @packageDocumentation
  */
-import { z } from 'zod/mini';
+import * as z from '../schema.ts';
 import { int, num, parseOptions } from '../validate.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 

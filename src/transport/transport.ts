@@ -41,6 +41,7 @@ import {
   HELLO_FRAME_LIMIT,
   type ConnectOptions,
   type Connection,
+  type DialBackoff,
   type LinkHandler,
   type LocalIdentity,
   type PeerIdentity,
@@ -319,11 +320,11 @@ export class TransportImpl implements Transport {
           ),
         );
       }
-      dial = new Dial(this, adapter, address, reconnect);
+      dial = new Dial(this, adapter, address, reconnect, backoffOf(options.reconnect, reconnect));
       this.#dials.set(address, dial);
       own = true;
     } else {
-      dial.setPolicy(reconnect);
+      dial.setPolicy(reconnect, backoffOf(options.reconnect, reconnect));
     }
     const d = dial;
     const next = d.nextLink();
@@ -493,4 +494,15 @@ const MAX_REMEMBERED_CLAIMS = 4096;
 function schemeOf(address: string): string {
   const i = address.indexOf('://');
   return i < 0 ? '' : address.slice(0, i).toLowerCase();
+}
+
+/** The back-off a `reconnect` policy object asked for (not `true`, which leaves an adapter its own). */
+function backoffOf(option: unknown, policy: ReconnectPolicy | false | undefined): DialBackoff | undefined {
+  if (typeof option !== 'object' || option === null || policy === undefined || policy === false) return undefined;
+  return {
+    initialDelayMs: policy.initialDelayMs,
+    jitterMs: policy.jitterMs,
+    factor: policy.factor,
+    maxDelayMs: policy.maxDelayMs,
+  };
 }

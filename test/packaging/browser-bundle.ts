@@ -19,8 +19,10 @@ export interface BundleReport {
   readonly brotli: number;
   /** Bytes per package (`lanemux/<folder>` for the sources) before minification, largest first. */
   readonly byPackage: ReadonlyArray<readonly [string, number]>;
-  /** The minified code, for assertions on what it contains. */
+  /** The minified code of the entry chunk (what the page loads up front), for assertions on what it contains. */
   readonly code: string;
+  /** Brotli bytes of the chunks loaded on demand (dynamic `import()`: zod, to explain a refusal). */
+  readonly lazyBrotli: number;
 }
 
 /** Brotli bytes at the highest quality (what a CDN serves). */
@@ -63,10 +65,21 @@ export async function bundleForBrowser(
         },
       },
     });
-    type Chunk = { type: string; code?: string; modules?: Record<string, { renderedLength: number }> };
+    type Chunk = {
+      type: string;
+      isEntry?: boolean;
+      code?: string;
+      modules?: Record<string, { renderedLength: number }>;
+    };
     const outputs = (Array.isArray(out) ? out : [out]) as Array<{ output: Chunk[] }>;
-    const chunks = outputs.flatMap((o) => o.output).filter((o) => o.type === 'chunk');
+    const all = outputs.flatMap((o) => o.output).filter((o) => o.type === 'chunk');
+    // Only the entry chunk counts against the page's budget; chunks behind a dynamic import() load
+    // only when used (zod, when an input is refused) and are reported apart.
+    const chunks = all.filter((c) => c.isEntry === true);
+    const lazy = all.filter((c) => c.isEntry !== true);
     const code = chunks.map((c) => c.code ?? '').join('\n');
+    const lazyBrotli =
+      lazy.length === 0 ? 0 : brotliSize(new TextEncoder().encode(lazy.map((c) => c.code ?? '').join('\n')));
     const bytes = new TextEncoder().encode(code);
     const per = new Map<string, number>();
     for (const c of chunks) {
@@ -74,7 +87,7 @@ export async function bundleForBrowser(
         per.set(packageOf(id), (per.get(packageOf(id)) ?? 0) + m.renderedLength);
     }
     const byPackage = [...per].sort((a, b) => b[1] - a[1]);
-    return { minified: bytes.byteLength, brotli: brotliSize(bytes), byPackage, code };
+    return { minified: bytes.byteLength, brotli: brotliSize(bytes), byPackage, code, lazyBrotli };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -195,6 +195,31 @@ describe('a reconnecting dial on the manual clock', () => {
     expect(performance.now() - startedAt, 'the 20 s back-off took no real time').toBeLessThan(10_000);
     expect(timers()).toBe(0);
   });
+  it("connect's reconnect policy replaces a re-dialling adapter's own back-off for that dial; reconnect: true keeps the adapter's", async () => {
+    const fake = fakeWebTransport();
+    const server = await node([fake.server]);
+    const slow = { WebTransport: fake.WebTransport, minReconnectionDelay: 20_000, reconnectionJitter: 0 };
+    const client = await node([webTransportClientTransport(slow)]);
+    await rt.advance(100);
+    expect(
+      await drive(client.connect(server.address, { reconnect: { initialDelayMs: 50, jitterMs: 0, maxDelayMs: 50 } })),
+    ).toBe(peerId(server));
+    fake.sessions[0]!.drop();
+    await rt.advance(49);
+    expect(fake.sessions, "not before the policy's 50 ms").toHaveLength(1);
+    await rt.advance(1);
+    expect(fake.sessions, "at the policy's 50 ms, not the adapter's 20 s").toHaveLength(2);
+
+    const other = await node([webTransportClientTransport(slow)]);
+    expect(await drive(other.connect(server.address, { reconnect: true }))).toBe(peerId(server));
+    const before = fake.sessions.length;
+    fake.sessions.at(-1)!.drop();
+    await rt.advance(19_999);
+    expect(fake.sessions, "reconnect: true: the adapter's own 20 s").toHaveLength(before);
+    await rt.advance(1);
+    expect(fake.sessions).toHaveLength(before + 1);
+  });
+
   it('every WebTransport link that formed starts the back-off over: a session dropped each time it comes back re-opens after the first delay', async () => {
     const fake = fakeWebTransport();
     const server = await node([fake.server]);

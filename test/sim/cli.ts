@@ -26,10 +26,13 @@ const started = performance.now();
 const cpu0 = process.cpuUsage();
 let failed = 0;
 let events = 0;
+/** The longest history run (most events), to say how deep the seeds go. */
+let longest = { seed: 0, events: 0, virtualMs: 0 };
 let lastReport = started;
 for (let s = from; s < from + count; s++) {
   const r = await runSeed({ seed: s });
   events += r.events;
+  if (r.events > longest.events) longest = { seed: s, events: r.events, virtualMs: r.virtualMs };
   if (!r.ok) {
     failed++;
     process.stdout.write(`${describe(r)}\n`);
@@ -49,5 +52,8 @@ const used = process.cpuUsage(cpu0);
 const cpuSecs = (used.user + used.system) / 1e6;
 process.stdout.write(
   `${count} seeds in ${secs.toFixed(1)} s (${cpuSecs.toFixed(1)} s of CPU, ${(count / cpuSecs).toFixed(1)} seeds per CPU second): ${(count / secs).toFixed(1)} seeds/s, ${(events / secs).toFixed(0)} events/s, ${failed} failed${failed > 0 ? ` (replay one: ${replayCommand(from)} … )` : ''}\n`,
+);
+process.stdout.write(
+  `longest history: seed ${longest.seed}, ${longest.events} events over ${Math.round(longest.virtualMs)} virtual ms\n`,
 );
 process.exit(failed === 0 ? 0 : 1);

@@ -73,7 +73,8 @@ export async function viteServer(): Promise<{ server: ViteDevServer; origin: str
     clearScreen: false,
     resolve: { alias: [{ find: /^vitest$/, replacement: join(ROOT, 'test/portable/vitest.ts') }] },
     server: { host: '127.0.0.1', port: 0, hmr: false, watch: null },
-    optimizeDeps: { include: ['zod', '@msgpack/msgpack'] },
+    // Scan only these pages (the examples import `lanemux` by name, which resolves only in a built package copy).
+    optimizeDeps: { include: ['zod', '@msgpack/msgpack'], entries: ['test/webtransport/browser/*.html'] },
   });
   await server.listen();
   const addr = server.httpServer?.address();

@@ -1,0 +1,35 @@
+/**
+ * `lanemux/client`: what a browser page uses — a node that calls `node.stream`, reads and cancels
+ * streams, creates anchors and tickets, over the WebSocket client or WebTransport with fallback. No
+ * server-only adapter (ws-server, TCP, WebTransport server) and no discovery backend is reachable
+ * from here, so a bundler leaves them out.
+ *
+ * @packageDocumentation
+ */
+export { LanemuxError, isLanemuxError } from './errors.ts';
+export { createNode, LanemuxNode } from './stream/node.ts';
+export type { NodeOptions, AttachOptions } from './stream/node.ts';
+export { StreamAnchor } from './stream/anchor.ts';
+export type { AnchorConsumer, AnchorConsumption } from './stream/anchor.ts';
+export { StreamError, ResumeFailedError } from './stream/errors.ts';
+export type { StreamErrorCode, ResumeFailure } from './stream/errors.ts';
+export { CallStream } from './stream/call.ts';
+export type { CallOptions } from './stream/call.ts';
+export { CallError } from './stream/call-envelope.ts';
+export type { CallErrorCode } from './stream/call-envelope.ts';
+export { parseHandle, formatHandle } from './stream/handle.ts';
+export type { AnchorHandle } from './stream/handle.ts';
+export { parseTicket } from './stream/ticket.ts';
+export type { StreamOpenTicket } from './stream/ticket.ts';
+export { ConfigError } from './mux/config.ts';
+export { MuxError } from './mux/errors.ts';
+export type { Messenger, PeerInfo, PeerId } from './messenger/types.ts';
+export { webSocketClientTransport } from './adapters/websocket.ts';
+export type { WebSocketClientTransportOptions } from './adapters/websocket.ts';
+export { browserClientTransport } from './adapters/browser-client.ts';
+export type {
+  BrowserClientTransport,
+  BrowserClientTransportOptions,
+  BrowserTransportKind,
+  TransportInUseEvent,
+} from './adapters/browser-client.ts';
