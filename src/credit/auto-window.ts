@@ -153,6 +153,11 @@ export class AutoWindow {
       this.#newEpoch(now);
     }
     if (w > cap) w = cap;
+    // Leaving the floor takes a step of more than `base` (to 2·base + 1) or none: the grant then lifts
+    // the sender's credit past C, which is how a resumable producer learns that grants no longer mean
+    // only records consumed and keeps its replay ring by bytes, not by credit (docs/protocol.md §8.3).
+    const base = this.base;
+    if (this.#window === base && w > base && w <= 2 * base) w = cap > 2 * base ? 2 * base + 1 : base;
     this.#window = w;
     return w;
   }

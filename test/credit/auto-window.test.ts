@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { AutoWindow } from '../../src/credit/auto-window.ts';
 import { CreditClass } from '../../src/credit/classify.ts';
 import { ReceiverAccount } from '../../src/credit/receiver-account.ts';
+import { SenderLedger } from '../../src/credit/sender-ledger.ts';
 
 interface Run {
   window: number;
@@ -97,9 +98,9 @@ describe('AutoWindow: receive-window auto-tuning (pure)', () => {
   });
 
   it('grows a slow consumer only to about twice its own rate × RTT', () => {
-    // 0.5 records/ms × 50 ms = 25 records; 32 drains in 64 ms < 100 ms, so one doubling, then 128 ms.
+    // 0.5 records/ms × 50 ms = 25 records; 32 drains in 64 ms < 100 ms, so one step (to 2·32 + 1), then 130 ms.
     const r = simulate({ base: 32, rtt: 50, rate: 1, every: 2, ms: 4000, byteBudget: big });
-    expect(r.maxWindow).toBe(64);
+    expect(r.maxWindow).toBe(65);
   });
 
   it('never grows past the slot byte budget', () => {
@@ -203,5 +204,50 @@ describe('AutoWindow: receive-window auto-tuning (pure)', () => {
       ),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('AutoWindow: the first step above C is one a sender can see', () => {
+  /** An AutoWindow at `base` with a 10 ms round-trip sample, its consumer having drained one whole window fast. */
+  const drainedFast = (base: number, byteBudget: number): { auto: AutoWindow; target: number } => {
+    const auto = new AutoWindow(base, 0, { byteBudget });
+    auto.granted(0, true);
+    auto.arrived(10);
+    auto.consumed(base, base * 10);
+    return { auto, target: auto.retarget(12, 0, Number.POSITIVE_INFINITY) };
+  };
+
+  it('leaves C by more than C records (to 2C + 1), so the grant lifts the sender past C', () => {
+    const { target } = drainedFast(4, 1 << 20);
+    expect(target).toBe(9);
+    const account = new ReceiverAccount(4);
+    const ledger = new SenderLedger(4);
+    // The sender spent all 4, the consumer read them: the grant is 4 read plus 5 of growth.
+    for (let i = 0; i < 4; i++) {
+      ledger.spendData();
+      account.admit(CreditClass.Data);
+    }
+    account.release(4, 40);
+    account.resize(target);
+    ledger.grant(account.takeGrant());
+    expect(ledger.peak).toBeGreaterThan(4);
+  });
+
+  it('stays at C when its caps allow no more than 2C', () => {
+    // 10-byte records and an 80-byte budget: a cap of 8 records = 2C.
+    expect(drainedFast(4, 80).target).toBe(4);
+    // A cap of 9 records allows the step.
+    expect(drainedFast(4, 90).target).toBe(9);
+  });
+
+  it("a static receiver's grants never lift a sender's peak credit above C", () => {
+    const ledger = new SenderLedger(3);
+    for (let round = 0; round < 5; round++) {
+      for (let i = 0; i < 3; i++) ledger.spendData();
+      ledger.grant(3);
+    }
+    expect(ledger.peak).toBe(3);
+    ledger.grant(1);
+    expect(ledger.peak).toBe(4);
   });
 });
