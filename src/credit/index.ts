@@ -44,3 +44,5 @@ export { SenderLedger } from './sender-ledger.ts';
 export { ReceiverAccount } from './receiver-account.ts';
 export type { ReceiverAccountOptions } from './receiver-account.ts';
 export { ByteBudget, releasePair, reservePair } from './byte-budget.ts';
+export { AUTO_GROW_FILL, AUTO_SHRINK_FILL, AutoWindow, DEFAULT_AUTO_MAX_RECORDS } from './auto-window.ts';
+export type { AutoWindowOptions } from './auto-window.ts';

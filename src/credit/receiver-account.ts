@@ -33,8 +33,8 @@ const TERMINAL_TAKEN = 2;
  * Hot-path methods answer with strings or numbers and never allocate.
  */
 export class ReceiverAccount {
-  /** The data credit C this receiver advertised. */
-  readonly limit: number;
+  /** The data window: the C this receiver advertised, moved only by {@link resize}. */
+  limit: number;
   /** Grants are withheld while `bufferedBytes ≥ watermark`. */
   readonly watermark: number;
   #dataOutstanding = 0;
@@ -135,6 +135,28 @@ export class ReceiverAccount {
     if (records > data && this.#terminal === TERMINAL_HELD) this.#terminal = TERMINAL_TAKEN;
     this.#bufferedBytes = bytes < this.#bufferedBytes ? this.#bufferedBytes - bytes : 0;
     return data;
+  }
+
+  /**
+   * Moves the window toward `target` records (receive-window auto-tuning): growing adds the difference to the
+   * ungranted credit, so the next grant carries it; shrinking keeps ungranted credit instead of granting it back,
+   * at most what is ungranted now (credit the sender holds cannot be taken back), so it may take several calls.
+   *
+   * @param target - the window wanted, ≥ 1 and ≤ 2^32−1.
+   * @returns the window now ({@link limit}).
+   */
+  resize(target: number): number {
+    const limit = this.limit;
+    if (target > limit) {
+      const up = (target > MAX_CREDIT ? MAX_CREDIT : target) - limit;
+      this.limit = limit + up;
+      this.#ungranted += up;
+    } else if (target < limit) {
+      const down = limit - target < this.#ungranted ? limit - target : this.#ungranted;
+      this.limit = limit - down;
+      this.#ungranted -= down;
+    }
+    return this.limit;
   }
 
   /**

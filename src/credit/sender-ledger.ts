@@ -16,6 +16,8 @@ import { CreditOutcome } from './outcome.ts';
  */
 export class SenderLedger {
   #data: number;
+  /** The most data credit ever held at once (the initial C until a grant lifts it). */
+  #peak: number;
   #terminalSpent = false;
 
   /**
@@ -28,6 +30,15 @@ export class SenderLedger {
       throw new CreditError('ERR_INVALID_ARGUMENT', `initial credit ${String(initialCredit)} exceeds 2^32-1`);
     }
     this.#data = initialCredit;
+    this.#peak = initialCredit;
+  }
+
+  /**
+   * The most data credit held at once. Above the initial C only if the receiver grew the window
+   * (docs/protocol.md §10.7.1): its grants then no longer mean only records consumed.
+   */
+  get peak(): number {
+    return this.#peak;
   }
 
   /** Data records that may be sent now. */
@@ -77,7 +88,9 @@ export class SenderLedger {
   grant(delta: number): number {
     assertCount(delta, 'grant');
     const sum = this.#data + delta;
-    this.#data = sum > MAX_CREDIT ? MAX_CREDIT : sum;
-    return this.#data;
+    const data = sum > MAX_CREDIT ? MAX_CREDIT : sum;
+    this.#data = data;
+    if (data > this.#peak) this.#peak = data;
+    return data;
   }
 }

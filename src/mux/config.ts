@@ -45,6 +45,12 @@ export interface MuxConfig {
   readonly maxBatchBytes?: number;
   /** Per-slot data credit C advertised to senders; the slot buffer holds C+1. Defaults to 32. 0 is refused. */
   readonly initialCredit?: number;
+  /**
+   * Tune each ingress slot's credit window (docs/protocol.md §10.7.1): grow it from `initialCredit` toward the
+   * stream's bandwidth-delay product, within `slotByteBudget` and half the peer's receive window, and shrink it
+   * back while that window is nearly full. The wire is unchanged. Defaults to false (opt in).
+   */
+  readonly autoCredit?: boolean;
   /** Per-slot byte budget (withheld queue cap on egress, hold and grant watermark on ingress). Defaults to 1 MiB; 0 means the default. */
   readonly slotByteBudget?: number;
   /**
@@ -103,6 +109,7 @@ export const MUX_DEFAULTS: ResolvedMuxConfig = Object.freeze({
   muxOnly: false,
   maxBatchBytes: DEFAULT_MAX_BATCH_BYTES,
   initialCredit: DEFAULT_INITIAL_CREDIT,
+  autoCredit: false,
   slotByteBudget: DEFAULT_SLOT_BYTE_BUDGET,
   peerByteBudget: DEFAULT_PEER_BYTE_BUDGET,
   creditSweepInterval: 200,
@@ -140,6 +147,7 @@ const schema = z.strictObject({
   muxOnly: z.boolean(),
   maxBatchBytes: int(MIN_BATCH_CAP, 1 << 30),
   initialCredit: int(0, MAX_CREDIT),
+  autoCredit: z.boolean(),
   slotByteBudget: int(0, 2 ** 40),
   peerByteBudget: int(1, 2 ** 42),
   creditSweepInterval: ms(HOUR),

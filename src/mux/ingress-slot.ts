@@ -4,6 +4,7 @@
  * a close deferred behind a gap, and the counters the watchdog and the drain signal read. Its
  * transitions are its table's (ingress.ts), which owns the shared epoch, budgets and window.
  */
+import { AutoWindow } from '../credit/auto-window.ts';
 import { ByteBudget } from '../credit/byte-budget.ts';
 import { ReceiverAccount } from '../credit/receiver-account.ts';
 import type { PeerId } from '../messenger/types.ts';
@@ -30,6 +31,10 @@ export class IngressSlot implements BoundSlot {
   readonly bind: Bind;
   readonly account: ReceiverAccount;
   readonly holdBudget: ByteBudget;
+  /** The tuned window (null: static credit C). */
+  readonly auto: AutoWindow | null;
+  /** {@link arrivals} at the last tuning: a change closes a round-trip probe. */
+  tunedArrivals = 0;
   /** The peer window this slot's records are charged to (its link's; outlives the slot in its buffer). */
   readonly window: IngressWindow;
   nextSeq: number;
@@ -63,6 +68,11 @@ export class IngressSlot implements BoundSlot {
     this.nextSeq = nextSeq;
     this.account = new ReceiverAccount(bind.limit, { watermark: bind.slotByteBudget });
     this.holdBudget = new ByteBudget(bind.slotByteBudget);
+    const clock = table.clock;
+    this.auto =
+      clock !== null && bind.limit > 0
+        ? new AutoWindow(bind.limit, clock.now(), { byteBudget: bind.slotByteBudget })
+        : null;
   }
 
   /** The peer the slot arrived from. */

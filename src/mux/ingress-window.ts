@@ -22,6 +22,9 @@ export interface IngressWindow extends WindowSink {
   charge(bytes: number): void;
   release(bytes: number): void;
   dropped(bytes: number): void;
+  /** The window's fill, held / size (0 when it limits nothing), and its size in bytes: credit auto-tuning reads them. */
+  fill?(): number;
+  readonly sizeBytes?: number;
 }
 
 /** A window that counts nothing and limits nothing (tables built without a mux). */

@@ -10,6 +10,7 @@
  * path, with no call out per record. Beside it: the slot's own state in ingress-slot.ts, the peer
  * window it charges in ingress-window.ts, the slot table slot-table.ts, the bind it fills bind.ts.
  */
+import type { AutoWindow } from '../credit/auto-window.ts';
 import { type ByteBudget, reservePair, releasePair } from '../credit/byte-budget.ts';
 import { CreditClass } from '../credit/classify.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
@@ -66,6 +67,9 @@ export interface IngressHost {
   ownedLifecycle(peer: PeerId, lane: number, slot: number, session: bigint, cancel: boolean): void;
   /** A consumer drained a slot of this table: ring the doorbell (at most once per floor). */
   ringDoorbell(table: IngressTable): void;
+  /** The clock and the credit auto-tuning switch (both absent: static credit). */
+  readonly runtime?: { now(): number };
+  readonly config?: { readonly autoCredit: boolean };
 }
 
 const scratchFrame: DecodedFrame = { kind: 0, value: undefined, terminal: false };
@@ -110,8 +114,12 @@ export class IngressTable {
    */
   #stagedRest = -1;
 
+  /** The clock of credit auto-tuning, or null when credit is static (`mux.autoCredit: false`). */
+  readonly clock: { now(): number } | null;
+
   constructor(host: IngressHost, peer: PeerId, lane: number, peerBudget: ByteBudget) {
     this.#host = host;
+    this.clock = host.config?.autoCredit === true && host.runtime !== undefined ? host.runtime : null;
     this.peer = peer;
     this.lane = lane;
     this.peerBudget = peerBudget;
@@ -489,8 +497,33 @@ export class IngressTable {
     s.drained = 0;
     s.drainedBytes = 0;
     if (n > 0) s.account.release(n, b);
+    const auto = s.auto;
+    if (auto !== null) {
+      this.#tune(s, auto, n, b);
+      return;
+    }
     const grant = s.account.takeGrant();
     if (grant > 0) this.#host.replyCredit(this.peer, this.lane, s.id, grant);
+  }
+
+  /** Auto-tuned reconcile (per drain visit or batch, never per record): retarget, resize, grant. */
+  #tune(s: IngressSlot, auto: AutoWindow, n: number, b: number): void {
+    const now = this.clock!.now();
+    if (s.arrivals !== s.tunedArrivals) {
+      s.tunedArrivals = s.arrivals;
+      auto.arrived(now);
+    }
+    if (n > 0) auto.consumed(n, b);
+    const w = s.window;
+    const target = auto.retarget(now, w.fill?.() ?? 0, w.sizeBytes ?? Number.POSITIVE_INFINITY);
+    const a = s.account;
+    if (target !== a.limit) s.bind.buffer.grow(a.resize(target) + 1);
+    const starved = a.remaining === 0;
+    const grant = a.takeGrant();
+    if (grant > 0) {
+      auto.granted(now, starved);
+      this.#host.replyCredit(this.peer, this.lane, s.id, grant);
+    }
   }
 
   /** Reconcile every listed slot (doorbell visit or arrival path). */

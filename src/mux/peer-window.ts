@@ -81,6 +81,17 @@ export class PeerWindowIn implements IngressWindow {
     this.account = account;
   }
 
+  /** Held / size, 0 when the window is not enforced (credit auto-tuning's memory pressure). */
+  fill(): number {
+    const a = this.account;
+    return a.active ? a.held / a.size : 0;
+  }
+
+  /** The window's size in bytes, `Infinity` when not enforced. */
+  get sizeBytes(): number {
+    return this.account.active ? this.account.size : Number.POSITIVE_INFINITY;
+  }
+
   overruns(bytes: number): boolean {
     return this.account.overruns(bytes);
   }

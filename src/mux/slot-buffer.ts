@@ -24,7 +24,8 @@ const INITIAL_ENTRIES = 4;
 
 /** A bounded ring of decoded frames with one waiting reader. */
 export class SlotBuffer {
-  readonly capacity: number;
+  /** Frames it holds at most (a tuned credit window raises it: {@link SlotBuffer.grow}). */
+  capacity: number;
   // The ring starts small and doubles up to `capacity` (exactly, at the last step): most streams
   // carry a handful of frames, so setup allocates four entries, while a stalled stream at its full
   // window costs what a ring of C+1 costs (typed arrays, no per-entry boxing or growth slack).
@@ -51,6 +52,11 @@ export class SlotBuffer {
   /** Frames of the current take (valid until the next take). */
   kind = 0;
   value: unknown = undefined;
+
+  /** Raise the capacity to `capacity` (never lowers it: frames already admitted stay admissible). */
+  grow(capacity: number): void {
+    if (capacity > this.capacity) this.capacity = capacity;
+  }
 
   constructor(capacity: number) {
     this.capacity = capacity;

@@ -273,8 +273,10 @@ export class ResumeLink implements SenderPort {
         const ring = this.#ring;
         ring.push(ek, payload, size);
         // A lost link takes at most the records whose credit has not come back (the consumer reads,
-        // and grants, in order) and those still withheld: C+1 − available + queued.
-        if (!this.#history) {
+        // and grants, in order) and those still withheld: C+1 − available + queued. Not once the
+        // receiver grew the window (credit ever above C, §10.7.1): a grant may then be growth, not
+        // records read, so the ring keeps what its byte cap allows.
+        if (!this.#history && slot.ledger.peak < slot.inletDepth) {
           const keep = slot.inletDepth - slot.ledger.dataAvailable + slot.queued;
           if (ring.length > keep) ring.keepLast(keep);
         }

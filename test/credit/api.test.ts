@@ -5,8 +5,12 @@ describe('lanemux/credit public surface', () => {
   it('exports exactly the documented runtime names', () => {
     expect(Object.keys(credit).sort()).toEqual(
       [
+        'AUTO_GROW_FILL',
+        'AUTO_SHRINK_FILL',
         'Acquire',
         'Arrival',
+        'AutoWindow',
+        'DEFAULT_AUTO_MAX_RECORDS',
         'BudgetOutcome',
         'ByteBudget',
         'CreditClass',

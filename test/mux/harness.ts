@@ -392,6 +392,9 @@ export class FakeIngressHost implements IngressHost {
   readonly claimed: Bind[] = [];
   readonly ended: Array<{ bind: Bind; end: BindEnd }> = [];
   doorbells = 0;
+  /** Clock and switch of credit auto-tuning (unset: static credit). */
+  runtime?: { now(): number };
+  config?: { autoCredit: boolean };
 
   findBind(anchorId: bigint, sessionId: bigint, peer: PeerId): Bind | undefined {
     const b = this.binds.get(bindKey(anchorId, sessionId));
@@ -524,7 +527,13 @@ export class IngressHarness {
   batchSeq = 0;
   #anchor = 0x5000n;
 
-  constructor(options: { C?: number; slotBudget?: number; peerBudget?: number; lane?: number } = {}) {
+  constructor(
+    options: { C?: number; slotBudget?: number; peerBudget?: number; lane?: number; autoCredit?: () => number } = {},
+  ) {
+    if (options.autoCredit !== undefined) {
+      this.host.runtime = { now: options.autoCredit };
+      this.host.config = { autoCredit: true };
+    }
     this.C = options.C ?? SECTION_C.C;
     this.slotBudget = options.slotBudget ?? SECTION_C.slotBudget;
     this.peerBudget = new ByteBudget(options.peerBudget ?? SECTION_C.peerBudget);

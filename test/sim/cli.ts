@@ -13,9 +13,11 @@ const flag = (name: string): number | undefined => {
   return v;
 };
 
+/** `--auto-credit`: every node tunes its credit windows (`mux.autoCredit`). */
+const autoCredit = args.includes('--auto-credit');
 const one = flag('--seed');
 if (one !== undefined) {
-  const r = await runSeed({ seed: one, trace: true });
+  const r = await runSeed({ seed: one, trace: true, autoCredit });
   for (const line of r.trace) process.stdout.write(`${line}\n`);
   process.stdout.write(`${summary(r)}\n${describe(r)}\n`);
   process.exit(r.ok ? 0 : 1);
@@ -30,7 +32,7 @@ let events = 0;
 let longest = { seed: 0, events: 0, virtualMs: 0 };
 let lastReport = started;
 for (let s = from; s < from + count; s++) {
-  const r = await runSeed({ seed: s });
+  const r = await runSeed({ seed: s, autoCredit });
   events += r.events;
   if (r.events > longest.events) longest = { seed: s, events: r.events, virtualMs: r.virtualMs };
   if (!r.ok) {

@@ -22,6 +22,8 @@ export interface SimOptions {
   readonly observe?: ((time: number, nodes: readonly LanemuxNode[]) => void) | undefined;
   /** Check the invariants every this many events. Defaults to 32. */
   readonly checkEvery?: number;
+  /** Turn `mux.autoCredit` on in every node. Defaults to false (the library default). */
+  readonly autoCredit?: boolean;
 }
 
 export interface SimReport {
@@ -147,6 +149,7 @@ async function runSeedTraced(options: SimOptions): Promise<SimReport> {
           healthCheckInterval: 1_000,
           healthCheckTimeout: 1_000,
           replyLinger: plan.pick([0, 1, 5]),
+          autoCredit: options.autoCredit === true,
         },
       }),
     );
