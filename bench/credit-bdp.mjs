@@ -7,9 +7,9 @@ import net from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
-);
+const args = {};
+for (let i = 2; i < process.argv.length; i++)
+  if (process.argv[i].startsWith('--')) args[process.argv[i].slice(2)] = process.argv[i + 1];
 const records = Number(args.records ?? 20_000);
 const delay = Number(args.delay ?? 50);
 const tuned = Number(args.tuned ?? 1024);
