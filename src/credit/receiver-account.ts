@@ -169,4 +169,18 @@ export class ReceiverAccount {
     this.#ungranted = 0;
     return grant;
   }
+
+  /**
+   * Takes the grant now due: like {@link takeGrant}, but only once the sender may hold no more than half the window
+   * as this receiver counts it ({@link remaining} ≤ ⌊C/2⌋), so a stream read as fast as it arrives returns its
+   * credit in grants of about C/2 instead of one per record. It never stalls a sender: `remaining` is the sender's
+   * credit plus its records in flight, each arrival lowers it and nothing else does, so a sender that ran dry with
+   * nothing in flight sees `remaining` at 0 and the grant is due at once. A sender with more than C/2 records in
+   * flight (a window smaller than the link's bandwidth-delay product) may wait for it; the receive-window
+   * auto-tuning grants on every reconcile instead ({@link takeGrant}).
+   */
+  takeDueGrant(): number {
+    if (this.#ungranted === 0 || this.limit - this.#dataOutstanding - this.#ungranted > this.limit >>> 1) return 0;
+    return this.takeGrant();
+  }
 }

@@ -502,7 +502,7 @@ export class IngressTable {
       this.#tune(s, auto, n, b);
       return;
     }
-    const grant = s.account.takeGrant();
+    const grant = s.account.takeDueGrant();
     if (grant > 0) this.#host.replyCredit(this.peer, this.lane, s.id, grant);
   }
 

@@ -468,13 +468,14 @@ describe('C. Ingress (C = 4, slot budget 256 B, peer budget 4,096 B)', () => {
     const h = new IngressHarness();
     const binds = Array.from({ length: 1000 }, () => h.bind());
     h.send(...binds.map((b, i) => rec.open(sid(i, 0), b.anchorId, b.sessionId)));
-    h.send(...binds.map((_, i) => rec.item(sid(i, 0), 1, `t${i}`)));
-    expect(read(binds[321]!)).toEqual(['t321']);
+    h.send(...binds.flatMap((_, i) => [rec.item(sid(i, 0), 1, `t${i}`), rec.item(sid(i, 0), 2, `u${i}`)]));
+    // Two of C = 4 taken: the grant is due (the sender may hold no more than half the window).
+    expect(read(binds[321]!)).toEqual(['t321', 'u321']);
     expect(h.host.doorbells).toBe(1);
     const spy = vi.spyOn(h.table, 'reconcile');
     h.doorbell();
     expect(spy).toHaveBeenCalledTimes(1);
-    expect(h.host.replies).toEqual([{ kind: 'credit', slot: sid(321, 0), value: 1 }]);
+    expect(h.host.replies).toEqual([{ kind: 'credit', slot: sid(321, 0), value: 2 }]);
   });
 
   it('INGRESS-24 (whole mux) a consumer drain rings the doorbell once and its grant rides the next reply batch', async () => {
@@ -498,17 +499,17 @@ describe('C. Ingress (C = 4, slot budget 256 B, peer budget 4,096 B)', () => {
       encodeBatch(
         3n,
         1,
-        binds.map((_, i) => rec.item(sid(i, 0), 1, `t${i}`)),
+        binds.flatMap((_, i) => [rec.item(sid(i, 0), 1, `t${i}`), rec.item(sid(i, 0), 2, `u${i}`)]),
       ),
     );
     await p.runtime.runMacrotasks();
     const sentBefore = p.ma.sent.length;
-    expect(read(binds[7]!)).toEqual(['t7']);
+    expect(read(binds[7]!)).toEqual(['t7', 'u7']);
     await p.runtime.advance(10);
     expect(p.metricsA.drainVisits).toBe(1);
     const replies = p.ma.sent.slice(sentBefore).flatMap((s) => (s.payload.byteLength > 16 ? [s.payload] : []));
     const recs = replies.flatMap((pl) => decodeBatch(pl).records);
-    expect(recs.map((r) => [r.type, r.slot, r.creditDelta])).toEqual([[3, sid(7, 0), 1]]);
+    expect(recs.map((r) => [r.type, r.slot, r.creditDelta])).toEqual([[3, sid(7, 0), 2]]);
   });
 
   it('INGRESS-25 the grant equals the records the consumer took (2), even when the slot buffer holds an extra record', () => {
@@ -553,6 +554,10 @@ describe('C. Ingress (C = 4, slot budget 256 B, peer budget 4,096 B)', () => {
     expect(h.host.replies).toEqual([{ kind: 'credit', slot: id, value: 1 }]);
     expect(read(b, 1)).toEqual(['two']);
     h.table.sweep();
+    // Taken, so owed, but not yet due: the sender may still hold 3 of C = 4.
+    expect(h.host.replies).toEqual([{ kind: 'credit', slot: id, value: 1 }]);
+    // The next arrival leaves the sender at most 2 (half of C): the owed credit rides it.
+    h.send(rec.item(id, 3, 'three'));
     expect(h.host.replies).toEqual([
       { kind: 'credit', slot: id, value: 1 },
       { kind: 'credit', slot: id, value: 1 },
