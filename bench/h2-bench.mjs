@@ -24,12 +24,11 @@ import {
   emit,
   emitAndExit,
   fillToken,
-  finalizePass,
   listen,
+  pairMain,
   parseArgs,
   passDriver,
   passTracker,
-  runPair,
   tokenPass,
   watchdog,
 } from './harness.mjs';
@@ -195,20 +194,10 @@ const common = [
   '--window',
   String(window),
 ];
-// The frontends connect to the engine's server, so the sender listens and is the pair's first child.
-if (args.role === 'send') await send();
-else if (args.role === 'recv') await recv(JSON.parse(args.peer));
-else {
-  const script = fileURLToPath(import.meta.url);
-  const r = await runPair(
-    script,
-    [...common, '--timeout', String(timeoutMs), '--role', 'send'],
-    [...common, '--timeout', String(timeoutMs), '--role', 'recv'],
-    timeoutMs + 5000,
-  );
-  const out = finalizePass(r, slots, passes);
-  await emitAndExit(
-    { bench: `node-http2-${mode}`, mode, slots, peers, passes, warm, window, ...out },
-    out.error ? 1 : 0,
-  );
-}
+// pairMain starts the child it names 'recv' first and hands its ready line to the other. Here the
+// frontends connect to the engine's server, so the sender listens: it takes the first child's place.
+await pairMain(fileURLToPath(import.meta.url), args, common, {
+  recv: send,
+  send: recv,
+  extra: { bench: `node-http2-${mode}`, mode, slots, peers, passes, warm, window },
+});

@@ -26,10 +26,10 @@
  * @packageDocumentation
  */
 import type { AdmissionLimits } from '../transport/admission.ts';
-import { TransportError, listenFailure } from '../transport/errors.ts';
+import { listenFailure } from '../transport/errors.ts';
+import { closeConnections, quietly, refuseDial } from './listen-only.ts';
 import { MessageSocketConnection, type MessageSocketDriver } from './message-socket-conn.ts';
 import { parseOptions } from '../validate.ts';
-import { failDial } from '../transport/fail-dial.ts';
 import { headerRecord, type Authenticate, type UpgradeRequest } from '../transport/auth.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from '../transport/runtime-guard.ts';
@@ -181,20 +181,13 @@ class BunWsServerAdapter implements TransportAdapter {
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
-    return failDial(
-      events,
-      new TransportError(
-        'ERR_UNSUPPORTED_ADDRESS',
-        `the Bun WebSocket server adapter does not dial (${request.address}); use webSocketClientTransport`,
-      ),
-    );
+    return refuseDial('Bun WebSocket server', request, events);
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    const err = new TransportError('ERR_CLOSED', 'websocket server closing');
-    await Promise.all([...this.#conns].map((c) => c.closeAndWait(err)));
+    await closeConnections(this.#conns);
     await this.#server?.stop(true);
   }
 }
@@ -214,18 +207,8 @@ function driverFor(ws: BunServerWebSocket): MessageSocketDriver {
     close: (code, reason) => {
       // Read on, so the client's answer to the close arrives even while paused.
       ws.resume?.();
-      try {
-        ws.close(code, reason);
-      } catch {
-        // Already closed.
-      }
+      quietly(() => ws.close(code, reason));
     },
-    terminate: () => {
-      try {
-        ws.terminate();
-      } catch {
-        // Already closed.
-      }
-    },
+    terminate: () => quietly(() => ws.terminate()),
   };
 }

@@ -24,11 +24,10 @@
  */
 import type { AdmissionLimits } from '../transport/admission.ts';
 import { headerRecord, type Authenticate, type UpgradeRequest } from '../transport/auth.ts';
-import { TransportError } from '../transport/errors.ts';
-import { failDial } from '../transport/fail-dial.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
 import { unsupportedRuntimeError } from '../transport/runtime-guard.ts';
 import { parseOptions } from '../validate.ts';
+import { closeConnections, quietly, refuseDial } from './listen-only.ts';
 import { MessageSocketConnection, type MessageSocketDriver } from './message-socket-conn.ts';
 import { type SocketWebSocketServerOptions, type WsServerOptions, wsServerOptionsSchema } from './socket-options.ts';
 
@@ -133,20 +132,13 @@ class CloudflareWsAdapter implements CloudflareWebSocketTransport {
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
-    return failDial(
-      events,
-      new TransportError(
-        'ERR_UNSUPPORTED_ADDRESS',
-        `the Workers WebSocket server adapter does not dial (${request.address}); use webSocketClientTransport`,
-      ),
-    );
+    return refuseDial('Workers WebSocket server', request, events);
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    const err = new TransportError('ERR_CLOSED', 'websocket server closing');
-    await Promise.all([...this.#conns].map((c) => c.closeAndWait(err)));
+    await closeConnections(this.#conns);
   }
 }
 
@@ -162,15 +154,7 @@ function driverFor(ws: WorkersWebSocket): MessageSocketDriver {
     drainEvents: false,
     pause: () => false,
     resume: () => {},
-    close: (code, reason) => closeQuietly(ws, code, reason),
-    terminate: () => closeQuietly(ws, 1001, 'terminated'),
+    close: (code, reason) => quietly(() => ws.close(code, reason)),
+    terminate: () => quietly(() => ws.close(1001, 'terminated')),
   };
-}
-
-function closeQuietly(ws: WorkersWebSocket, code: number, reason: string): void {
-  try {
-    ws.close(code, reason);
-  } catch {
-    // Already closing.
-  }
 }

@@ -31,10 +31,10 @@
  * @packageDocumentation
  */
 import type { AdmissionLimits } from '../transport/admission.ts';
-import { TransportError, listenFailure } from '../transport/errors.ts';
+import { listenFailure } from '../transport/errors.ts';
+import { closeConnections, quietly, refuseDial } from './listen-only.ts';
 import { MessageSocketConnection, type MessageSocketDriver } from './message-socket-conn.ts';
 import { parseOptions } from '../validate.ts';
-import { failDial } from '../transport/fail-dial.ts';
 import { headerRecord, type Authenticate, type UpgradeRequest } from '../transport/auth.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
 import { runtimeGlobal, unsupportedRuntimeError } from '../transport/runtime-guard.ts';
@@ -180,31 +180,20 @@ class DenoWsServerAdapter implements TransportAdapter {
   }
 
   dial(request: DialRequest, events: DialEvents): DialHandle {
-    return failDial(
-      events,
-      new TransportError(
-        'ERR_UNSUPPORTED_ADDRESS',
-        `the Deno WebSocket server adapter does not dial (${request.address}); use webSocketClientTransport`,
-      ),
-    );
+    return refuseDial('Deno WebSocket server', request, events);
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    const err = new TransportError('ERR_CLOSED', 'websocket server closing');
-    await Promise.all([...this.#conns].map((c) => c.closeAndWait(err)));
+    await closeConnections(this.#conns);
     this.#abort.abort();
     await this.#server?.finished.catch(() => {});
   }
 }
 
+/** Close unless the socket is already closing or closed (then nothing is left to do). */
 function closeQuietly(socket: WebSocket, code: number | undefined, reason: string | undefined): void {
-  try {
-    if (socket.readyState === WebSocket.CLOSING || socket.readyState === WebSocket.CLOSED) return;
-    if (code === undefined) socket.close();
-    else socket.close(code, reason);
-  } catch {
-    // Already closing.
-  }
+  if (socket.readyState === WebSocket.CLOSING || socket.readyState === WebSocket.CLOSED) return;
+  quietly(() => (code === undefined ? socket.close() : socket.close(code, reason)));
 }

@@ -40,6 +40,8 @@ export class CallStream<T = unknown> implements AsyncIterableIterator<T> {
   readonly #anchor: StreamAnchor<T> | null;
   #error: LanemuxError | null;
   #readable: ReadableStream<T> | null = null;
+  /** The fast path's one-item buffer for `takeAvailable`, reused so a read allocates no array. */
+  readonly #one: T[] = [];
   #signal: AbortSignal | undefined;
   readonly #onAbort = (): void =>
     this._fail(new StreamError('ERR_ABORTED', `call "${this.method}" aborted`, { cause: this.#signal?.reason }));
@@ -64,7 +66,24 @@ export class CallStream<T = unknown> implements AsyncIterableIterator<T> {
   /** The next item; rejects as described on the class. */
   next(): Promise<IteratorResult<T>> {
     if (this.#error !== null) return Promise.reject(this.#error);
-    return this.#anchor!.next().then(this.#value, this.#thrown);
+    const anchor = this.#anchor!;
+    // Fast path: a buffered item is one settled promise, as on the anchor itself, with no `.then`
+    // per item. The call is the anchor's only reader, so the synchronous take cannot meet another.
+    const one = this.#one;
+    let n: number;
+    try {
+      n = anchor.takeAvailable(one, 1);
+    } catch (e) {
+      one.length = 0;
+      return Promise.reject(this.#map(e));
+    }
+    if (n === 1) {
+      const value = one[0] as T;
+      one.length = 0;
+      return Promise.resolve({ done: false, value });
+    }
+    // Nothing here now, or the end: the end may carry the call's error, so it goes through `#value`.
+    return anchor.next().then(this.#value, this.#thrown);
   }
 
   /** Ends iteration early: the same as {@link cancel}. */

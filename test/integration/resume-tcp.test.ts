@@ -3,9 +3,8 @@
 // flow; after each cut the producer dials again. Every stream ends with exactly its items, in
 // order; none hangs; live slots return to 0.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import type { LanemuxNode } from '../../src/stream/node.ts';
-import type { StreamSender } from '../../src/stream/sender.ts';
+import { flowingStreams } from '../support/flowing-streams.ts';
 import { waitFor } from '../support/wait-for.ts';
 import { closeAll, tcpNode } from './helpers.ts';
 import { closeProxies, tcpProxy } from '../support/tcp-proxy.ts';
@@ -24,28 +23,6 @@ function portOf(node: LanemuxNode): number {
 
 const metric = (n: LanemuxNode, name: string): number => n.metrics()[`velo_${name}`] ?? 0;
 
-async function collect(anchor: StreamAnchor<string>): Promise<{ items: string[]; error: unknown }> {
-  const items: string[] = [];
-  try {
-    for await (const v of anchor) items.push(v);
-    return { items, error: null };
-  } catch (error) {
-    return { items, error };
-  }
-}
-
-/** Send numbered items until `stop()` says so, then finalize: how many were sent, or the error. */
-async function produce(sender: StreamSender<string>, stop: () => boolean): Promise<number | unknown> {
-  let i = 0;
-  try {
-    while (!stop()) await sender.send(`${i++}`);
-    await sender.finalize();
-    return i;
-  } catch (e) {
-    return e;
-  }
-}
-
 describe('resume over TCP', () => {
   it('random cuts while 64 streams flow, each followed by a reconnect: every stream exact, none hangs', {
     timeout: 60_000,
@@ -55,11 +32,7 @@ describe('resume over TCP', () => {
     const producer = await tcpNode({ listen: false });
     const link = await tcpProxy(portOf(consumer));
     const peer = await producer.connect(link.address);
-    const anchors = Array.from({ length: 64 }, () => consumer.createAnchor<string>());
-    const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<string>(a.handle)));
-    const reads = anchors.map((a) => collect(a));
-    let done = false;
-    const writes = senders.map((s) => produce(s, () => done));
+    const flow = await flowingStreams(consumer, producer);
     let down = 0;
     const off = producer.onPeerState((e) => {
       if (e.peer === peer && e.type === 'down') down++;
@@ -75,14 +48,7 @@ describe('resume over TCP', () => {
       await producer.connect(link.address);
     }
     off();
-    done = true;
-    const sent = await Promise.all(writes);
-    const results = await Promise.all(reads);
-    for (let i = 0; i < results.length; i++) {
-      expect(typeof sent[i], String(sent[i])).toBe('number');
-      expect(results[i]!.error).toBeNull();
-      expect(results[i]!.items).toEqual(Array.from({ length: sent[i] as number }, (_, k) => `${k}`));
-    }
+    await flow.finish();
     expect(metric(producer, 'streaming_resumed_streams_total')).toBeGreaterThan(0);
     await waitFor(() => consumer.metricsRegistry.liveSlots === 0 && producer.metricsRegistry.liveSlots === 0);
   });

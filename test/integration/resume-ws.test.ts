@@ -9,9 +9,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
 import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
-import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import { createNode, type LanemuxNode } from '../../src/stream/node.ts';
-import type { StreamSender } from '../../src/stream/sender.ts';
+import { flowingStreams } from '../support/flowing-streams.ts';
 import { seededRandom } from '../support/seeded-random.ts';
 import { waitFor } from '../support/wait-for.ts';
 import { closeAll, open } from './helpers.ts';
@@ -30,31 +29,6 @@ afterEach(async () => {
 });
 
 const metric = (n: LanemuxNode, name: string): number => n.metrics()[`velo_${name}`] ?? 0;
-
-async function collect(anchor: StreamAnchor<string>): Promise<{ items: string[]; error: unknown }> {
-  const items: string[] = [];
-  try {
-    for await (const v of anchor) items.push(v);
-    return { items, error: null };
-  } catch (error) {
-    return { items, error };
-  }
-}
-
-/** Send numbered items, a short pause between them, until `stop()` says so, then finalize. */
-async function produce(sender: StreamSender<string>, stop: () => boolean): Promise<number | unknown> {
-  let i = 0;
-  try {
-    while (!stop()) {
-      await sender.send(`${i++}`);
-      if (i % 4 === 0) await new Promise((r) => setTimeout(r, 1));
-    }
-    await sender.finalize();
-    return i;
-  } catch (e) {
-    return e;
-  }
-}
 
 /** A `ws` server node on our own HTTP server, whose TCP sockets the test can destroy. */
 async function wsServerNode(): Promise<{ node: LanemuxNode; cut: () => number }> {
@@ -103,11 +77,8 @@ async function cutsWhileStreaming(cuts: number, seed: number, settle: boolean): 
   });
   open.push(consumer);
   await consumer.connect(producer.address);
-  const anchors = Array.from({ length: 64 }, () => consumer.createAnchor<string>());
-  const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<string>(a.handle)));
-  const reads = anchors.map((a) => collect(a));
-  let done = false;
-  const writes = senders.map((s) => produce(s, () => done));
+  // Timer-paced producers: a 1 ms pause after every 4 items.
+  const flow = await flowingStreams(consumer, producer, { pauseEvery: 4 });
   let upAt = 0;
   const off = producer.onPeerState((e) => {
     if (e.type === 'up' || e.type === 'resumed') upAt = performance.now();
@@ -142,14 +113,7 @@ async function cutsWhileStreaming(cuts: number, seed: number, settle: boolean): 
     console.log(
       `[resume ws] 64 streams, ${CUTS} cuts; after a cut: link back p50 ${p50(linkBack)} ms, max ${Math.max(...linkBack).toFixed(0)} ms; every stream resumed p50 ${p50(allResumed)} ms, max ${Math.max(...allResumed).toFixed(0)} ms`,
     );
-  done = true;
-  const sent = await Promise.all(writes);
-  const results = await Promise.all(reads);
-  for (let i = 0; i < results.length; i++) {
-    expect(typeof sent[i], String(sent[i])).toBe('number');
-    expect(results[i]!.error).toBeNull();
-    expect(results[i]!.items).toEqual(Array.from({ length: sent[i] as number }, (_, k) => `${k}`));
-  }
+  await flow.finish();
   // Every cut suspended every stream (none had ended) and each was resumed once, on both sides.
   for (const n of [producer, consumer]) {
     // A cut that lands mid-resume resumes some streams once for two cuts.

@@ -223,6 +223,25 @@ describe('serve / stream', () => {
     expect(out).toEqual([0, 1, 2, 3, 4]);
   });
 
+  it('an item already buffered settles next() at once: no promise chained per item', async () => {
+    const { server, client, peer } = await pair();
+    server.serve<number, number>('count', async (n, sender) => {
+      for (let i = 0; i < n; i++) await sender.send(i);
+    });
+    const call = client.stream<number>(peer, 'count', 3);
+    expect(await call.next()).toEqual({ done: false, value: 0 });
+    // The slot, open since item 0 came, closes at the stream's terminal: every item is in the anchor then.
+    await waitFor(() => metric(client, 'streaming_mux_live_slots') === 0, 5_000, 'the terminal');
+    // A settled promise runs its reaction before a microtask queued after it; a chained `.then` would not.
+    const order: string[] = [];
+    const read = call.next().then((r) => order.push(`item ${r.value}`));
+    const tick = Promise.resolve().then(() => order.push('tick'));
+    await Promise.all([read, tick]);
+    expect(order).toEqual(['item 1', 'tick']);
+    expect(await call.next()).toEqual({ done: false, value: 2 });
+    expect(await call.next()).toEqual({ done: true, value: undefined });
+  });
+
   it('a draining server refuses new calls with ERR_DRAINING (retryable)', async () => {
     const { server, client, peer } = await pair();
     let ran = 0;

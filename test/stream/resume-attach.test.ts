@@ -4,8 +4,8 @@
 // refusing — and the stream opens as if nothing happened. The cut is made at one exact message.
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
-import type { StreamAnchor } from '../../src/stream/anchor.ts';
 import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
+import { collect } from '../support/collect.ts';
 import { type CutTrap, cuttable } from '../support/cuttable-memory.ts';
 import { waitFor } from '../support/wait-for.ts';
 
@@ -45,26 +45,25 @@ function once(kind: number, direction: 'inbound' | 'outbound') {
   return { state, trap };
 }
 
-async function collect<T>(anchor: StreamAnchor<T>): Promise<{ items: T[]; error: unknown }> {
-  const items: T[] = [];
-  try {
-    for await (const v of anchor) items.push(v);
-    return { items, error: null };
-  } catch (error) {
-    return { items, error };
-  }
+/**
+ * An anchor on the consumer being read, and the producer's attach to it, whose next message of
+ * `kind` (the attach's request or answer) is lost with the link; resolves once it was.
+ */
+async function attachAcrossLostMessage(kind: number, direction: 'inbound' | 'outbound') {
+  const { state, trap } = once(kind, direction);
+  const { consumer, producer } = await pair(trap);
+  const anchor = consumer.createAnchor<string>();
+  const read = collect(anchor);
+  state.armed = true;
+  const attaching = producer.attachAnchor<string>(anchor.handle);
+  attaching.catch(() => {}); // awaited by the test
+  await waitFor(() => state.fired === 1);
+  return { consumer, producer, anchor, read, attaching };
 }
 
 describe('attach across a lost link', () => {
   it('the answer is lost with the link: the attach is made again once the link is back and the stream delivers every item', async () => {
-    const { state, trap } = once(RESPONSE, 'inbound');
-    const { consumer, producer } = await pair(trap);
-    const anchor = consumer.createAnchor<string>();
-    const read = collect(anchor);
-    state.armed = true;
-    const attaching = producer.attachAnchor<string>(anchor.handle);
-    attaching.catch(() => {}); // awaited below
-    await waitFor(() => state.fired === 1);
+    const { consumer, producer, read, attaching } = await attachAcrossLostMessage(RESPONSE, 'inbound');
     // The consumer answered (its bind waits for the resume) and the answer never arrived.
     const sender = await attaching;
     for (let i = 0; i < 5; i++) await sender.send(`${i}`);
@@ -79,14 +78,7 @@ describe('attach across a lost link', () => {
   });
 
   it('the request is lost with the link: the attach is made again once the link is back and the stream delivers every item', async () => {
-    const { state, trap } = once(REQUEST, 'outbound');
-    const { consumer, producer } = await pair(trap);
-    const anchor = consumer.createAnchor<string>();
-    const read = collect(anchor);
-    state.armed = true;
-    const attaching = producer.attachAnchor<string>(anchor.handle);
-    attaching.catch(() => {}); // awaited below
-    await waitFor(() => state.fired === 1);
+    const { read, attaching } = await attachAcrossLostMessage(REQUEST, 'outbound');
     const sender = await attaching;
     await sender.send('only');
     await sender.finalize();
@@ -113,14 +105,7 @@ describe('attach across a lost link', () => {
   });
 
   it('another sender cannot take the anchor whose answer was lost: its attach is refused, the first one goes on', async () => {
-    const { state, trap } = once(RESPONSE, 'inbound');
-    const { consumer, producer } = await pair(trap);
-    const anchor = consumer.createAnchor<string>();
-    const read = collect(anchor);
-    state.armed = true;
-    const attaching = producer.attachAnchor<string>(anchor.handle);
-    attaching.catch(() => {}); // awaited below
-    await waitFor(() => state.fired === 1);
+    const { producer, anchor, read, attaching } = await attachAcrossLostMessage(RESPONSE, 'inbound');
     const first = await attaching;
     await expect(producer.attachAnchor<string>(anchor.handle)).rejects.toMatchObject({ code: 'ERR_ATTACH_REFUSED' });
     await first.send('x');
