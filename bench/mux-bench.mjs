@@ -50,6 +50,8 @@ const read = args.read ?? 'iter';
 const timeoutMs = Number(args.timeout ?? 55_000);
 // `--resume off` measures the nodes without stream resume (its steady-state cost, paired with bench/ab.mjs).
 const resume = (args.resume ?? 'on') !== 'off';
+// `--auto-credit on|off` sets `mux.autoCredit` (absent: the node's default), for a paired A/B of its cost.
+const autoCredit = args['auto-credit'] === undefined ? undefined : args['auto-credit'] !== 'off';
 if (!['iter', 'take', 'push'].includes(read)) throw new Error(`--read iter|take|push, got ${read}`);
 if (!['auto', 'manual', 'per-stream'].includes(impl)) throw new Error(`--impl auto|manual|per-stream, got ${impl}`);
 const perStream = impl === 'per-stream';
@@ -59,6 +61,7 @@ const mux = perStream
   : {
       initialCredit: credit,
       flushPolicy: impl === 'manual' ? { kind: 'manual' } : { kind: 'auto', onAdmission: true },
+      ...(autoCredit === undefined ? {} : { autoCredit }),
     };
 
 async function makeNode(listenOn) {
@@ -217,6 +220,9 @@ const common = [
   String(lanes),
   '--read',
   read,
+  // The children build the nodes: every node option the parent was given goes to them.
+  ...(resume ? [] : ['--resume', 'off']),
+  ...(autoCredit === undefined ? [] : ['--auto-credit', autoCredit ? 'on' : 'off']),
 ];
 await pairMain(fileURLToPath(import.meta.url), args, common, {
   recv,

@@ -35,6 +35,11 @@ export interface BindOwner {
    * no OpenSlot claimed yet (its first batch was lost with the link; the resume names its session).
    */
   suspend?(bind: Bind, peer?: PeerId): boolean;
+  /**
+   * The stream's window stays at its advertised C even when `mux.autoCredit` is on (a relay's source: its reader is
+   * the next hop's sender, so a larger window would only make the relay hold more). Absent or false: tuned.
+   */
+  readonly fixedCredit?: boolean;
 }
 
 /**

@@ -48,7 +48,8 @@ export interface MuxConfig {
   /**
    * Tune each ingress slot's credit window (docs/protocol.md §10.7.1): grow it from `initialCredit` toward the
    * stream's bandwidth-delay product, within `slotByteBudget` and half the peer's receive window, and shrink it
-   * back while that window is nearly full. The wire is unchanged. Defaults to false (opt in).
+   * back while that window is nearly full. The wire is unchanged. A relay's source keeps C (the next hop bounds the
+   * stream). Defaults to true; false keeps every window at `initialCredit`.
    */
   readonly autoCredit?: boolean;
   /** Per-slot byte budget (withheld queue cap on egress, hold and grant watermark on ingress). Defaults to 1 MiB; 0 means the default. */
@@ -109,7 +110,7 @@ export const MUX_DEFAULTS: ResolvedMuxConfig = Object.freeze({
   muxOnly: false,
   maxBatchBytes: DEFAULT_MAX_BATCH_BYTES,
   initialCredit: DEFAULT_INITIAL_CREDIT,
-  autoCredit: false,
+  autoCredit: true,
   slotByteBudget: DEFAULT_SLOT_BYTE_BUDGET,
   peerByteBudget: DEFAULT_PEER_BYTE_BUDGET,
   creditSweepInterval: 200,

@@ -70,7 +70,7 @@ export class IngressSlot implements BoundSlot {
     this.holdBudget = new ByteBudget(bind.slotByteBudget);
     const clock = table.clock;
     this.auto =
-      clock !== null && bind.limit > 0
+      clock !== null && bind.limit > 0 && bind.owner.fixedCredit !== true
         ? new AutoWindow(bind.limit, clock.now(), { byteBudget: bind.slotByteBudget })
         : null;
   }

@@ -519,7 +519,7 @@ export class IngressTable {
     const a = s.account;
     if (target !== a.limit) s.bind.buffer.grow(a.resize(target) + 1);
     const starved = a.remaining === 0;
-    const grant = a.takeGrant();
+    const grant = a.takeDueGrant();
     if (grant > 0) {
       auto.granted(now, starved);
       this.#host.replyCredit(this.peer, this.lane, s.id, grant);

@@ -173,6 +173,11 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
     this.#schedule();
   };
 
+  /**
+   * @internal The stream's credit window stays at C (a relay's source: see `BindOwner.fixedCredit`). Set before the
+   * anchor is attached.
+   */
+  _fixedCredit = false;
   /** @internal */
   constructor(host: AnchorHost, handle: string, localId: bigint) {
     super();

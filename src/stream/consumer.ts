@@ -43,6 +43,9 @@ class AnchorBindOwner implements BindOwner, ResumeTarget {
   onClaimed(bind: Bind): void {
     this.#side.resumes.claimed(bind);
   }
+  get fixedCredit(): boolean {
+    return this.anchor._fixedCredit;
+  }
   suspend(bind: Bind, peer?: PeerId): boolean {
     return this.#side.resumes.suspend(this, bind, peer);
   }

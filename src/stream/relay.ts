@@ -101,6 +101,8 @@ export async function openRelay<T = unknown>(
   let source: StreamAnchor<T>;
   try {
     source = node.createAnchor<T>();
+    // The next hop's window bounds the stream end to end: a tuned source window would only grow what the relay holds.
+    source._fixedCredit = true;
   } catch (e) {
     target._depart(e as LanemuxError);
     throw e;

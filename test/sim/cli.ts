@@ -13,8 +13,8 @@ const flag = (name: string): number | undefined => {
   return v;
 };
 
-/** `--auto-credit`: every node tunes its credit windows (`mux.autoCredit`). */
-const autoCredit = args.includes('--auto-credit');
+/** `--static-credit`: no node tunes its credit windows (`mux.autoCredit: false`; on by default). */
+const autoCredit = !args.includes('--static-credit');
 const one = flag('--seed');
 if (one !== undefined) {
   const r = await runSeed({ seed: one, trace: true, autoCredit });

@@ -10,8 +10,8 @@ import { describe, replayCommand, runSeed } from './sim.ts';
  */
 const SEEDS = Number(process.env['SIM_SEEDS'] ?? 10_000);
 const FIRST_SEED = Number(process.env['SIM_FROM'] ?? 1);
-/** `SIM_AUTO_CREDIT=1`: the sweep runs with `mux.autoCredit` on in every node. */
-const AUTO_CREDIT = process.env['SIM_AUTO_CREDIT'] === '1';
+/** `SIM_STATIC_CREDIT=1`: the sweep runs with `mux.autoCredit` off in every node (static windows of C). */
+const AUTO_CREDIT = process.env['SIM_STATIC_CREDIT'] !== '1';
 /** Generous: 10,000 seeds take about 2 minutes on a loaded 2-core machine. */
 const SWEEP_TIMEOUT_MS = Math.max(60_000, SEEDS * 60);
 
@@ -43,6 +43,15 @@ suite('deterministic simulation', () => {
       const r = await runSeed({ seed, autoCredit: true });
       expect(r.failures, describe(r)).toEqual([]);
     }
+  });
+
+  it('with static credit windows (mux.autoCredit off), 500 seeds hold every invariant too', async () => {
+    const failures: string[] = [];
+    for (let s = 1; s <= 500; s++) {
+      const r = await runSeed({ seed: s, autoCredit: false });
+      if (!r.ok) failures.push(describe(r));
+    }
+    expect(failures, failures.join('\n')).toEqual([]);
   });
 
   it('one seed replays exactly: the same events, virtual time, deliveries and trace twice', async () => {

@@ -22,7 +22,7 @@ export interface SimOptions {
   readonly observe?: ((time: number, nodes: readonly LanemuxNode[]) => void) | undefined;
   /** Check the invariants every this many events. Defaults to 32. */
   readonly checkEvery?: number;
-  /** Turn `mux.autoCredit` on in every node. Defaults to false (the library default). */
+  /** `mux.autoCredit` in every node; false runs static credit windows. Defaults to true (the library default). */
   readonly autoCredit?: boolean;
 }
 
@@ -149,7 +149,7 @@ async function runSeedTraced(options: SimOptions): Promise<SimReport> {
           healthCheckInterval: 1_000,
           healthCheckTimeout: 1_000,
           replyLinger: plan.pick([0, 1, 5]),
-          autoCredit: options.autoCredit === true,
+          autoCredit: options.autoCredit !== false,
         },
       }),
     );
