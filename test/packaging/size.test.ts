@@ -61,6 +61,9 @@ const CONSUMER_PARTS = [
 ]
   .map((p) => `export { ${p.split(':')[1]} } from '${ROOT}/src/${p.split(':')[0]}';`)
   .join('\n');
+/** How many of lanemux/client's largest modules the report lists. */
+const TOP_MODULES = 30;
+const sumOf = (rows: ReadonlyArray<readonly [string, number]>): number => rows.reduce((n, [, b]) => n + b, 0);
 const kB = (n: number): string => `${(n / 1024).toFixed(1)} kB`;
 
 describe('size budget', () => {
@@ -93,6 +96,10 @@ describe('size budget', () => {
     lines.push(
       `  ${'lanemux/client'.padEnd(18)} ${kB(client.brotli).padStart(8)} brotli (${kB(clientOwn.brotli)} of it lanemux): the consumer entry, beside the browser entry's ${kB(full.brotli)}`,
     );
+    // Where lanemux/client's own bytes go, module by module (before minification): what to cut next.
+    lines.push(`  lanemux/client's largest modules before minification (of ${kB(sumOf(clientOwn.byModule))}):`);
+    for (const [name, bytes] of clientOwn.byModule.slice(0, TOP_MODULES))
+      lines.push(`    ${name.padEnd(32)} ${kB(bytes).padStart(8)}`);
     const own = await bundleForBrowser(ENTRY, { external: DEPS });
     lines.push(
       `  ${'lanemux itself'.padEnd(18)} ${kB(own.brotli).padStart(8)} brotli (${kB(own.minified)} minified), by folder before minification:`,
