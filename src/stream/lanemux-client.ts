@@ -171,17 +171,6 @@ export class LanemuxClient {
     messenger.on(DRAIN_HANDLER, (from, _lane, payload) => s.peerDrains.onNotice(from, payload));
   }
 
-  /** @internal */
-  async _start(): Promise<void> {
-    const s = this._s;
-    if (s.perStream !== null && !(s.config.muxOnly && s.mux !== null)) {
-      const consumer = this._consumer;
-      s.perStreamEndpoint = await s.perStream.listen((anchorId, sessionId) =>
-        consumer.acceptPerStream(anchorId, sessionId),
-      );
-    }
-  }
-
   /** Addresses this node listens on (first one: {@link address}). */
   get addresses(): readonly string[] {
     return this._s.messenger.addresses;
@@ -387,6 +376,5 @@ export async function createClient(options: ClientOptions): Promise<LanemuxClien
     config,
   );
   built = client;
-  await client._start();
   return client;
 }

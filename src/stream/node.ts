@@ -37,6 +37,7 @@ import { drainRefusal, isResume } from './drain-notice.ts';
 import { ServeTable, type CallHandler, type ServeOptions } from './serve.ts';
 import { LanemuxClient, type ClientOptions } from './lanemux-client.ts';
 import { validateNodeOptions } from './node-options.ts';
+import { acceptPerStream } from './per-stream-consumer.ts';
 import { openNodeMessenger } from './node-messenger.ts';
 
 export { ANCHOR_CHANNEL_DEPTH } from './node-state.ts';
@@ -120,8 +121,11 @@ export class LanemuxNode extends LanemuxClient {
   }
 
   /** @internal */
-  override async _start(): Promise<void> {
-    await super._start();
+  async _start(): Promise<void> {
+    const s = this._s;
+    if (s.perStream !== null && !(s.config.muxOnly && s.mux !== null)) {
+      s.perStreamEndpoint = await s.perStream.listen((anchorId, sessionId) => acceptPerStream(s, anchorId, sessionId));
+    }
     await this.#discovery?.register();
   }
 
