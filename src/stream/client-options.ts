@@ -12,7 +12,7 @@ import { ConfigError } from '../errors.ts';
 import { MuxMetrics, type NodeLogger } from '../metrics/mux-metrics.ts';
 import type { Messenger } from '../messenger/types.ts';
 import { resolveMuxConfig, type ResolvedMuxConfig } from '../mux/config.ts';
-import { issueFields } from '../validate.ts';
+import { issueFields, type Issue } from '../validate.ts';
 import { int, parse } from '../validate.ts';
 import {
   MAX_CREDENTIAL_LENGTH,
@@ -118,11 +118,12 @@ export interface OptionsCheck {
 }
 
 /**
- * Validate every option of `check.where` and resolve the mux config, honouring the kill switch
+ * Validate every option of `check.where` and resolve the mux config (with `explained`, zod's issues
+ * for what the readers refused stand in for the readers' own, see {@link checkOptionsExplained}), honouring the kill switch
  * `LANEMUX_MUX_DISABLE` (or `VELO_MESSENGER_MUX_DISABLE`) read through the given runtime. Throws
  * one {@link ConfigError} naming every bad field.
  */
-export function checkOptions(options: unknown, check: OptionsCheck): ResolvedMuxConfig {
+export function checkOptions(options: unknown, check: OptionsCheck, explained?: readonly Issue[]): ResolvedMuxConfig {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new ConfigError('options', `${check.where} takes an options object`, { where: check.where });
   }
@@ -134,7 +135,7 @@ export function checkOptions(options: unknown, check: OptionsCheck): ResolvedMux
   };
   const parsed = parse(check.schema, check.input?.(options) ?? options);
   if (!parsed.success) {
-    for (const issue of parsed.error.issues) {
+    for (const issue of explained ?? parsed.error.issues) {
       // Every unrecognized key is a field of its own.
       const named = issueFields([issue]);
       for (const f of named) if (!fields.includes(f)) fields.push(f);
@@ -184,7 +185,27 @@ export function checkOptions(options: unknown, check: OptionsCheck): ResolvedMux
   return config;
 }
 
-/** Validate every createClient option and resolve the mux config (see {@link checkOptions}). */
-export function validateClientOptions(options: unknown): ResolvedMuxConfig {
-  return checkOptions(options, { where: 'createClient', schema: clientSchema, buildOnly: CLIENT_BUILD_ONLY });
+/**
+ * {@link checkOptions}, with a refusal explained by zod, the validator of record: the hand-written
+ * readers answer well-formed options, and only when they refuse is `zod/mini` loaded (a dynamic
+ * import, so a page's bundle carries no zod up front) to list the issues with zod's own messages. If
+ * zod accepts what a reader refused, the reader is wrong and its error stands; so does it when zod
+ * cannot be loaded.
+ */
+export async function checkOptionsExplained(options: unknown, check: OptionsCheck): Promise<ResolvedMuxConfig> {
+  try {
+    return checkOptions(options, check);
+  } catch (e) {
+    if (!(e instanceof ConfigError) || typeof options !== 'object' || options === null) throw e;
+    const input = check.input?.(options) ?? options;
+    if (parse(check.schema, input).success) throw e;
+    const zr = await z.explain(check.schema, input).catch(() => undefined);
+    if (zr === undefined || zr.success) throw e;
+    return checkOptions(options, check, zr.error.issues as readonly Issue[]);
+  }
+}
+
+/** Validate every createClient option and resolve the mux config, a refusal explained by zod (see {@link checkOptionsExplained}). */
+export function validateClientOptions(options: unknown): Promise<ResolvedMuxConfig> {
+  return checkOptionsExplained(options, { where: 'createClient', schema: clientSchema, buildOnly: CLIENT_BUILD_ONLY });
 }

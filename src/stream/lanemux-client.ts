@@ -366,7 +366,7 @@ export class LanemuxClient {
  * `LANEMUX_MUX_DISABLE` (or `VELO_MESSENGER_MUX_DISABLE`) ∈ {1, true, yes, on}.
  */
 export async function createClient(options: ClientOptions): Promise<LanemuxClient> {
-  const config = validateClientOptions(options);
+  const config = await validateClientOptions(options);
   const runtime = options.runtime ?? systemRuntime();
   let built: LanemuxClient | undefined;
   const messenger =

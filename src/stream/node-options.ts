@@ -10,7 +10,7 @@ import * as z from '../schema.ts';
 import { ConfigError } from '../errors.ts';
 import type { ResolvedMuxConfig } from '../mux/config.ts';
 import type { NodeOptions } from './node.ts';
-import { CLIENT_FIELDS as F, checkOptions, withMethods } from './client-options.ts';
+import { CLIENT_FIELDS as F, checkOptionsExplained, withMethods } from './client-options.ts';
 import { nodeDiscoveryOf, nodeDiscoverySchema } from './discovery-options.ts';
 import { resolveReconnect } from '../transport/reconnect.ts';
 
@@ -48,12 +48,12 @@ const BUILD_ONLY = ['transports', 'lanes', 'maxMessageSize', 'workerId', 'authen
 
 /**
  * Validate every createNode option and resolve the mux config, honouring the kill switch
- * `LANEMUX_MUX_DISABLE` (or `VELO_MESSENGER_MUX_DISABLE`) read through the node's runtime. Throws
- * one {@link ConfigError} naming every bad field.
+ * `LANEMUX_MUX_DISABLE` (or `VELO_MESSENGER_MUX_DISABLE`) read through the node's runtime. Rejects
+ * with one {@link ConfigError} naming every bad field (zod's messages, loaded only on a refusal).
  */
-export function validateNodeOptions(options: NodeOptions): ResolvedMuxConfig {
+export function validateNodeOptions(options: NodeOptions): Promise<ResolvedMuxConfig> {
   let discovery: unknown;
-  return checkOptions(options, {
+  return checkOptionsExplained(options, {
     where: 'createNode',
     schema,
     buildOnly: BUILD_ONLY,

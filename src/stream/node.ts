@@ -264,7 +264,7 @@ export class LanemuxNode extends LanemuxClient {
  */
 export async function createNode(options: NodeOptions): Promise<LanemuxNode> {
   // Every option, the mux config and the kill switch: one ConfigError naming every bad field.
-  const config = validateNodeOptions(options);
+  const config = await validateNodeOptions(options);
   const runtime = options.runtime ?? systemRuntime();
   let built: LanemuxNode | undefined;
   const messenger =
