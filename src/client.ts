@@ -1,14 +1,15 @@
 /**
- * `lanemux/client`: what a browser page uses — a node that calls `node.stream`, reads and cancels
- * streams, creates anchors and tickets, over the WebSocket client or WebTransport with fallback. No
- * server-only adapter (ws-server, TCP, WebTransport server) and no discovery backend is reachable
- * from here, so a bundler leaves them out.
+ * `lanemux/client`: what a browser page uses — a consumer-only node (`createClient`) that calls
+ * `client.stream`, reads and cancels streams, creates anchors and tickets, over the WebSocket client
+ * or WebTransport with fallback. Nothing of the producer side (senders, MPSC, `serve`, relay, drain,
+ * discovery dialling) and no server-only adapter (ws-server, TCP, WebTransport server) is reachable
+ * from here, so a bundler leaves them out; a page that also produces imports `createNode` from `lanemux`.
  *
  * @packageDocumentation
  */
 export { LanemuxError, isLanemuxError } from './errors.ts';
-export { createNode, LanemuxNode } from './stream/node.ts';
-export type { NodeOptions, AttachOptions } from './stream/node.ts';
+export { createClient, LanemuxClient } from './stream/lanemux-client.ts';
+export type { ClientOptions } from './stream/lanemux-client.ts';
 export { StreamAnchor } from './stream/anchor.ts';
 export type { AnchorConsumer, AnchorConsumption } from './stream/anchor.ts';
 export { StreamError, ResumeFailedError } from './stream/errors.ts';

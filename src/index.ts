@@ -4,7 +4,8 @@
  * each pass's records for the peer are packed into one batch (one write); per-slot credit and
  * byte budgets bound memory so one slow reader never stalls the others.
  *
- * Subpaths: `lanemux/messenger` (build a messenger yourself; `MESSENGER_MUX_KEY`),
+ * Subpaths: `lanemux/client` (a browser page's consumer-only entry: `createClient`, anchors, tickets,
+ * calls, the WebSocket and WebTransport clients), `lanemux/messenger` (build a messenger yourself; `MESSENGER_MUX_KEY`),
  * `lanemux/transport/*` (one adapter each: `tcp`, `ws-server`, `websocket`, `webtransport`, `memory`,
  * …), `lanemux/transport` (the port, for adapter authors), `lanemux/wire` (the byte-exact codec),
  * `lanemux/credit` (the credit model).
@@ -14,6 +15,8 @@
 export { LanemuxError, isLanemuxError } from './errors.ts';
 export { createNode, LanemuxNode } from './stream/node.ts';
 export type { NodeOptions, AttachOptions, DrainOptions, DrainSummary } from './stream/node.ts';
+export { createClient, LanemuxClient } from './stream/lanemux-client.ts';
+export type { ClientOptions } from './stream/lanemux-client.ts';
 export type { NodeLogger } from './metrics/mux-metrics.ts';
 export type { OpenOptions } from './stream/producer.ts';
 export type { GapMarker, OverrunPolicy } from './stream/live-feed.ts';

@@ -52,13 +52,16 @@ export interface E2eEnv {
   close(): Promise<void>;
 }
 
-/** Build the page into a temp dir (vite, no config file) and start everything. */
-export async function startE2e(): Promise<E2eEnv> {
+/**
+ * Build the page into a temp dir (vite, no config file) and start everything. `pageRoot`: the page's
+ * folder (one that sets `window.e2e`). Defaults to e2e/page.
+ */
+export async function startE2e(pageRoot: string = PAGE_ROOT): Promise<E2eEnv> {
   const outDir = scratchDir('lanemux-e2e-page-');
   const t0 = performance.now();
   await build({
     configFile: false,
-    root: PAGE_ROOT,
+    root: pageRoot,
     logLevel: 'warn',
     build: {
       outDir,

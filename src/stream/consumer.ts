@@ -1,16 +1,14 @@
 /**
  * The consumer side of a node: creating and pre-binding anchors, answering `_anchor_attach` and
- * `_anchor_detach` (docs/protocol.md §8), accepting per-stream connections (§9), and forgetting an
- * anchor when it ends (its bind, waiting senders, same-worker port and connection let go).
+ * `_anchor_detach` (docs/protocol.md §8), and forgetting an anchor when it ends (its bind, waiting
+ * senders, same-worker port and connection let go). Per-stream connections (§9) are accepted by
+ * per-stream-consumer.ts, which only a node with a per-stream transport loads.
  */
-import type { LanemuxError } from '../errors.ts';
 import type { PeerId } from '../messenger/types.ts';
 import type { Bind, BindEnd, BindOwner } from '../mux/bind.ts';
 import { SlotBuffer } from '../mux/slot-buffer.ts';
 import { randomU64 } from '../runtime/runtime.ts';
 import { MESSENGER_MUX_KEY, MPSC_ANCHOR_BIT, TCP_STREAM_KEY } from '../wire/constants.ts';
-import { decodeFrameInto, FrameKind } from '../wire/frame.ts';
-import type { DecodedFrame } from '../wire/frame.ts';
 import { StreamAnchor } from './anchor.ts';
 import type { AnchorHost, WaitingFeed } from './anchor.ts';
 import { attachOk, attachRequestSchema, anchorRefSchema } from './attach-messages.ts';
@@ -19,8 +17,6 @@ import { encodeTicket } from './ticket.ts';
 import { StreamError } from './errors.ts';
 import { formatHandle, parseHandle } from './handle.ts';
 import type { MpscAnchor } from './mpsc-anchor.ts';
-import { PerStreamWatchdog, perStreamLost } from './per-stream.ts';
-import type { PerStreamSink } from './per-stream.ts';
 import { ANCHOR_CHANNEL_DEPTH, WAITING_FULL, refuse, type NodeState, type PendingPerStream } from './node-state.ts';
 import type { UnattachedReaper } from './unattached.ts';
 import type { ResumeFailedError } from './errors.ts';
@@ -410,91 +406,5 @@ export class ConsumerSide implements AnchorHost {
     // Only the last sender to attach counts: an earlier one's late request, or a stranger's, changes nothing.
     if (session !== undefined) anchor._remoteDetached(session, from);
     return { Ok: null };
-  }
-
-  /** Consumer side of a per-stream connection: frames into the anchor's own channel. */
-  acceptPerStream(anchorId: bigint, sessionId: bigint): PerStreamSink | null {
-    const key = `${anchorId}:${sessionId}`;
-    const bind = this.#s.perStreamBinds.get(key);
-    if (bind === undefined) return null;
-    this.#s.perStreamBinds.delete(key);
-    const { anchor, buffer, feed } = bind;
-    if (feed !== undefined && feed.ended) return null;
-    const frame: DecodedFrame = { kind: 0, value: undefined, terminal: false };
-    let ended = false;
-    /** This side gave up on the connection (cancel, watchdog, a sender never read): not a lost link. */
-    let aborted = false;
-    const abort = (error: LanemuxError): void => {
-      aborted = true;
-      sink.abort?.(error);
-    };
-    const drop = (error: StreamError): void => {
-      if (!ended) abort(error);
-    };
-    const stop = (): void => sink.stop?.();
-    // The mux's watchdog, per connection: three silent windows end the stream Dropped (docs/protocol.md §9).
-    const watchdog = new PerStreamWatchdog(
-      this.#s.runtime,
-      this.#s.config.heartbeatInterval,
-      this.#s.config.detectionMultiplier,
-      () => buffer.length >= buffer.capacity,
-      (error) => {
-        // As on the mux, an MPSC anchor's senders never count firings.
-        if (feed === undefined) this.#s.metrics.watchdogFirings++;
-        abort(error);
-      },
-    );
-    const sink: PerStreamSink = {
-      resume: null,
-      frame: (body) => {
-        watchdog.alive = true;
-        decodeFrameInto(body, frame);
-        const ok = buffer.push(frame.kind, frame.value, body.byteLength);
-        frame.value = undefined;
-        if (frame.terminal) ended = true;
-        return ok && buffer.length < buffer.capacity;
-      },
-      end: (error) => {
-        watchdog.stop();
-        if (anchor instanceof StreamAnchor) {
-          // Only this connection's own entries: a later sender of the anchor may hold them now.
-          if (this.#s.perStreamDrops.get(anchor) === drop) this.#s.perStreamDrops.delete(anchor);
-          if (this.#s.perStreamStops.get(anchor) === stop) this.#s.perStreamStops.delete(anchor);
-        }
-        // A connection lost without its terminal: with resume on, the stream ends saying this path cannot resume.
-        if (!ended)
-          buffer.pushForced(
-            FrameKind.Dropped,
-            !aborted && this.#s.resumeOptions !== null ? perStreamLost(error) : undefined,
-          );
-        buffer.close();
-      },
-    };
-    // The transport installs `sink.stop` once this returns.
-    if (bind.stop === true) queueMicrotask(() => sink.stop?.());
-    if (feed !== undefined) {
-      feed.lifecycle = (cancel) => {
-        if (!cancel) sink.stop?.();
-      };
-      // One MPSC sender's connection: closing the feed drops just this connection.
-      feed.release = (error) => {
-        if (!ended) abort(error);
-      };
-      feed.onTake = () => {
-        if (buffer.length < buffer.capacity) sink.resume?.();
-      };
-      return sink;
-    }
-    if (!(anchor instanceof StreamAnchor)) return null;
-    bind.abort = drop;
-    // Only the last sender to attach is live; one that detached needs neither (its connection is ending).
-    if (anchor._isTail(buffer)) {
-      this.#s.perStreamDrops.set(anchor, drop);
-      this.#s.perStreamStops.set(anchor, stop);
-    }
-    anchor._setOnTake(buffer, () => {
-      if (buffer.length < buffer.capacity) sink.resume?.();
-    });
-    return sink;
   }
 }

@@ -55,6 +55,22 @@ export function drainingError(message: string, cause?: unknown): StreamError {
   return new StreamError('ERR_DRAINING', message, { retryable: true, ...(cause !== undefined ? { cause } : {}) });
 }
 
+/** The answer to an attach while the node drains (docs/protocol.md §8.4). */
+export function drainRefusal(metrics: MuxMetrics): unknown {
+  metrics.anchorOperation('attach', 'error', 'none');
+  return {
+    Err: {
+      reason: 'the node is draining: it takes no new streams (open this one on another node)',
+      code: 'ERR_DRAINING',
+    },
+  };
+}
+
+/** An attach that resumes a stream whose link was lost (docs/protocol.md §8.3): a draining node answers it. */
+export function isResume(body: unknown): boolean {
+  return typeof body === 'object' && body !== null && (body as { resume?: unknown }).resume !== undefined;
+}
+
 interface DrainingPeer {
   readonly instance: string;
   /** The link epoch a `draining` event was reported for. */

@@ -11,7 +11,6 @@
  * pokes the drain; the egress tail is polled on the node's clock.
  */
 import * as z from '../schema.ts';
-import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import type { PeerId, PeerInfo } from '../messenger/types.ts';
 import type { TimerHandle } from '../runtime/runtime.ts';
 import { int, parseOptions } from '../validate.ts';
@@ -71,17 +70,6 @@ export interface DrainHost {
   endAnchor(anchor: StreamAnchor<unknown>, error: StreamError): void;
   /** End an MPSC anchor now with `error` (every sender's slot closes). */
   endMpsc(anchor: MpscAnchor<unknown>, error: StreamError): void;
-}
-
-/** The answer to an attach while the node drains (docs/protocol.md §8.4). */
-export function drainRefusal(metrics: MuxMetrics): unknown {
-  metrics.anchorOperation('attach', 'error', 'none');
-  return {
-    Err: {
-      reason: 'the node is draining: it takes no new streams (open this one on another node)',
-      code: 'ERR_DRAINING',
-    },
-  };
 }
 
 /** One drain of one node. */

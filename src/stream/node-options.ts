@@ -1,114 +1,45 @@
 /**
- * Validation of {@link NodeOptions} for `createNode`: one zod/mini schema over every field, and the
- * mux config resolved with it, so a bad value anywhere is one {@link ConfigError}
- * (`ERR_INVALID_CONFIG`) naming every bad field (`lanes`, `unattachedTimeout`, `mux.initialCredit`, …).
+ * Validation of {@link NodeOptions} for `createNode`: the fields a client takes (client-options.ts)
+ * and a node's own (authenticate, perStream, discovery) in one zod/mini schema, and the mux config
+ * resolved with it, so a bad value anywhere is one {@link ConfigError} (`ERR_INVALID_CONFIG`) naming
+ * every bad field (`lanes`, `unattachedTimeout`, `mux.initialCredit`, …).
  *
  * @packageDocumentation
  */
 import * as z from '../schema.ts';
 import { ConfigError } from '../errors.ts';
-import { MuxMetrics, type NodeLogger } from '../metrics/mux-metrics.ts';
-import type { Messenger } from '../messenger/types.ts';
-import { resolveMuxConfig, type ResolvedMuxConfig } from '../mux/config.ts';
-import { issueFields } from '../validate.ts';
-import { int, parse } from '../validate.ts';
-import {
-  MAX_CREDENTIAL_LENGTH,
-  MAX_LANES,
-  MAX_MAX_MESSAGE_SIZE,
-  MESSENGER_MUX_KEY,
-  MIN_MAX_MESSAGE_SIZE,
-} from '../wire/constants.ts';
-import { RUNTIME_SHAPE, isRuntime, systemRuntime, type Runtime } from '../runtime/runtime.ts';
+import type { ResolvedMuxConfig } from '../mux/config.ts';
 import type { NodeOptions } from './node.ts';
-import { resumeSchema } from './resume-options.ts';
+import { CLIENT_FIELDS as F, checkOptionsExplained, withMethods } from './client-options.ts';
 import { nodeDiscoveryOf, nodeDiscoverySchema } from './discovery-options.ts';
 import { resolveReconnect } from '../transport/reconnect.ts';
-
-/** Longest `unattachedTimeout`, ms: one day, like the mux's accept windows (and far below the 2^31 − 1 ms a timer can wait). */
-export const MAX_UNATTACHED_TIMEOUT = 86_400_000;
 
 const fn = (what: string) =>
   z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', `${what} must be a function`);
 
-/** Has every method `names`: a duck check for interfaces implemented outside lanemux. */
-const withMethods = <T>(what: string, names: readonly string[]) =>
-  z.custom<T>(
-    (v) =>
-      typeof v === 'object' &&
-      v !== null &&
-      names.every((n) => typeof (v as Record<string, unknown>)[n] === 'function'),
-    `not ${what} (needs ${names.join(', ')})`,
-  );
-
-const runtimeSchema = z.custom<Runtime>(isRuntime, RUNTIME_SHAPE);
-
-const MESSENGER_METHODS = [
-  'on',
-  'handle',
-  'registerBatchHandler',
-  'send',
-  'sendBatch',
-  'request',
-  'connect',
-  'peer',
-  'peers',
-  'onPeer',
-  'onPeerGone',
-  'onDialEnded',
-  'close',
-];
-
-const messengerMethods = withMethods<Messenger>('a Messenger', MESSENGER_METHODS);
 const perStreamMethods = withMethods('a PerStreamTransport', ['listen', 'connect', 'close']);
 
+// The client's fields with a node's own, in the order the reasons of an error list them.
 const schema = z.strictObject({
-  messenger: z.optional(
-    z.custom<Messenger>(
-      (v) => {
-        if (!messengerMethods.safeParse(v).success) return false;
-        const self = (v as { self?: { workerId?: unknown; transportKeys?: unknown } }).self;
-        return typeof self?.workerId === 'bigint' && Array.isArray(self.transportKeys);
-      },
-      `not a Messenger (createMessenger's result: ${MESSENGER_METHODS.join(', ')}, and self with workerId and transportKeys)`,
-    ),
-  ),
-  transports: z.optional(z.array(withMethods('a TransportAdapter', ['listen', 'dial', 'close']))),
-  lanes: z.optional(int(1, MAX_LANES)),
-  maxMessageSize: z.optional(int(MIN_MAX_MESSAGE_SIZE, MAX_MAX_MESSAGE_SIZE)),
-  workerId: z.optional(z.bigint().check(z.gte(0n), z.lte(0xffff_ffff_ffff_ffffn))),
+  messenger: F.messenger,
+  transports: F.transports,
+  lanes: F.lanes,
+  maxMessageSize: F.maxMessageSize,
+  workerId: F.workerId,
   authenticate: z.optional(fn('authenticate')),
-  credential: z.optional(
-    z.custom(
-      (v) => typeof v === 'function' || (typeof v === 'string' && v.length <= MAX_CREDENTIAL_LENGTH),
-      `credential must be a function or a string of at most ${MAX_CREDENTIAL_LENGTH} characters`,
-    ),
-  ),
-  // Finite and above 0: NaN or a negative value would expire every anchor at once, Infinity never.
-  unattachedTimeout: z.optional(z.number().check(z.gt(0), z.lte(MAX_UNATTACHED_TIMEOUT))),
-  // Checked by resolveMuxConfig, below, with its own field names.
-  mux: z.optional(z.unknown()),
+  credential: F.credential,
+  unattachedTimeout: F.unattachedTimeout,
+  mux: F.mux,
   perStream: z.optional(
     z.custom(
       (v) => perStreamMethods.safeParse(v).success && typeof (v as { key?: unknown }).key === 'string',
       'not a PerStreamTransport (needs key, listen, connect, close)',
     ),
   ),
-  metrics: z.optional(z.custom<MuxMetrics>((v) => v instanceof MuxMetrics, 'not a MuxMetrics')),
-  runtime: z.optional(runtimeSchema),
-  logger: z.optional(
-    z.custom<NodeLogger>(
-      (v) =>
-        typeof v === 'object' &&
-        v !== null &&
-        ['debug', 'warn'].every((k) => {
-          const f = (v as Record<string, unknown>)[k];
-          return f === undefined || typeof f === 'function';
-        }),
-      'not a logger (an object whose debug and warn, if present, are functions)',
-    ),
-  ),
-  resume: resumeSchema,
+  metrics: F.metrics,
+  runtime: F.runtime,
+  logger: F.logger,
+  resume: F.resume,
   discovery: z.optional(nodeDiscoverySchema),
 });
 
@@ -117,74 +48,27 @@ const BUILD_ONLY = ['transports', 'lanes', 'maxMessageSize', 'workerId', 'authen
 
 /**
  * Validate every createNode option and resolve the mux config, honouring the kill switch
- * `LANEMUX_MUX_DISABLE` (or `VELO_MESSENGER_MUX_DISABLE`) read through the node's runtime. Throws
- * one {@link ConfigError} naming every bad field.
+ * `LANEMUX_MUX_DISABLE` (or `VELO_MESSENGER_MUX_DISABLE`) read through the node's runtime. Rejects
+ * with one {@link ConfigError} naming every bad field (zod's messages, loaded only on a refusal).
  */
-export function validateNodeOptions(options: NodeOptions): ResolvedMuxConfig {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new ConfigError('options', 'createNode takes an options object', { where: 'createNode' });
-  }
-  const fields: string[] = [];
-  const reasons: string[] = [];
-  const add = (field: string, reason: string): void => {
-    if (!fields.includes(field)) fields.push(field);
-    reasons.push(`✖ ${reason}\n  → at ${field}`);
-  };
-  const discovery = nodeDiscoveryOf((options as { discovery?: unknown }).discovery);
-  const parsed = parse(schema, discovery === undefined ? options : { ...options, discovery });
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) {
-      // Every unrecognized key is a field of its own.
-      const named = issueFields([issue]);
-      for (const f of named) if (!fields.includes(f)) fields.push(f);
-      reasons.push(`✖ ${issue.message}\n  → at ${named.join(', ')}`);
-    }
-  }
-  const o = options as Record<string, unknown>;
-  if (o['messenger'] !== undefined) {
-    const ignored = BUILD_ONLY.filter((k) => o[k] !== undefined);
-    for (const k of ignored)
-      add(k, `${k} only applies when the node builds its messenger; configure the messenger you pass instead`);
-  } else if (!Array.isArray(o['transports']) || o['transports'].length === 0) {
-    add('transports', 'give a messenger or at least one transport');
-  }
-  const reconnect = (discovery as { connect?: { reconnect?: unknown } } | undefined)?.connect?.reconnect;
-  try {
-    resolveReconnect(reconnect);
-  } catch (e) {
-    if (!(e instanceof ConfigError)) throw e;
-    add('discovery.connect.reconnect', e.message);
-  }
-  const given = o['runtime'];
-  const runtime = isRuntime(given) ? given : systemRuntime();
-  const killSwitch = runtime.env('LANEMUX_MUX_DISABLE') ?? runtime.env('VELO_MESSENGER_MUX_DISABLE');
-  let config: ResolvedMuxConfig | undefined;
-  try {
-    config = resolveMuxConfig(o['mux'], killSwitch);
-  } catch (e) {
-    if (!(e instanceof ConfigError)) throw e;
-    for (const f of e.fields) if (!fields.includes(f)) fields.push(f);
-    // `invalid config mux.a: why; mux.b: why` → one entry per field, as zod lists the others.
-    for (const part of e.message.replace(/^invalid config /, '').split(/; (?=mux\b)/)) {
-      const colon = part.indexOf(': ');
-      reasons.push(colon < 0 ? `✖ ${part}` : `✖ ${part.slice(colon + 2)}\n  → at ${part.slice(0, colon)}`);
-    }
-  }
-  // A node with the mux on behind a messenger that does not advertise it in its HELLO: peers would
-  // never open mux streams to it (docs/protocol.md §3.1).
-  const messenger = parsed.success ? parsed.data.messenger : undefined;
-  if (
-    config?.enabled === true &&
-    messenger !== undefined &&
-    !messenger.self.transportKeys.includes(MESSENGER_MUX_KEY)
-  ) {
-    add(
-      'messenger',
-      `the messenger does not advertise ${MESSENGER_MUX_KEY} in its HELLO, so peers would never open mux streams to this node: create it with transportKeys: ['${MESSENGER_MUX_KEY}'], or set mux.enabled: false`,
-    );
-  }
-  if (fields.length > 0 || config === undefined) {
-    throw new ConfigError(fields[0] ?? 'options', reasons.join('\n'), { fields, where: 'createNode' });
-  }
-  return config;
+export function validateNodeOptions(options: NodeOptions): Promise<ResolvedMuxConfig> {
+  let discovery: unknown;
+  return checkOptionsExplained(options, {
+    where: 'createNode',
+    schema,
+    buildOnly: BUILD_ONLY,
+    input: (o) => {
+      discovery = nodeDiscoveryOf((o as { discovery?: unknown }).discovery);
+      return discovery === undefined ? o : { ...o, discovery };
+    },
+    more: (add) => {
+      const reconnect = (discovery as { connect?: { reconnect?: unknown } } | undefined)?.connect?.reconnect;
+      try {
+        resolveReconnect(reconnect);
+      } catch (e) {
+        if (!(e instanceof ConfigError)) throw e;
+        add('discovery.connect.reconnect', e.message);
+      }
+    },
+  });
 }

@@ -17,6 +17,7 @@ import type { LocalPort } from './port.ts';
 import type { StreamSender } from './sender.ts';
 import type { ResolvedResume } from './resume-options.ts';
 import type { ResumeRegistry } from './resume-registry.ts';
+import { ResumePeers } from './resume-peers.ts';
 import type { NodeDrain } from './drain.ts';
 import { drainingError, PeerDrains } from './drain-notice.ts';
 
@@ -69,6 +70,8 @@ export class NodeState {
   readonly unattachedTimeout: number;
   /** Resume as configured (null: off). */
   readonly resumeOptions: ResolvedResume | null;
+  /** Which peers mux streams resume with (null: resume off, or no mux); the consumer and producer sides ask it. */
+  readonly resumePeers: ResumePeers | null;
   /** The producer's resumable streams (null: resume off); set by the producer side. */
   resume: ResumeRegistry | null = null;
   closed = false;
@@ -103,6 +106,11 @@ export class NodeState {
     this.unattachedTimeout = init.unattachedTimeout;
     this.resumeOptions = init.resumeOptions;
     this.peerDrains = new PeerDrains(init.messenger, init.metrics);
+    // After the drains table: a peer's link reaches it first, as it did when the registry listened itself.
+    this.resumePeers =
+      init.resumeOptions !== null && init.mux !== null
+        ? new ResumePeers(init.messenger, init.resumeOptions.windowMs)
+        : null;
   }
 
   /** The node takes new streams: it is neither closed nor draining. */

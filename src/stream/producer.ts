@@ -169,8 +169,8 @@ export class ProducerSide implements ResumeTransport {
     this.#s = state;
     this.findPeer = (peer, options) => waitForPeer(state.messenger, peer, options);
     const o = state.resumeOptions;
-    if (o !== null && state.mux !== null)
-      state.resume = new ResumeRegistry(o, state.messenger, state.runtime, state.metrics, this);
+    if (o !== null && state.resumePeers !== null)
+      state.resume = new ResumeRegistry(o, state.resumePeers, state.messenger, state.runtime, state.metrics, this);
   }
 
   /** See `LanemuxNode.attachAnchor`. */

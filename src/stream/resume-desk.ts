@@ -81,7 +81,7 @@ export class ResumeDesk {
    * advertise resume; false lets it end Dropped as without resume.
    */
   suspend(target: ResumeTarget, bind: Bind, resuming?: PeerId): boolean {
-    const resume = this.#s.resume;
+    const resume = this.#s.resumePeers;
     // `resuming`: a pre-bind no OpenSlot claimed (its first batch was lost with the link) names no peer.
     const peer = bind.peer ?? bind.slot?.peer ?? resuming ?? null;
     if (resume === null || peer === null || this.#s.closed || !resume.negotiated(peer) || !target.open) return false;
@@ -126,7 +126,7 @@ export class ResumeDesk {
     const sus = this.#suspended.get(session);
     if (sus === undefined) return;
     this.#suspended.delete(session);
-    const ms = this.#s.resume?.windowMs ?? 0;
+    const ms = this.#s.resumePeers?.windowMs ?? 0;
     this.#s.metrics.resumeFailed('window');
     sus.target.resumeFailed(
       sus.bind,

@@ -1,18 +1,19 @@
 /**
  * A node's resumable producer streams (docs/protocol.md §8.3): whether resume applies toward
- * a peer (both HELLOs list {@link RESUME_KEY}), the streams waiting for their peer to link again
- * (woken by the messenger's `onPeer`), the streams lingering after their terminal (their rings kept
+ * a peer (asked of the node's {@link ResumePeers}), the streams waiting for their peer to link again
+ * (woken when it does), the streams lingering after their terminal (their rings kept
  * for the resume window, in one FIFO with one timer), and the node-wide replay budget.
  */
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import type { Messenger, PeerId, PeerInfo } from '../messenger/types.ts';
+import type { ResumePeers } from './resume-peers.ts';
 import type { EgressSlot, EgressSlotOwner } from '../mux/egress-slot.ts';
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import type { ResumeFailure } from './errors.ts';
 import { closedOnPurpose } from '../mux/errors.ts';
 import { ReplayBudget } from './replay-ring.ts';
 import type { ResumeAnswer, ResumeHost, ResumeLink } from './resume-link.ts';
-import { RESUME_KEY, type ResolvedResume } from './resume-options.ts';
+import type { ResolvedResume } from './resume-options.ts';
 import { randomHex } from '../runtime/runtime.ts';
 
 /** How the producer side makes a resume attach and opens its slot. */
@@ -40,12 +41,11 @@ export class ResumeRegistry implements ResumeHost {
   readonly #lingering = new Map<ResumeLink, number>();
   #lingerTimer: TimerHandle | null = null;
   readonly #unsubscribe: Array<() => void> = [];
-  readonly #selfAdvertises: boolean;
-  /** Peers whose latest HELLO listed the resume key (kept after their link is lost). */
-  readonly #resumePeers = new Set<PeerId>();
+  readonly #peers: ResumePeers;
 
   constructor(
     options: ResolvedResume,
+    peers: ResumePeers,
     messenger: Messenger,
     runtime: Runtime,
     metrics: MuxMetrics,
@@ -61,10 +61,10 @@ export class ResumeRegistry implements ResumeHost {
     this.#runtime = runtime;
     this.#metrics = metrics;
     this.#transport = transport;
-    this.#selfAdvertises = messenger.self.transportKeys.includes(RESUME_KEY);
-    for (const p of messenger.peers()) if (p.transportKeys.includes(RESUME_KEY)) this.#resumePeers.add(p.id);
+    this.#peers = peers;
+    // The peers table updates itself first, then wakes this registry's waiting streams.
+    peers.onPeerUp = (info) => this.#peerUp(info);
     this.#unsubscribe.push(
-      messenger.onPeer((info) => this.#peerUp(info)),
       messenger.onPeerGone((ev) => {
         // A peer that closed on purpose had every batch sent before its GOAWAY.
         if (closedOnPurpose(ev.error)) return;
@@ -80,14 +80,10 @@ export class ResumeRegistry implements ResumeHost {
 
   /** True when streams toward `peer` resume: both this node's and the peer's HELLO list the resume key. */
   negotiated(peer: PeerId): boolean {
-    if (!this.#selfAdvertises) return false;
-    const now = this.#messenger.peer(peer);
-    return now === undefined ? this.#resumePeers.has(peer) : now.transportKeys.includes(RESUME_KEY);
+    return this.#peers.negotiated(peer);
   }
 
   #peerUp(info: PeerInfo): void {
-    if (info.transportKeys.includes(RESUME_KEY)) this.#resumePeers.add(info.id);
-    else this.#resumePeers.delete(info.id);
     const set = this.#waiting.get(info.id);
     if (set === undefined) return;
     for (const link of [...set]) link.peerUp(info);

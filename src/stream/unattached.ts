@@ -7,7 +7,7 @@
 import { DeadlineQueue } from '../mux/deadline-queue.ts';
 import type { StreamAnchor } from './anchor.ts';
 import { StreamError } from './errors.ts';
-import { MpscAnchor } from './mpsc-anchor.ts';
+import type { MpscAnchor } from './mpsc-anchor.ts';
 import type { NodeState } from './node-state.ts';
 
 /**
@@ -85,7 +85,9 @@ export class UnattachedReaper {
     // No entry stops waiting before its deadline, so there is nothing to compact but the head.
     this.#queue.expire(s.runtime.now(), Number.POSITIVE_INFINITY, (e) => {
       const entry = e.anchor;
-      if (entry instanceof MpscAnchor) {
+      // A stream anchor is queued by local id, an MPSC anchor by reference (no class test: the
+      // consumer-only client never loads the MPSC anchor).
+      if (typeof entry !== 'bigint') {
         // Still without a sender since it became idle at `epoch`: it ends (cleanly, as in the reference).
         entry._expire(e.epoch);
         return;

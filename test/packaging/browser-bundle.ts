@@ -19,6 +19,8 @@ export interface BundleReport {
   readonly brotli: number;
   /** Bytes per package (`lanemux/<folder>` for the sources) before minification, largest first. */
   readonly byPackage: ReadonlyArray<readonly [string, number]>;
+  /** Bytes per module (`src/…` for the sources, else the package) before minification, largest first. */
+  readonly byModule: ReadonlyArray<readonly [string, number]>;
   /** The minified code of the entry chunk (what the page loads up front), for assertions on what it contains. */
   readonly code: string;
   /** Brotli bytes of the chunks loaded on demand (dynamic `import()`: zod, to explain a refusal). */
@@ -36,6 +38,12 @@ function packageOf(id: string): string {
     /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(id)?.[1] ??
     (id.includes('/src/') ? `lanemux/${/\/src\/([^/]+)/.exec(id)?.[1] ?? ''}` : 'entry')
   );
+}
+
+/** A module id as the size report names it: `stream/node.ts` for the sources, else its package. */
+function moduleOf(id: string): string {
+  const src = /\/src\/(.+)$/.exec(id)?.[1];
+  return src !== undefined && !id.includes('node_modules') ? src : packageOf(id);
 }
 
 /** Bundle `entrySource` (an ES module importing the sources) and measure it. */
@@ -82,12 +90,16 @@ export async function bundleForBrowser(
       lazy.length === 0 ? 0 : brotliSize(new TextEncoder().encode(lazy.map((c) => c.code ?? '').join('\n')));
     const bytes = new TextEncoder().encode(code);
     const per = new Map<string, number>();
+    const perModule = new Map<string, number>();
     for (const c of chunks) {
-      for (const [id, m] of Object.entries(c.modules ?? {}))
+      for (const [id, m] of Object.entries(c.modules ?? {})) {
         per.set(packageOf(id), (per.get(packageOf(id)) ?? 0) + m.renderedLength);
+        perModule.set(moduleOf(id), (perModule.get(moduleOf(id)) ?? 0) + m.renderedLength);
+      }
     }
     const byPackage = [...per].sort((a, b) => b[1] - a[1]);
-    return { minified: bytes.byteLength, brotli: brotliSize(bytes), byPackage, code, lazyBrotli };
+    const byModule = [...perModule].sort((a, b) => b[1] - a[1]);
+    return { minified: bytes.byteLength, brotli: brotliSize(bytes), byPackage, byModule, code, lazyBrotli };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
