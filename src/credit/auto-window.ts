@@ -99,6 +99,11 @@ export class AutoWindow {
     if (starved && this.#probeAt < 0) this.#probeAt = now;
   }
 
+  /** A round-trip probe is open: the next arrival is a sample (until then {@link arrived} needs no clock). */
+  get probing(): boolean {
+    return this.#probeAt >= 0;
+  }
+
   /** Records arrived (once per batch, not per record): closes an open round-trip probe. */
   arrived(now: number): void {
     const at = this.#probeAt;

@@ -506,22 +506,28 @@ export class IngressTable {
     if (grant > 0) this.#host.replyCredit(this.peer, this.lane, s.id, grant);
   }
 
-  /** Auto-tuned reconcile (per drain visit or batch, never per record): retarget, resize, grant. */
+  /**
+   * Auto-tuned reconcile (per drain visit or batch, never per record): retarget, resize, grant. The window is
+   * decided only when the consumer took records (what it decides on moves only then; a shrink under memory
+   * pressure can only keep credit the consumer returned), and the clock is read only when it is used.
+   */
   #tune(s: IngressSlot, auto: AutoWindow, n: number, b: number): void {
-    const now = this.clock!.now();
+    const clock = this.clock!;
     if (s.arrivals !== s.tunedArrivals) {
       s.tunedArrivals = s.arrivals;
-      auto.arrived(now);
+      if (auto.probing) auto.arrived(clock.now());
     }
-    if (n > 0) auto.consumed(n, b);
-    const w = s.window;
-    const target = auto.retarget(now, w.fill?.() ?? 0, w.sizeBytes ?? Number.POSITIVE_INFINITY);
     const a = s.account;
-    if (target !== a.limit) s.bind.buffer.grow(a.resize(target) + 1);
+    if (n > 0) {
+      auto.consumed(n, b);
+      const w = s.window;
+      const target = auto.retarget(clock.now(), w.fill?.() ?? 0, w.sizeBytes ?? Number.POSITIVE_INFINITY);
+      if (target !== a.limit) s.bind.buffer.grow(a.resize(target) + 1);
+    }
     const starved = a.remaining === 0;
     const grant = a.takeDueGrant();
     if (grant > 0) {
-      auto.granted(now, starved);
+      if (starved) auto.granted(clock.now(), true);
       this.#host.replyCredit(this.peer, this.lane, s.id, grant);
     }
   }
