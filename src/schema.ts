@@ -577,7 +577,8 @@ export async function explain(
   schema: unknown,
   input: unknown,
 ): Promise<{ success: true; data: unknown } | { success: false; error: zm.core.$ZodError; message: string }> {
-  const [z, { en }] = await Promise.all([import('zod/mini'), import('zod/locales')]);
+  // English alone: `zod/locales` would bring every language into the chunk (~60 kB brotli).
+  const [z, { default: en }] = await Promise.all([import('zod/mini'), import('zod/v4/locales/en.js')]);
   const r = (schema as Schema).toZod(z).safeParse(input, { error: en().localeError });
   return r.success
     ? { success: true, data: r.data }

@@ -1,9 +1,8 @@
 // Four chats at once over one connection: each is a call whose tokens render as they arrive.
-import { createNode } from 'lanemux';
-import { webSocketClientTransport } from 'lanemux/transport/websocket';
+import { createClient, webSocketClientTransport } from 'lanemux/client'; // the page's entry: it reads, it never serves
 
 const server = new URLSearchParams(location.search).get('server') ?? 'ws://127.0.0.1:8080/lanemux';
-const node = await createNode({ transports: [webSocketClientTransport()] });
+const node = await createClient({ transports: [webSocketClientTransport()] });
 const peer = await node.connect(server);
 
 async function chat(prompt: string): Promise<void> {

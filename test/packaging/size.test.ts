@@ -24,8 +24,8 @@ const TARGET = 15 * 1024;
 const CLIENT_MUST = 25 * 1024;
 /**
  * `lanemux/client`'s ceiling: 67.9 kB measured on 2026-12-01 (from 82.2 kB, once `createClient` no
- * longer reached the producer side; zod, loaded only to explain refused options, 68 kB on demand:
- * every locale, as `zod/locales` brings them), plus ~2 % slack. Where the 67.9 kB go (brotli, estimated from
+ * longer reached the producer side; zod/mini with its English messages, loaded only to explain a
+ * refused input, 67.5 kB on demand), plus ~2 % slack. Where the 67.9 kB go (brotli, estimated from
  * each folder's share of the code before minification): @msgpack/msgpack 4.6 and partysocket 2.1;
  * the mux ~17 (of it ~8 the batcher, egress slots and rendezvous staging, which the consumer
  * needs only to send its credit and close replies); the stream layer ~11 (anchors, consumer, tickets,
