@@ -10,7 +10,7 @@ const engine = await frontend.connect(process.argv[2] ?? 'tcp://127.0.0.1:7070')
 
 frontend.serve('generate', async (request, sender, { signal }) => {
   // Reading the engine's stream only as fast as the client takes it keeps credit end to end:
-  // a slow client holds back its own stream at the engine, and the frontend buffers one window.
+  // a slow client holds back its own stream at the engine, and the frontend buffers one credit window.
   for await (const token of frontend.stream(engine, 'generate', request, { signal })) await sender.send(token);
 });
 console.log(`ready ${frontend.address}`);
