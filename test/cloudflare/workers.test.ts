@@ -48,7 +48,8 @@ const expected = (n: number): string[] =>
 
 beforeAll(async () => {
   dir = scratchDir('lanemux-workers-');
-  // The application's bundle: workerd conditions, every dependency inlined, one ES module.
+  // The application's bundle: workerd conditions, every dependency inlined; ES modules (zod's chunk, loaded only to
+  // explain a refused option, sits beside the worker's, as a deployed Worker's bundler leaves it).
   await build({
     configFile: false,
     root: ROOT,
@@ -74,6 +75,8 @@ beforeAll(async () => {
   mf = new Miniflare({
     modules: true,
     scriptPath: join(dir, 'worker.js'),
+    modulesRoot: dir,
+    modulesRules: [{ type: 'ESModule', include: ['**/*.js'] }],
     compatibilityDate: '2026-07-01',
     durableObjects: { HUB: 'Hub' },
     bindings: { ENGINE_URL: engine.node.address },
