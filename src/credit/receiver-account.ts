@@ -176,11 +176,19 @@ export class ReceiverAccount {
    * credit in grants of about C/2 instead of one per record. It never stalls a sender: `remaining` is the sender's
    * credit plus its records in flight, each arrival lowers it and nothing else does, so a sender that ran dry with
    * nothing in flight sees `remaining` at 0 and the grant is due at once. A sender with more than C/2 records in
-   * flight (a window smaller than the link's bandwidth-delay product) may wait for it; the receive-window
-   * auto-tuning grants on every reconcile instead ({@link takeGrant}).
+   * flight (a window smaller than the link's bandwidth-delay product, which the receive-window auto-tuning grows)
+   * may wait for it, as may one whose slot holds its byte budget ({@link takeGrant}'s watermark).
    */
   takeDueGrant(): number {
-    if (this.#ungranted === 0 || this.limit - this.#dataOutstanding - this.#ungranted > this.limit >>> 1) return 0;
-    return this.takeGrant();
+    return this.grantDue ? this.takeGrant() : 0;
+  }
+
+  /** Whether {@link takeDueGrant} would grant now. */
+  get grantDue(): boolean {
+    return (
+      this.#ungranted > 0 &&
+      this.limit - this.#dataOutstanding - this.#ungranted <= this.limit >>> 1 &&
+      this.#bufferedBytes < this.watermark
+    );
   }
 }

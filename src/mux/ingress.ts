@@ -508,8 +508,8 @@ export class IngressTable {
 
   /**
    * Auto-tuned reconcile (per drain visit or batch, never per record): retarget, resize, grant. The window is
-   * decided only when the consumer took records (what it decides on moves only then; a shrink under memory
-   * pressure can only keep credit the consumer returned), and the clock is read only when it is used.
+   * decided when the consumer took records, or when credit taken earlier falls due (so a shrink under memory
+   * pressure can keep it), and the clock is read only when it is used.
    */
   #tune(s: IngressSlot, auto: AutoWindow, n: number, b: number): void {
     const clock = this.clock!;
@@ -518,8 +518,8 @@ export class IngressTable {
       if (auto.probing) auto.arrived(clock.now());
     }
     const a = s.account;
-    if (n > 0) {
-      auto.consumed(n, b);
+    if (n > 0 || a.grantDue) {
+      if (n > 0) auto.consumed(n, b);
       const w = s.window;
       const target = auto.retarget(clock.now(), w.fill?.() ?? 0, w.sizeBytes ?? Number.POSITIVE_INFINITY);
       if (target !== a.limit) s.bind.buffer.grow(a.resize(target) + 1);
