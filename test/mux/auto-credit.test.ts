@@ -3,6 +3,7 @@
  * and a fast consumer, so a static C = 32 would cap the stream at 32 records per round trip.
  */
 import { describe, expect, it } from 'vitest';
+import { INERT_WINDOW } from '../../src/mux/ingress-window.ts';
 import { IngressHarness, read, rec, sid } from './harness.ts';
 
 function run(auto: boolean, rounds: number): { perRound: number[]; limit: number } {
@@ -48,5 +49,49 @@ describe('ingress credit auto-tuning', () => {
     const { perRound, limit } = run(false, 12);
     expect(new Set(perRound)).toEqual(new Set([32]));
     expect(limit).toBe(32);
+  });
+
+  it('a grant that falls due at an arrival while the receive window is nearly full shrinks the window first, keeping that credit', () => {
+    let t = 0;
+    let fill = 0;
+    const h = new IngressHarness({ C: 32, slotBudget: 1 << 20, peerBudget: 1 << 24, autoCredit: () => t });
+    h.table.window = { ...INERT_WINDOW, fill: () => fill, sizeBytes: 1 << 24 };
+    const b = h.bind();
+    const id = sid(1, 0);
+    h.open(id, b);
+    let credit = 32;
+    let seq = 1;
+    // Grow the window as the slow-RTT stream above does.
+    for (let r = 0; r < 6; r++) {
+      const recs = [];
+      for (let i = 0; i < credit; i++) recs.push(rec.item(id, seq++, 'x'));
+      t += 25;
+      h.send(...recs);
+      read(b);
+      h.doorbell();
+      h.table.sweep();
+      credit = 0;
+      for (const reply of h.host.replies.splice(0)) if (reply.kind === 'credit') credit += reply.value;
+      t += 25;
+    }
+    const account = h.table.slotAt(1)!.account;
+    const grown = account.limit;
+    expect(grown).toBeGreaterThan(64);
+    t += 10_000; // long after: no growth from here
+    // Records read one by one: each take is owed, none is due while the sender may hold more than half the window.
+    const k = Math.ceil(grown / 2);
+    for (let j = 1; j < k; j++) {
+      h.send(rec.item(id, seq++, 'x'));
+      read(b);
+      h.doorbell();
+    }
+    expect(h.host.replies.filter((r) => r.kind === 'credit')).toEqual([]);
+    expect(account.ungranted).toBe(k - 1);
+    // The next arrival makes the owed credit due just as the receive window fills past three quarters.
+    fill = 0.9;
+    h.send(rec.item(id, seq++, 'x'));
+    const granted = h.host.replies.filter((r) => r.kind === 'credit').reduce((a, r) => a + (r.value as number), 0);
+    expect(account.limit).toBeLessThan(grown);
+    expect(granted).toBeLessThan(k - 1);
   });
 });
