@@ -3,10 +3,11 @@
  * and a fast consumer, so a static C = 32 would cap the stream at 32 records per round trip.
  */
 import { describe, expect, it } from 'vitest';
-import { INERT_WINDOW } from '../../src/mux/ingress-window.ts';
+import { INERT_WINDOW, type IngressWindow } from '../../src/mux/ingress-window.ts';
 import { IngressHarness, read, rec, sid } from './harness.ts';
 
-function run(auto: boolean, rounds: number): { perRound: number[]; limit: number } {
+/** One stream of a fast consumer over a 50 ms round trip (clock by hand); `round()` is one round trip. */
+function slowStream(auto: boolean, window?: IngressWindow) {
   let t = 0;
   const h = new IngressHarness({
     C: 32,
@@ -14,27 +15,43 @@ function run(auto: boolean, rounds: number): { perRound: number[]; limit: number
     peerBudget: 1 << 24,
     ...(auto ? { autoCredit: () => t } : {}),
   });
+  if (window !== undefined) h.table.window = window;
   const b = h.bind();
   const id = sid(1, 0);
   h.open(id, b);
   let credit = 32;
   let seq = 1;
+  return {
+    h,
+    b,
+    id,
+    advance: (ms: number) => {
+      t += ms;
+    },
+    nextSeq: () => seq++,
+    /** The sender spends all its credit; the records arrive half a round trip later. Returns what it sent. */
+    round(): number {
+      const sent = credit;
+      const recs = [];
+      for (let i = 0; i < credit; i++) recs.push(rec.item(id, seq++, 'x'));
+      t += 25;
+      h.send(...recs);
+      read(b);
+      h.doorbell();
+      h.table.sweep();
+      credit = 0;
+      for (const reply of h.host.replies.splice(0)) if (reply.kind === 'credit') credit += reply.value;
+      t += 25; // the grants reach the sender
+      return sent;
+    },
+  };
+}
+
+function run(auto: boolean, rounds: number): { perRound: number[]; limit: number } {
+  const s = slowStream(auto);
   const perRound: number[] = [];
-  for (let r = 0; r < rounds; r++) {
-    // The sender spends all its credit; the records arrive half a round trip later.
-    const recs = [];
-    for (let i = 0; i < credit; i++) recs.push(rec.item(id, seq++, 'x'));
-    perRound.push(credit);
-    t += 25;
-    h.send(...recs);
-    read(b);
-    h.doorbell();
-    h.table.sweep();
-    credit = 0;
-    for (const reply of h.host.replies.splice(0)) if (reply.kind === 'credit') credit += reply.value;
-    t += 25; // the grants reach the sender
-  }
-  return { perRound, limit: h.table.slotAt(1)!.account.limit };
+  for (let r = 0; r < rounds; r++) perRound.push(s.round());
+  return { perRound, limit: s.h.table.slotAt(1)!.account.limit };
 }
 
 describe('ingress credit auto-tuning', () => {
@@ -52,36 +69,19 @@ describe('ingress credit auto-tuning', () => {
   });
 
   it('a grant that falls due at an arrival while the receive window is nearly full shrinks the window first, keeping that credit', () => {
-    let t = 0;
     let fill = 0;
-    const h = new IngressHarness({ C: 32, slotBudget: 1 << 20, peerBudget: 1 << 24, autoCredit: () => t });
-    h.table.window = { ...INERT_WINDOW, fill: () => fill, sizeBytes: 1 << 24 };
-    const b = h.bind();
-    const id = sid(1, 0);
-    h.open(id, b);
-    let credit = 32;
-    let seq = 1;
+    const s = slowStream(true, { ...INERT_WINDOW, fill: () => fill, sizeBytes: 1 << 24 });
+    const { h, b, id } = s;
     // Grow the window as the slow-RTT stream above does.
-    for (let r = 0; r < 6; r++) {
-      const recs = [];
-      for (let i = 0; i < credit; i++) recs.push(rec.item(id, seq++, 'x'));
-      t += 25;
-      h.send(...recs);
-      read(b);
-      h.doorbell();
-      h.table.sweep();
-      credit = 0;
-      for (const reply of h.host.replies.splice(0)) if (reply.kind === 'credit') credit += reply.value;
-      t += 25;
-    }
+    for (let r = 0; r < 6; r++) s.round();
     const account = h.table.slotAt(1)!.account;
     const grown = account.limit;
     expect(grown).toBeGreaterThan(64);
-    t += 10_000; // long after: no growth from here
+    s.advance(10_000); // long after: no growth from here
     // Records read one by one: each take is owed, none is due while the sender may hold more than half the window.
     const k = Math.ceil(grown / 2);
     for (let j = 1; j < k; j++) {
-      h.send(rec.item(id, seq++, 'x'));
+      h.send(rec.item(id, s.nextSeq(), 'x'));
       read(b);
       h.doorbell();
     }
@@ -89,7 +89,7 @@ describe('ingress credit auto-tuning', () => {
     expect(account.ungranted).toBe(k - 1);
     // The next arrival makes the owed credit due just as the receive window fills past three quarters.
     fill = 0.9;
-    h.send(rec.item(id, seq++, 'x'));
+    h.send(rec.item(id, s.nextSeq(), 'x'));
     const granted = h.host.replies.filter((r) => r.kind === 'credit').reduce((a, r) => a + (r.value as number), 0);
     expect(account.limit).toBeLessThan(grown);
     expect(granted).toBeLessThan(k - 1);

@@ -5,7 +5,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
 import { LanemuxError } from '../../src/errors.ts';
 import { CallError } from '../../src/stream/call-envelope.ts';
-import type { CallStream } from '../../src/stream/call.ts';
 import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
 import { StreamError } from '../../src/stream/errors.ts';
 import { formatHandle } from '../../src/stream/handle.ts';
@@ -14,6 +13,8 @@ import { RemoteError } from '../../src/messenger/errors.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
 import { cuttable } from '../support/cuttable-memory.ts';
 import { waitFor } from '../support/wait-for.ts';
+import { collect } from '../support/collect.ts';
+import { signalled } from '../support/signalled.ts';
 
 const nodes: LanemuxNode[] = [];
 const messengers: Messenger[] = [];
@@ -34,23 +35,6 @@ async function pair(serverOptions: Partial<NodeOptions> = {}, clientOptions: Par
     await client.connect('memory://server');
   };
   return { server, client, peer, cut, reconnect, network };
-}
-
-async function collect<T>(call: CallStream<T>): Promise<{ items: T[]; error: unknown }> {
-  const items: T[] = [];
-  try {
-    for await (const v of call) items.push(v);
-    return { items, error: null };
-  } catch (error) {
-    return { items, error };
-  }
-}
-
-/** A promise and its resolver. */
-function signalled(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
 }
 
 /** A handler that sends nothing and returns once its signal aborts. */

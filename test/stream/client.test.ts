@@ -3,10 +3,12 @@
 // `createNode` over the memory transport (through a link the test can cut).
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
-import { createClient, LanemuxClient, StreamError, type CallStream, type ClientOptions } from '../../src/client.ts';
+import { createClient, LanemuxClient, StreamError, type ClientOptions } from '../../src/client.ts';
 import { createNode, LanemuxNode } from '../../src/stream/node.ts';
 import { cuttable } from '../support/cuttable-memory.ts';
 import { waitFor } from '../support/wait-for.ts';
+import { collect } from '../support/collect.ts';
+import { signalled } from '../support/signalled.ts';
 
 const closers: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
@@ -23,22 +25,6 @@ async function pair(clientOptions: Partial<ClientOptions> = {}) {
   closers.push(server, client);
   const peer = await client.connect('memory://server');
   return { server, client, peer, cut, reconnect: () => client.connect('memory://server') };
-}
-
-async function collect<T>(call: CallStream<T>): Promise<{ items: T[]; error: unknown }> {
-  const items: T[] = [];
-  try {
-    for await (const v of call) items.push(v);
-    return { items, error: null };
-  } catch (error) {
-    return { items, error };
-  }
-}
-
-function signalled(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
 }
 
 describe('createClient (lanemux/client)', () => {
