@@ -31,17 +31,21 @@ export class Health {
     this.#faults = faults;
   }
 
-  /** `Messenger.ping` toward `st`: the round trip in ms. Defaults to the health check's deadline. */
-  ping(st: PeerState, timeoutMs: number | undefined): Promise<number> {
+  /**
+   * `Messenger.ping` toward `st` on `lane` (checked by the caller): the round trip in ms. Defaults to
+   * the health check's deadline.
+   */
+  ping(st: PeerState, timeoutMs: number | undefined, lane = 0): Promise<number> {
     const t = timeoutMs ?? (this.#o.healthCheck === false ? 5_000 : this.#o.healthCheck.timeoutMs);
     const badTimeout = checkTimeout('ping', t);
     if (badTimeout !== undefined) return Promise.reject(badTimeout);
-    return this.#ping(st, t);
+    return this.#ping(st, t, lane);
   }
 
-  #ping(st: PeerState, timeoutMs: number): Promise<number> {
+  #ping(st: PeerState, timeoutMs: number, lane = 0): Promise<number> {
     const id = st.allocId(st.pings);
-    const admission = st.link.send(0, idHead(Kind.Ping, id));
+    // The PONG comes back on the PING's lane, behind everything sent on that lane before it.
+    const admission = st.link.send(lane, idHead(Kind.Ping, id));
     const rt = this.#rt;
     return new Promise<number>((resolve, reject) => {
       const timer = rt.setTimer(() => {

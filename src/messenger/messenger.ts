@@ -283,10 +283,11 @@ class MessengerImpl implements Messenger {
     return this.#unary.request(st, peer, name, body, options);
   }
 
-  ping(peer: PeerId, options: { timeoutMs?: number } = {}): Promise<number> {
-    const st = this.#target(peer, 0);
+  ping(peer: PeerId, options: { timeoutMs?: number; lane?: number } = {}): Promise<number> {
+    const lane = options.lane ?? 0;
+    const st = this.#target(peer, lane);
     if (st instanceof LanemuxError) return Promise.reject(st);
-    return this.#health.ping(st, options.timeoutMs);
+    return this.#health.ping(st, options.timeoutMs, lane);
   }
 
   // Links and peers

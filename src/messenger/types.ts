@@ -243,8 +243,13 @@ export interface Messenger {
   lanes(peer: PeerId): number;
   /** Largest payload `sendBatch` accepts toward this peer (envelope subtracted), 0 if unknown. */
   maxMessageSize(peer: PeerId): number;
-  /** Health check: resolves with the round trip in ms, rejects if the peer does not answer in time. */
-  ping(peer: PeerId, options?: { timeoutMs?: number }): Promise<number>;
+  /**
+   * Health check: resolves with the round trip in ms, rejects if the peer does not answer in time
+   * (`timeoutMs`, default the health check's deadline). The PING goes on `lane` (default 0) and its
+   * PONG comes back on it: a resolved ping proves the peer dispatched everything sent on that lane
+   * before it (docs/protocol.md §4.4, §5).
+   */
+  ping(peer: PeerId, options?: { timeoutMs?: number; lane?: number }): Promise<number>;
   /** Bytes taken for a lane toward a peer but not yet on the wire (socket buffer + waiting admissions). */
   bufferedAmount(peer: PeerId, lane: number): number;
   /**

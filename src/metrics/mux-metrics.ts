@@ -134,6 +134,11 @@ export class MuxMetrics {
   readonly recordsPerBatchReceived = new Histogram(RECORDS_PER_BATCH_BUCKETS);
   /** `resumed_streams_total`: streams this node resumed after a lost link (as producer or consumer). */
   resumedStreams = 0;
+  /**
+   * `lingering_streams` (gauge): finished resumable streams whose replay ring is still kept, until
+   * the consumer is known to have their terminal or the resume window passes (docs/protocol.md §8.3).
+   */
+  lingeringStreams = 0;
   /** `resume_failed_total{reason}`: streams that lost their link and could not be resumed, by reason. */
   readonly resumeFailures = new Map<string, number>();
   /** `anchor_operations_total{operation, outcome, transport_scheme}` (not per record). */
@@ -283,6 +288,7 @@ export class MuxMetrics {
     }
     for (const [labels, v] of this.anchorOperations) s[`${p}streaming_anchor_operations_total{${labels}}`] = v;
     s[`${p}streaming_resumed_streams_total`] = this.resumedStreams;
+    s[`${p}streaming_lingering_streams`] = this.lingeringStreams;
     for (const [reason, v] of this.resumeFailures) s[`${p}streaming_resume_failed_total{reason="${reason}"}`] = v;
     return s;
   }

@@ -76,6 +76,7 @@ export function emitSingleton(
   m.recordsPerBatchSent.observe(terminal ? 2 : 1);
   m.rendezvousSingletons++;
   const { id, admission } = host.stage(b.peer, b.lane, payload, formatMuxSlot(b.epoch, slot.id, slot.sessionId));
+  slot.rendezvous = true;
   if (terminal) {
     slot.terminalStaged = true;
     closeSlotLocally(b, slot, null, true);

@@ -59,6 +59,8 @@ export interface EgressSlotOwner {
 
 /** The batcher operations a producer reaches through its slot. */
 export interface SlotBatcher {
+  /** The lane the slot's batches ride. */
+  readonly lane: number;
   offer(slot: EgressSlot, kind: number, value: unknown): Offer;
   depart(slot: EgressSlot): void;
   /** Stage a heartbeat only if it can go now (credit, nothing withheld, not parked); else drop it. */
@@ -111,6 +113,8 @@ export class EgressSlot {
   cancelled = false;
   /** A terminal is staged (the slot closes at once; kept for retirement). */
   terminalStaged = false;
+  /** A record went by rendezvous (docs/protocol.md §8.1): its arrival is not ordered with the lane's. */
+  rendezvous = false;
   closeError: LanemuxError | null = null;
   /** Data records staged in the open batch (for `onComplete`). */
   stagedInBatch = false;

@@ -53,6 +53,11 @@ export interface ResumeHost {
   /** Keep the stream after its terminal (its ring) for the resume window, or stop. */
   linger(link: ResumeLink, on: boolean): void;
   /**
+   * The batch with `link`'s terminal was handed to the link of `epoch` on `lane`: call
+   * `terminalConfirmed(gen)` once a PING behind it there is answered (docs/protocol.md §8.3).
+   */
+  confirmTerminal(link: ResumeLink, lane: number, epoch: number, gen: number): void;
+  /**
    * The attach again, naming `session` and how many items were sent. Resolves with the answer,
    * `'unknown'` when the consumer does not know the session, or a refusal's reason; rejects when
    * the request itself failed (the link went again: the stream stays suspended).
@@ -373,6 +378,12 @@ export class ResumeLink implements SenderPort {
     if (gen !== this.#gen || this.#state === ENDED) return;
     if (outcome === 'Sent') {
       this.#sender._retire('Sent');
+      // The terminal is on the link: once a PING behind it on its lane is answered the consumer has
+      // it, and the ring need not wait out the window. Not for a terminal that may still be behind
+      // a rendezvous pull (off the lane), nor for a stream kept for a re-attach (history).
+      const slot = this.#slot;
+      if (this.#terminalSent && !this.#history && !slot.rendezvous && this.epoch !== undefined)
+        this.#host.confirmTerminal(this, slot.batcher.lane, this.epoch, this.#gen);
       return;
     }
     // The batch carrying the terminal was lost with the link: resume sends it again.
@@ -388,6 +399,11 @@ export class ResumeLink implements SenderPort {
   linkGone(epoch: number): void {
     if (this.#state === LIVE && this.#terminalSent && (this.epoch === undefined || this.epoch === epoch))
       this.#suspend(null);
+  }
+
+  /** The consumer has the terminal of generation `gen` (see `ResumeHost.confirmTerminal`): done. */
+  terminalConfirmed(gen: number): void {
+    if (gen === this.#gen && this.#state === LIVE && this.#terminalSent) this.#end(null);
   }
 
   /** The lingering after the terminal is over: the stream is done. */

@@ -15,6 +15,7 @@ import { ReplayBudget } from './replay-ring.ts';
 import type { ResumeAnswer, ResumeHost, ResumeLink } from './resume-link.ts';
 import type { ResolvedResume } from './resume-options.ts';
 import { randomHex } from '../runtime/runtime.ts';
+import { TerminalConfirmations } from './terminal-confirm.ts';
 
 /** How the producer side makes a resume attach and opens its slot. */
 export interface ResumeTransport {
@@ -40,6 +41,8 @@ export class ResumeRegistry implements ResumeHost {
   /** Lingering streams in the order they started to (the window is one constant): link → deadline. */
   readonly #lingering = new Map<ResumeLink, number>();
   #lingerTimer: TimerHandle | null = null;
+  /** Lingering streams whose terminal a PING on its lane will confirm. */
+  readonly #confirmations: TerminalConfirmations;
   readonly #unsubscribe: Array<() => void> = [];
   readonly #peers: ResumePeers;
 
@@ -56,6 +59,10 @@ export class ResumeRegistry implements ResumeHost {
     this.budget = new ReplayBudget(options.maxReplayBytes);
     this.history = options.history;
     this.lingerMs = Math.max(options.windowMs, options.history?.keepMs ?? 0);
+    this.#confirmations = new TerminalConfirmations((peer, lane) => {
+      const info = messenger.peer(peer);
+      return info === undefined ? undefined : { epoch: info.epoch, answer: messenger.ping(peer, { lane }) };
+    });
     this.budget.evict = () => this.#evictOldestFinished();
     this.#messenger = messenger;
     this.#runtime = runtime;
@@ -112,19 +119,28 @@ export class ResumeRegistry implements ResumeHost {
   }
 
   linger(link: ResumeLink, on: boolean): void {
-    if (!on) {
-      this.#lingering.delete(link);
-      return;
-    }
     this.#lingering.delete(link);
-    this.#lingering.set(link, this.#runtime.now() + this.lingerMs);
-    this.#lingerTimer ??= this.#runtime.setTimer(this.#expireLingering, this.lingerMs);
+    if (on) {
+      this.#lingering.set(link, this.#runtime.now() + this.lingerMs);
+      this.#lingerTimer ??= this.#runtime.setTimer(this.#expireLingering, this.lingerMs);
+    }
+    this.#metrics.lingeringStreams = this.#lingering.size;
+  }
+
+  /** Streams lingering after their terminal (kept for the resume window or until confirmed). */
+  get lingering(): number {
+    return this.#lingering.size;
+  }
+
+  confirmTerminal(link: ResumeLink, lane: number, epoch: number, gen: number): void {
+    this.#confirmations.add(link.peer, lane, epoch, gen, link);
   }
 
   /** The node-wide replay budget is full: the stream that finished first lets its ring go. */
   #evictOldestFinished(): boolean {
     for (const link of this.#lingering.keys()) {
       this.#lingering.delete(link);
+      this.#metrics.lingeringStreams = this.#lingering.size;
       link.lingerDone();
       return true;
     }
@@ -158,6 +174,7 @@ export class ResumeRegistry implements ResumeHost {
         return;
       }
       this.#lingering.delete(link);
+      this.#metrics.lingeringStreams = this.#lingering.size;
       link.lingerDone();
     }
   };
@@ -181,11 +198,13 @@ export class ResumeRegistry implements ResumeHost {
   /** The node closes: every waiting stream fails, every lingering one is done. */
   close(): void {
     for (const u of this.#unsubscribe) u();
+    this.#confirmations.close();
     if (this.#lingerTimer !== null) this.#runtime.clearTimer(this.#lingerTimer);
     this.#lingerTimer = null;
     for (const set of [...this.#waiting.values()]) for (const link of [...set]) link.close();
     for (const link of [...this.#lingering.keys()]) link.close();
     this.#waiting.clear();
     this.#lingering.clear();
+    this.#metrics.lingeringStreams = 0;
   }
 }

@@ -64,7 +64,7 @@ function wired() {
   const st = table.established(link) as PeerState;
   const errors: MessengerErrorEvent[] = [];
   faults.onError((e) => errors.push(e));
-  return { faults, handlers, st, sent, closed, errors };
+  return { faults, handlers, health, st, sent, closed, errors };
 }
 
 const message = (name: string, payload: number[]): Uint8Array => {
@@ -133,6 +133,16 @@ describe('messenger dispatch over a fake link', () => {
     st.message(0, Uint8Array.of(Kind.Ping, 0, 0, 1));
     expect(closed.map((e) => e.code)).toEqual(['ERR_MALFORMED_ENVELOPE']);
     expect(faults.stats().malformed).toBe(1);
+  });
+
+  it('a ping on a lane goes out on that lane and is settled by the PONG that comes back on it', async () => {
+    const { health, st, sent } = wired();
+    const answered = health.ping(st, 1_000, 2);
+    expect(sent.map((m) => [m.lane, m.bytes[0]])).toEqual([[2, Kind.Ping]]);
+    const pong = sent[0]!.bytes.slice();
+    pong[0] = Kind.Pong;
+    st.message(2, pong);
+    await expect(answered).resolves.toBeTypeOf('number');
   });
 
   it('a CANCEL aborts the running handler with ERR_ABORTED, and its late result sends no reply', async () => {
