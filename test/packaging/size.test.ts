@@ -72,11 +72,12 @@ const PRODUCER_ONLY = [
  * token (history); 82.1 kB (2026-12-01, session 8) with request → stream calls (`serve`/`stream`, +1.6 kB) and
  * the metrics' Prometheus exposition (`# TYPE` per family, +0.5 kB); 77.3 kB (2026-12-01) with zod out of the bundle (hand-written readers, src/schema.ts); 78.7 kB (2026-12-01) with
  * `createClient` beside `createNode` (a node is now the consumer-only client plus its producer side) and
- * refused options explained by zod, loaded on demand; plus ~2 %
+ * refused options explained by zod, loaded on demand; 79.2 kB (2026-12-03) with a finished stream's ring let go
+ * once a PING confirms its terminal (docs/protocol.md §8.3); plus ~2 %
  * slack for unrelated edits. Lower it as the bundle shrinks; the consumer-only entry, `lanemux/client`, has
  * its own ceiling, {@link CLIENT_CEILING}.
  */
-const CURRENT_CEILING = 79 * 1024;
+const CURRENT_CEILING = 79.6 * 1024;
 
 const DEPS = ['zod', '@msgpack/msgpack', 'partysocket'] as const;
 const ENTRY = `export * from '${ROOT}/src/index.ts';\nexport * from '${ROOT}/src/adapters/websocket.ts';\n`;
