@@ -35,7 +35,8 @@ import type { PeerEgress } from './peer-egress.ts';
 import { WINDOW_HANDLER } from './peer-window.ts';
 import { PeerLanes } from './peer-lanes.ts';
 import { PeerWindows } from './peer-windows.ts';
-import { PULL_HANDLER, STAGE_HANDLER, StageIn, StageOut } from './rendezvous.ts';
+import type { MuxProducerParts } from './producer-parts.ts';
+import { PULL_HANDLER, STAGE_HANDLER, StageIn, type StageOut } from './rendezvous.ts';
 import { Watchdog } from './watchdog.ts';
 
 /** Options of {@link Mux}. */
@@ -51,6 +52,11 @@ export interface MuxOptions {
    * Defaults to `messenger.self.window`.
    */
   readonly receiveWindow?: number | undefined;
+  /**
+   * The producer-only parts (`MUX_PRODUCER_PARTS`): a node's mux has them; without them (a client's
+   * mux) it opens no slot that stages a singleton or heartbeats, and answers no pull.
+   */
+  readonly producer?: MuxProducerParts | undefined;
 }
 
 const CONNECT_ATTEMPTS = 3;
@@ -71,7 +77,8 @@ export class Mux implements BatcherHost, IngressHost {
   #reader = new BatchReader();
   #closed = false;
   #unsubscribe: Array<() => void> = [];
-  readonly #stageOut: StageOut;
+  /** The staged singletons this node offers (null on a mux that never produces). */
+  readonly #stageOut: StageOut | null;
   readonly #stageIn: StageIn;
 
   constructor(options: MuxOptions) {
@@ -106,6 +113,7 @@ export class Mux implements BatcherHost, IngressHost {
       this.config.creditSweepInterval,
       () => this.sweep(),
       () => this.#hasWork(),
+      options.producer?.heartbeats() ?? null,
     );
     this.sink = {
       // The link epoch pins a batch to the connection it was encoded for: after a reconnect the
@@ -117,18 +125,19 @@ export class Mux implements BatcherHost, IngressHost {
     };
     // Rendezvous: staged singletons (sender) and their pulls (receiver).
     const metrics = this.metrics;
-    this.#stageOut = new StageOut(
-      {
-        now: () => this.runtime.now(),
-        send: (peer, lane, name, payload) => messenger.send(peer, lane, name, payload),
-        maxMessageSize: (peer) => messenger.maxMessageSize(peer),
-        bytesChanged: (delta) => {
-          metrics.stagedOutBytes += delta;
+    this.#stageOut =
+      options.producer?.stageOut(
+        {
+          now: () => this.runtime.now(),
+          send: (peer, lane, name, payload) => messenger.send(peer, lane, name, payload),
+          maxMessageSize: (peer) => messenger.maxMessageSize(peer),
+          bytesChanged: (delta) => {
+            metrics.stagedOutBytes += delta;
+          },
         },
-      },
-      Math.max(this.config.peerByteBudget, this.config.stagedPayloadMax),
-      this.config.acceptWindow,
-    );
+        Math.max(this.config.peerByteBudget, this.config.stagedPayloadMax),
+        this.config.acceptWindow,
+      ) ?? null;
     this.#stageIn = new StageIn(
       {
         request: (peer, name, body) => messenger.request(peer, name, body),
@@ -148,7 +157,9 @@ export class Mux implements BatcherHost, IngressHost {
     );
     messenger.on(STAGE_HANDLER, (from, lane, payload) => this.#stageIn.onDescriptor(from, lane, payload));
     messenger.on(WINDOW_HANDLER, (from, _lane, payload) => this.#windows.onUpdate(from, payload));
-    messenger.handle(PULL_HANDLER, (from, body) => this.#stageOut.onPull(from, body), { signal: false });
+    const stageOut = this.#stageOut;
+    if (stageOut !== null)
+      messenger.handle(PULL_HANDLER, (from, body) => stageOut.onPull(from, body), { signal: false });
     // Every node registers all 16 lane handlers, whatever its own lane count.
     for (let lane = 0; lane < MAX_LANES; lane++) {
       messenger.registerBatchHandler(lane, (from, _lane, payload) => this.#ingress(from, lane, payload));
@@ -224,15 +235,22 @@ export class Mux implements BatcherHost, IngressHost {
 
   stage(peer: PeerId, lane: number, payload: Uint8Array, muxSlot: string): { id: number; admission: Admission } {
     this.#timer.armSweep();
-    return this.#stageOut.stage(peer, lane, payload, muxSlot);
+    return this.#producerStage().stage(peer, lane, payload, muxSlot);
   }
 
   stageRoom(peer: PeerId, size: number): boolean {
-    return this.#stageOut.hasRoom(peer, size);
+    return this.#producerStage().hasRoom(peer, size);
   }
 
   whenStageRoom(peer: PeerId, cb: () => void): void {
-    this.#stageOut.whenRoom(peer, cb);
+    this.#producerStage().whenRoom(peer, cb);
+  }
+
+  /** Staging is reached only from a producer's slot, which only a mux with producer parts opens. */
+  #producerStage(): StageOut {
+    if (this.#stageOut === null)
+      throw new MuxError('ERR_CLOSED', 'this mux does not produce (a client has no staging)');
+    return this.#stageOut;
   }
 
   /** A staged transfer was refused or failed: end just its stream, and cancel its producer. */
@@ -472,7 +490,10 @@ export class Mux implements BatcherHost, IngressHost {
 
   #hasWork(): boolean {
     return (
-      this.#lanes.batchers.length > 0 || this.#lanes.tables.length > 0 || this.#binds.busy || this.#stageOut.pending > 0
+      this.#lanes.batchers.length > 0 ||
+      this.#lanes.tables.length > 0 ||
+      this.#binds.busy ||
+      (this.#stageOut?.pending ?? 0) > 0
     );
   }
 
@@ -496,7 +517,7 @@ export class Mux implements BatcherHost, IngressHost {
     this.#timer.beat(now);
     // Backstop for records larger than a batch: released bytes the immediate conditions kept back.
     this.#windows.flushPending();
-    this.#stageOut.expire(now);
+    this.#stageOut?.expire(now);
     this.#checkBatchers(now);
   }
 
@@ -582,7 +603,7 @@ export class Mux implements BatcherHost, IngressHost {
     const arr = this.#lanes.batchersOf(peer);
     for (const b of arr) if (b !== undefined && !b.retired && b.liveSlots > 0) b.epochDeath(error);
     if (!ingressToo) return;
-    this.#stageOut.peerGone(peer);
+    this.#stageOut?.peerGone(peer);
     this.#stageIn.peerGone(peer);
     if (arr.length > 0) {
       for (const b of arr) if (b !== undefined && !b.retired) b.retire(error);
@@ -657,7 +678,7 @@ export class Mux implements BatcherHost, IngressHost {
     this.#binds.dropAll();
     this.#windows.close();
     // Staged transfers die with the node: nothing would expire them once the sweep stops.
-    this.#stageOut.close();
+    this.#stageOut?.close();
     this.#stageIn.close();
     this.#closed = true;
     this.#timer.close();

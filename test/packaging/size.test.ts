@@ -34,8 +34,11 @@ const CLIENT_MUST = 25 * 1024;
  * `webSocketClientTransport` ships ~62 kB); the wire codec ~5; readers, credit and metrics ~5. The
  * 25 kB must needs a consumer that sends its replies without the producer's batcher, no acceptor on
  * a transport that never listens, and a smaller wire and messenger footprint, beyond this split.
+ * 67.3 kB on 2026-12-03 once a client's mux no longer carries the producer-only parts (staged
+ * singletons out, the heartbeat schedule: `mux/producer-parts.ts`, given to a node's mux only); the
+ * ceiling is that plus ~1 %. Counted: the entry chunk and every chunk it imports statically.
  */
-const CLIENT_CEILING = Math.round(69.2 * 1024);
+const CLIENT_CEILING = Math.round(68.0 * 1024);
 /** Modules of the producer side (and zod): none of them may reach `lanemux/client`. */
 const PRODUCER_ONLY = [
   'stream/node.ts',
@@ -52,6 +55,7 @@ const PRODUCER_ONLY = [
   'stream/resume-registry.ts',
   'stream/reattach.ts',
   'stream/per-stream-consumer.ts',
+  'mux/producer-parts.ts',
   'zod',
 ];
 /**

@@ -1,0 +1,22 @@
+/**
+ * The parts of a mux only a producer uses: the staged singletons it offers peers to pull
+ * (rendezvous, docs/protocol.md §10.5) and the heartbeat schedule of its streams (§10.8). A node's
+ * mux gets them (`createNode`); a client's mux does not, so a consumer-only bundle (`lanemux/client`)
+ * leaves them out. One implementation each: this module only hands them to the mux.
+ */
+import { HeartbeatSchedule } from './heartbeats.ts';
+import { StageOut, type StageOutHost } from './rendezvous.ts';
+
+/** How a producing mux makes its producer-only parts. */
+export interface MuxProducerParts {
+  /** The staged-singleton store (`budget` bytes per peer, transfers expire after `ttl` ms). */
+  stageOut(host: StageOutHost, budget: number, ttl: number): StageOut;
+  /** The schedule of its producers' heartbeats. */
+  heartbeats(): HeartbeatSchedule;
+}
+
+/** The producer parts of a node's mux. */
+export const MUX_PRODUCER_PARTS: MuxProducerParts = {
+  stageOut: (host, budget, ttl) => new StageOut(host, budget, ttl),
+  heartbeats: () => new HeartbeatSchedule(),
+};
