@@ -20,6 +20,7 @@ import { CloseReason, MAX_LANES, RecordType } from '../wire/constants.ts';
 import { BatchReader } from '../wire/decoder.ts';
 import { laneForKey } from '../wire/lane-hash.ts';
 import type { Batcher } from './batcher.ts';
+import { ReplyLane } from './reply-lane.ts';
 import type { BatchSink, BatcherHost } from './batcher-host.ts';
 import type { Bind, BindEnd, BindOwner } from './bind.ts';
 import { BindRegistry } from './bind-registry.ts';
@@ -104,6 +105,8 @@ export class Mux implements BatcherHost, IngressHost {
       this.config.peerByteBudget,
       (peer) => this.#windows.inFor(peer),
       () => this.#timer.armSweep(),
+      // A node's lanes are written by batchers; a client's, which open no slot, by reply lanes.
+      options.producer?.laneWriter ?? ((host, peer, lane) => new ReplyLane(host, peer, lane)),
     );
     this.#watchdog = new Watchdog(this.config, this.metrics, this.runtime, this.#windows, this.#binds, (peer) =>
       this.#healthCheck(peer),
@@ -186,7 +189,8 @@ export class Mux implements BatcherHost, IngressHost {
 
   /** The batcher for (peer, lane), created on first use. */
   batcherFor(peer: PeerId, lane: number): Batcher {
-    return this.#lanes.batcherFor(peer, lane);
+    // Only a mux with producer parts calls this (its lanes' writers are batchers).
+    return this.#lanes.batcherFor(peer, lane) as Batcher;
   }
 
   /** A batch from its lane, or (`staged`) an assembled rendezvous singleton. */
@@ -445,11 +449,13 @@ export class Mux implements BatcherHost, IngressHost {
     owner: EgressSlotOwner,
     slotByteBudget?: number,
   ): Promise<EgressSlot> {
+    // A client's mux (no producer parts) writes replies only: it has no batcher to open a slot on.
+    if (this.#stageOut === null) throw new MuxError('ERR_CLOSED', 'this mux does not produce (a client opens no slot)');
     const l = lane % this.lanes(peer);
     let last: unknown;
     for (let attempt = 0; attempt < CONNECT_ATTEMPTS; attempt++) {
       try {
-        return await this.#lanes.batcherFor(peer, l).openSlot(anchorId, sessionId, credit, owner, slotByteBudget);
+        return await this.batcherFor(peer, l).openSlot(anchorId, sessionId, credit, owner, slotByteBudget);
       } catch (e) {
         last = e;
         if (!(e instanceof MuxError && e.code === 'ERR_CLOSED')) throw e;
@@ -657,7 +663,7 @@ export class Mux implements BatcherHost, IngressHost {
   } {
     const egress = new Map<bigint, SenderLedger>();
     for (const b of this.#lanes.batchers)
-      if (!b.retired) for (const e of b.slotTable.values()) if (!e.closed) egress.set(e.sessionId, e.ledger);
+      if (!b.retired) for (const e of b.slots()) if (!e.closed) egress.set(e.sessionId, e.ledger);
     const ingress = new Map<bigint, { limit: number; outstanding: number; ungranted: number }>();
     for (const t of this.#lanes.tables)
       for (const s of t.liveSlotsNow())
