@@ -99,6 +99,7 @@ export class Mux implements BatcherHost, IngressHost {
       (peer, w) => {
         for (const t of this.#lanes.tablesOf(peer)) if (t !== undefined) t.window = w;
       },
+      options.producer?.peerEgress ?? null,
     );
     this.#lanes = new PeerLanes(
       this,
