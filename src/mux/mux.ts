@@ -1,5 +1,6 @@
 /**
- * The mux of one node: a batcher per (peer, lane) for egress, an ingress table per (peer, lane),
+ * The mux of one node: a lane writer per (peer, lane) for egress (a batcher on a node; on a client,
+ * which opens no slot, a reply lane: lane-writer.ts, producer-parts.ts), an ingress table per (peer, lane),
  * and the hub every part reports to (BatcherHost, IngressHost): it wires them to the messenger,
  * routes replies and owned control between a lane's table and its batcher, walks them on the
  * sweep tick, and fails them when a peer is lost (docs/protocol.md §8, §10). One sweep timer per
@@ -54,8 +55,9 @@ export interface MuxOptions {
    */
   readonly receiveWindow?: number | undefined;
   /**
-   * The producer-only parts (`MUX_PRODUCER_PARTS`): a node's mux has them; without them (a client's
-   * mux) it opens no slot that stages a singleton or heartbeats, and answers no pull.
+   * The producer-only parts (`MUX_PRODUCER_PARTS`: batchers, staging for pulls, heartbeats, the
+   * egress toward each peer): a node's mux has them. Without them (a client's mux) it opens no slot,
+   * writes its replies with reply lanes and answers no pull. Defaults to none.
    */
   readonly producer?: MuxProducerParts | undefined;
 }
