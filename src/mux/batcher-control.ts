@@ -14,6 +14,25 @@ import { peerCloseError } from './egress-record.ts';
 import { MuxError } from './errors.ts';
 import { StagedKind } from './flush-gate.ts';
 
+/**
+ * What peer replies are staged into: a batcher's open batch, or a client's reply lane
+ * (reply-lane.ts), which writes replies only.
+ */
+export interface ReplyStager {
+  readonly host: Batcher['host'];
+  readonly enc: Batcher['enc'];
+  readonly gate: Batcher['gate'];
+  readonly inbox: Batcher['inbox'];
+  readonly parked: boolean;
+  readonly creditAt: Map<number, number>;
+  readonly typeCounts: Uint32Array;
+  replies: number[];
+  leftoverCredit: number[];
+  begin(): void;
+  fits(needed: number, pair: boolean): boolean;
+  flush(): void;
+}
+
 /** A LifecycleSlot record: header + session id + action. */
 const LIFECYCLE_RECORD_LEN = RECORD_HEADER_LEN + 9;
 
@@ -65,7 +84,7 @@ export function applyInbox(b: Batcher): void {
  * CloseSlot{UnknownSlot} and LifecycleSlot{cancel} go as a pair in one batch (docs/protocol.md §10.3): the producer
  * then applies both in one drain, lifecycle first, even when the replies fill several batches.
  */
-export function stageReplies(b: Batcher, d: InboxDrain): void {
+export function stageReplies(b: ReplyStager, d: InboxDrain): void {
   const now = b.host.runtime.now();
   for (const [peerSlot, e] of d.replies)
     if (e.credit > 0) stageControl(b, now, RecordType.CreditUpdate, peerSlot, e.credit, 0n);
@@ -101,7 +120,7 @@ export function stageReplies(b: Batcher, d: InboxDrain): void {
  * open batch already credits is added into that record: one per slot per batch (docs/protocol.md §10.7).
  */
 function stageControl(
-  b: Batcher,
+  b: ReplyStager,
   now: number,
   type: number,
   peerSlot: number,

@@ -1,5 +1,6 @@
 /**
- * The mux of one node: a batcher per (peer, lane) for egress, an ingress table per (peer, lane),
+ * The mux of one node: a lane writer per (peer, lane) for egress (a batcher on a node; on a client,
+ * which opens no slot, a reply lane: lane-writer.ts, producer-parts.ts), an ingress table per (peer, lane),
  * and the hub every part reports to (BatcherHost, IngressHost): it wires them to the messenger,
  * routes replies and owned control between a lane's table and its batcher, walks them on the
  * sweep tick, and fails them when a peer is lost (docs/protocol.md §8, §10). One sweep timer per
@@ -20,6 +21,7 @@ import { CloseReason, MAX_LANES, RecordType } from '../wire/constants.ts';
 import { BatchReader } from '../wire/decoder.ts';
 import { laneForKey } from '../wire/lane-hash.ts';
 import type { Batcher } from './batcher.ts';
+import { ReplyLane } from './reply-lane.ts';
 import type { BatchSink, BatcherHost } from './batcher-host.ts';
 import type { Bind, BindEnd, BindOwner } from './bind.ts';
 import { BindRegistry } from './bind-registry.ts';
@@ -35,7 +37,8 @@ import type { PeerEgress } from './peer-egress.ts';
 import { WINDOW_HANDLER } from './peer-window.ts';
 import { PeerLanes } from './peer-lanes.ts';
 import { PeerWindows } from './peer-windows.ts';
-import { PULL_HANDLER, STAGE_HANDLER, StageIn, StageOut } from './rendezvous.ts';
+import type { MuxProducerParts } from './producer-parts.ts';
+import { PULL_HANDLER, STAGE_HANDLER, StageIn, type StageOut } from './rendezvous.ts';
 import { Watchdog } from './watchdog.ts';
 
 /** Options of {@link Mux}. */
@@ -51,6 +54,12 @@ export interface MuxOptions {
    * Defaults to `messenger.self.window`.
    */
   readonly receiveWindow?: number | undefined;
+  /**
+   * The producer-only parts (`MUX_PRODUCER_PARTS`: batchers, staging for pulls, heartbeats, the
+   * egress toward each peer): a node's mux has them. Without them (a client's mux) it opens no slot,
+   * writes its replies with reply lanes and answers no pull. Defaults to none.
+   */
+  readonly producer?: MuxProducerParts | undefined;
 }
 
 const CONNECT_ATTEMPTS = 3;
@@ -71,7 +80,8 @@ export class Mux implements BatcherHost, IngressHost {
   #reader = new BatchReader();
   #closed = false;
   #unsubscribe: Array<() => void> = [];
-  readonly #stageOut: StageOut;
+  /** The staged singletons this node offers (null on a mux that never produces). */
+  readonly #stageOut: StageOut | null;
   readonly #stageIn: StageIn;
 
   constructor(options: MuxOptions) {
@@ -91,12 +101,15 @@ export class Mux implements BatcherHost, IngressHost {
       (peer, w) => {
         for (const t of this.#lanes.tablesOf(peer)) if (t !== undefined) t.window = w;
       },
+      options.producer?.peerEgress ?? null,
     );
     this.#lanes = new PeerLanes(
       this,
       this.config.peerByteBudget,
       (peer) => this.#windows.inFor(peer),
       () => this.#timer.armSweep(),
+      // A node's lanes are written by batchers; a client's, which open no slot, by reply lanes.
+      options.producer?.laneWriter ?? ((host, peer, lane) => new ReplyLane(host, peer, lane)),
     );
     this.#watchdog = new Watchdog(this.config, this.metrics, this.runtime, this.#windows, this.#binds, (peer) =>
       this.#healthCheck(peer),
@@ -106,6 +119,7 @@ export class Mux implements BatcherHost, IngressHost {
       this.config.creditSweepInterval,
       () => this.sweep(),
       () => this.#hasWork(),
+      options.producer?.heartbeats() ?? null,
     );
     this.sink = {
       // The link epoch pins a batch to the connection it was encoded for: after a reconnect the
@@ -117,18 +131,19 @@ export class Mux implements BatcherHost, IngressHost {
     };
     // Rendezvous: staged singletons (sender) and their pulls (receiver).
     const metrics = this.metrics;
-    this.#stageOut = new StageOut(
-      {
-        now: () => this.runtime.now(),
-        send: (peer, lane, name, payload) => messenger.send(peer, lane, name, payload),
-        maxMessageSize: (peer) => messenger.maxMessageSize(peer),
-        bytesChanged: (delta) => {
-          metrics.stagedOutBytes += delta;
+    this.#stageOut =
+      options.producer?.stageOut(
+        {
+          now: () => this.runtime.now(),
+          send: (peer, lane, name, payload) => messenger.send(peer, lane, name, payload),
+          maxMessageSize: (peer) => messenger.maxMessageSize(peer),
+          bytesChanged: (delta) => {
+            metrics.stagedOutBytes += delta;
+          },
         },
-      },
-      Math.max(this.config.peerByteBudget, this.config.stagedPayloadMax),
-      this.config.acceptWindow,
-    );
+        Math.max(this.config.peerByteBudget, this.config.stagedPayloadMax),
+        this.config.acceptWindow,
+      ) ?? null;
     this.#stageIn = new StageIn(
       {
         request: (peer, name, body) => messenger.request(peer, name, body),
@@ -148,7 +163,9 @@ export class Mux implements BatcherHost, IngressHost {
     );
     messenger.on(STAGE_HANDLER, (from, lane, payload) => this.#stageIn.onDescriptor(from, lane, payload));
     messenger.on(WINDOW_HANDLER, (from, _lane, payload) => this.#windows.onUpdate(from, payload));
-    messenger.handle(PULL_HANDLER, (from, body) => this.#stageOut.onPull(from, body), { signal: false });
+    const stageOut = this.#stageOut;
+    if (stageOut !== null)
+      messenger.handle(PULL_HANDLER, (from, body) => stageOut.onPull(from, body), { signal: false });
     // Every node registers all 16 lane handlers, whatever its own lane count.
     for (let lane = 0; lane < MAX_LANES; lane++) {
       messenger.registerBatchHandler(lane, (from, _lane, payload) => this.#ingress(from, lane, payload));
@@ -175,7 +192,8 @@ export class Mux implements BatcherHost, IngressHost {
 
   /** The batcher for (peer, lane), created on first use. */
   batcherFor(peer: PeerId, lane: number): Batcher {
-    return this.#lanes.batcherFor(peer, lane);
+    // Only a mux with producer parts calls this (its lanes' writers are batchers).
+    return this.#lanes.batcherFor(peer, lane) as Batcher;
   }
 
   /** A batch from its lane, or (`staged`) an assembled rendezvous singleton. */
@@ -224,15 +242,22 @@ export class Mux implements BatcherHost, IngressHost {
 
   stage(peer: PeerId, lane: number, payload: Uint8Array, muxSlot: string): { id: number; admission: Admission } {
     this.#timer.armSweep();
-    return this.#stageOut.stage(peer, lane, payload, muxSlot);
+    return this.#producerStage().stage(peer, lane, payload, muxSlot);
   }
 
   stageRoom(peer: PeerId, size: number): boolean {
-    return this.#stageOut.hasRoom(peer, size);
+    return this.#producerStage().hasRoom(peer, size);
   }
 
   whenStageRoom(peer: PeerId, cb: () => void): void {
-    this.#stageOut.whenRoom(peer, cb);
+    this.#producerStage().whenRoom(peer, cb);
+  }
+
+  /** Staging is reached only from a producer's slot, which only a mux with producer parts opens. */
+  #producerStage(): StageOut {
+    if (this.#stageOut === null)
+      throw new MuxError('ERR_CLOSED', 'this mux does not produce (a client has no staging)');
+    return this.#stageOut;
   }
 
   /** A staged transfer was refused or failed: end just its stream, and cancel its producer. */
@@ -427,11 +452,13 @@ export class Mux implements BatcherHost, IngressHost {
     owner: EgressSlotOwner,
     slotByteBudget?: number,
   ): Promise<EgressSlot> {
+    // A client's mux (no producer parts) writes replies only: it has no batcher to open a slot on.
+    if (this.#stageOut === null) throw new MuxError('ERR_CLOSED', 'this mux does not produce (a client opens no slot)');
     const l = lane % this.lanes(peer);
     let last: unknown;
     for (let attempt = 0; attempt < CONNECT_ATTEMPTS; attempt++) {
       try {
-        return await this.#lanes.batcherFor(peer, l).openSlot(anchorId, sessionId, credit, owner, slotByteBudget);
+        return await this.batcherFor(peer, l).openSlot(anchorId, sessionId, credit, owner, slotByteBudget);
       } catch (e) {
         last = e;
         if (!(e instanceof MuxError && e.code === 'ERR_CLOSED')) throw e;
@@ -472,7 +499,10 @@ export class Mux implements BatcherHost, IngressHost {
 
   #hasWork(): boolean {
     return (
-      this.#lanes.batchers.length > 0 || this.#lanes.tables.length > 0 || this.#binds.busy || this.#stageOut.pending > 0
+      this.#lanes.batchers.length > 0 ||
+      this.#lanes.tables.length > 0 ||
+      this.#binds.busy ||
+      (this.#stageOut?.pending ?? 0) > 0
     );
   }
 
@@ -496,7 +526,7 @@ export class Mux implements BatcherHost, IngressHost {
     this.#timer.beat(now);
     // Backstop for records larger than a batch: released bytes the immediate conditions kept back.
     this.#windows.flushPending();
-    this.#stageOut.expire(now);
+    this.#stageOut?.expire(now);
     this.#checkBatchers(now);
   }
 
@@ -582,7 +612,7 @@ export class Mux implements BatcherHost, IngressHost {
     const arr = this.#lanes.batchersOf(peer);
     for (const b of arr) if (b !== undefined && !b.retired && b.liveSlots > 0) b.epochDeath(error);
     if (!ingressToo) return;
-    this.#stageOut.peerGone(peer);
+    this.#stageOut?.peerGone(peer);
     this.#stageIn.peerGone(peer);
     if (arr.length > 0) {
       for (const b of arr) if (b !== undefined && !b.retired) b.retire(error);
@@ -636,7 +666,7 @@ export class Mux implements BatcherHost, IngressHost {
   } {
     const egress = new Map<bigint, SenderLedger>();
     for (const b of this.#lanes.batchers)
-      if (!b.retired) for (const e of b.slotTable.values()) if (!e.closed) egress.set(e.sessionId, e.ledger);
+      if (!b.retired) for (const e of b.slots()) if (!e.closed) egress.set(e.sessionId, e.ledger);
     const ingress = new Map<bigint, { limit: number; outstanding: number; ungranted: number }>();
     for (const t of this.#lanes.tables)
       for (const s of t.liveSlotsNow())
@@ -657,7 +687,7 @@ export class Mux implements BatcherHost, IngressHost {
     this.#binds.dropAll();
     this.#windows.close();
     // Staged transfers die with the node: nothing would expire them once the sweep stops.
-    this.#stageOut.close();
+    this.#stageOut?.close();
     this.#stageIn.close();
     this.#closed = true;
     this.#timer.close();

@@ -5,14 +5,15 @@
  * sweep runs one interval after the timer is first armed, again while the node has work.
  */
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
-import { HeartbeatSchedule, type HeartbeatSender } from './heartbeats.ts';
+import type { HeartbeatSchedule, HeartbeatSender } from './heartbeats.ts';
 
 export class NodeTimer {
   readonly #runtime: Runtime;
   readonly #interval: number;
   readonly #sweep: () => void;
   readonly #hasWork: () => boolean;
-  readonly #heartbeats = new HeartbeatSchedule();
+  /** The producers' heartbeats; null on a mux that never produces (a client's). */
+  readonly #heartbeats: HeartbeatSchedule | null;
   #timer: TimerHandle | null = null;
   #timerAt = Number.NaN;
   /** When the next sweep runs (NaN: none scheduled). */
@@ -21,9 +22,16 @@ export class NodeTimer {
 
   /**
    * `sweep` runs every `interval` ms while `hasWork()` (or a heartbeat is registered) after a tick;
-   * `armSweep()` starts it again when work appears.
+   * `armSweep()` starts it again when work appears. `heartbeats`: the schedule of a producing mux.
    */
-  constructor(runtime: Runtime, interval: number, sweep: () => void, hasWork: () => boolean) {
+  constructor(
+    runtime: Runtime,
+    interval: number,
+    sweep: () => void,
+    hasWork: () => boolean,
+    heartbeats: HeartbeatSchedule | null,
+  ) {
+    this.#heartbeats = heartbeats;
     this.#runtime = runtime;
     this.#interval = interval;
     this.#sweep = sweep;
@@ -41,18 +49,19 @@ export class NodeTimer {
    * `HEARTBEAT_FLOOR_MS`); the first is due one interval from now.
    */
   addHeartbeat(sender: HeartbeatSender): void {
-    if (this.#closed) return;
+    if (this.#closed || this.#heartbeats === null) return;
     const due = this.#heartbeats.add(sender, this.#runtime.now());
     if (!Number.isNaN(due) && (this.#timer === null || due < this.#timerAt)) this.#arm();
   }
 
   removeHeartbeat(sender: HeartbeatSender): void {
-    this.#heartbeats.remove(sender);
+    this.#heartbeats?.remove(sender);
   }
 
   /** Send the heartbeats due at `now` (the sweep's share; the timer sends those due between sweeps). */
   beat(now: number): void {
-    if (this.#heartbeats.size > 0) this.#heartbeats.run(now);
+    const hb = this.#heartbeats;
+    if (hb !== null && hb.size > 0) hb.run(now);
   }
 
   /** Stop for good: no timer, no heartbeats. */
@@ -60,7 +69,12 @@ export class NodeTimer {
     this.#closed = true;
     if (this.#timer !== null) this.#runtime.clearTimer(this.#timer);
     this.#timer = null;
-    this.#heartbeats.clear();
+    this.#heartbeats?.clear();
+  }
+
+  /** True while a producer is registered for heartbeats. */
+  get #beating(): boolean {
+    return this.#heartbeats !== null && this.#heartbeats.size > 0;
   }
 
   /** (Re)arm the timer for the next sweep or the earliest heartbeat, whichever is first. */
@@ -68,7 +82,7 @@ export class NodeTimer {
     if (this.#closed) return;
     const now = this.#runtime.now();
     if (Number.isNaN(this.#sweepDue)) this.#sweepDue = now + this.#interval;
-    const at = Math.min(this.#sweepDue, this.#heartbeats.next());
+    const at = this.#heartbeats === null ? this.#sweepDue : Math.min(this.#sweepDue, this.#heartbeats.next());
     if (this.#timer !== null) {
       if (this.#timerAt <= at) return;
       this.#runtime.clearTimer(this.#timer);
@@ -86,10 +100,10 @@ export class NodeTimer {
       if (sweeping) {
         this.#sweepDue = Number.NaN;
         this.#sweep();
-      } else this.#heartbeats.run(now);
+      } else this.#heartbeats?.run(now);
     } finally {
       // One failing visit must not stop bind expiry, watchdogs and the backstop credit walk.
-      if (!sweeping || this.#heartbeats.size > 0 || this.#hasWork()) this.#arm();
+      if (!sweeping || this.#beating || this.#hasWork()) this.#arm();
     }
   };
 }

@@ -1,29 +1,31 @@
 /**
- * The per-(peer, lane) parts of a node's mux: a batcher for egress and an ingress table for what
- * arrives, each made on first use, by peer; the hold budget a peer's tables share; and flat lists
+ * The per-(peer, lane) parts of a node's mux: a lane writer for egress (a batcher on a node, a
+ * reply lane on a client: see lane-writer.ts; still called batchers here) and an ingress table for
+ * what arrives, each made on first use, by peer; the hold budget a peer's tables share; and flat lists
  * of both for the sweep (index loops, so a tick on an idle node allocates nothing). A retired
  * batcher is replaced on next use and pruned from the lists; a peer's tables go with the peer.
  */
 import { ByteBudget } from '../credit/byte-budget.ts';
 import type { PeerId } from '../messenger/types.ts';
-import { Batcher } from './batcher.ts';
 import { EndedSlots } from './ended-slots.ts';
 import type { BatcherHost } from './batcher-host.ts';
 import { type IngressHost, IngressTable } from './ingress.ts';
 import type { IngressWindow } from './ingress-window.ts';
+import type { LaneWriter, LaneWriterFactory } from './lane-writer.ts';
 
 const NONE: readonly never[] = [];
 
 export class PeerLanes {
   /** Every batcher not yet pruned (retired ones until the next prune), for the sweep. */
-  batchers: Batcher[] = [];
+  batchers: LaneWriter[] = [];
   /** Every ingress table, for the sweep. */
   tables: IngressTable[] = [];
   readonly #host: BatcherHost & IngressHost;
   readonly #peerByteBudget: number;
   readonly #windowFor: (peer: PeerId) => IngressWindow;
+  readonly #makeWriter: LaneWriterFactory;
   readonly #added: () => void;
-  readonly #batchers = new Map<PeerId, Array<Batcher | undefined>>();
+  readonly #batchers = new Map<PeerId, Array<LaneWriter | undefined>>();
   readonly #tables = new Map<PeerId, Array<IngressTable | undefined>>();
   readonly #budgets = new Map<PeerId, ByteBudget>();
   /** Owned slots ended recently, by (peer, lane): they outlive a retired batcher, as the peer's late control does. */
@@ -31,14 +33,17 @@ export class PeerLanes {
 
   /**
    * `host` is every part's mux; a new table charges `windowFor(peer)` and holds at most
-   * `peerByteBudget` ahead of sequence across the peer's tables; `added()` runs when a part is made.
+   * `peerByteBudget` ahead of sequence across the peer's tables; `added()` runs when a part is made;
+   * `makeWriter` makes a lane's writer.
    */
   constructor(
     host: BatcherHost & IngressHost,
     peerByteBudget: number,
     windowFor: (peer: PeerId) => IngressWindow,
     added: () => void,
+    makeWriter: LaneWriterFactory,
   ) {
+    this.#makeWriter = makeWriter;
     this.#host = host;
     this.#peerByteBudget = peerByteBudget;
     this.#windowFor = windowFor;
@@ -46,13 +51,12 @@ export class PeerLanes {
   }
 
   /** The batcher for (peer, lane), made on first use (and again after it retired). */
-  batcherFor(peer: PeerId, lane: number): Batcher {
+  batcherFor(peer: PeerId, lane: number): LaneWriter {
     const live = this.#batchers.get(peer)?.[lane];
     if (live !== undefined && !live.retired) return live;
     const ended = byLane(this.#ended, peer);
-    const b = new Batcher(this.#host, peer, lane, (ended[lane] ??= new EndedSlots()));
     // A late credit or close from the peer for the retired batcher's slots must find nothing here.
-    if (live !== undefined) b.slotTable.continueFrom(live.slotTable);
+    const b = this.#makeWriter(this.#host, peer, lane, (ended[lane] ??= new EndedSlots()), live);
     byLane(this.#batchers, peer)[lane] = b;
     this.batchers.push(b);
     this.#added();
@@ -60,18 +64,18 @@ export class PeerLanes {
   }
 
   /** The live batcher for (peer, lane), if any (never makes one). */
-  batcher(peer: PeerId, lane: number): Batcher | undefined {
+  batcher(peer: PeerId, lane: number): LaneWriter | undefined {
     const b = this.#batchers.get(peer)?.[lane];
     return b !== undefined && !b.retired ? b : undefined;
   }
 
   /** The batchers toward `peer` by lane (holes where none was made or one was pruned). */
-  batchersOf(peer: PeerId): ReadonlyArray<Batcher | undefined> {
+  batchersOf(peer: PeerId): ReadonlyArray<LaneWriter | undefined> {
     return this.#batchers.get(peer) ?? NONE;
   }
 
   /** Every peer's batchers by lane. */
-  allBatchers(): IterableIterator<ReadonlyArray<Batcher | undefined>> {
+  allBatchers(): IterableIterator<ReadonlyArray<LaneWriter | undefined>> {
     return this.#batchers.values();
   }
 

@@ -8,7 +8,8 @@ import { ReceiveWindow } from '../credit/peer-window.ts';
 import type { MuxMetrics } from '../metrics/mux-metrics.ts';
 import type { Admission, Messenger, PeerId } from '../messenger/types.ts';
 import type { Runtime } from '../runtime/runtime.ts';
-import { PeerEgress } from './peer-egress.ts';
+import { MuxError } from './errors.ts';
+import type { PeerEgress } from './peer-egress.ts';
 import {
   decodeWindowUpdate,
   encodeWindowUpdate,
@@ -27,6 +28,8 @@ export class PeerWindows implements PeerWindowHost {
   readonly #receiveWindow: number | undefined;
   /** A new receive account replaced `peer`'s: whatever charges the old one must charge this one. */
   readonly #onAccount: (peer: PeerId, w: PeerWindowIn) => void;
+  /** Makes a peer's egress (a producing node's); null on a node that never sends records (a client's). */
+  readonly #newEgress: ((limit: number, metrics: MuxMetrics) => PeerEgress) | null;
   /** Receive accounts by peer, for the peer's current link. */
   readonly #in = new Map<PeerId, PeerWindowIn>();
   readonly #egress = new Map<PeerId, PeerEgress>();
@@ -36,7 +39,8 @@ export class PeerWindows implements PeerWindowHost {
 
   /**
    * `receiveWindow`: what this node advertised in its HELLO (undefined: none, so nothing is limited
-   * either way); `peerByteBudget` sizes the unadvertised accounts and each peer's egress bound.
+   * either way); `peerByteBudget` sizes the unadvertised accounts and each peer's egress bound;
+   * `newEgress` makes a peer's egress on a node that sends records (null: never asked for one).
    */
   constructor(
     messenger: Messenger,
@@ -45,7 +49,9 @@ export class PeerWindows implements PeerWindowHost {
     peerByteBudget: number,
     receiveWindow: number | undefined,
     onAccount: (peer: PeerId, w: PeerWindowIn) => void,
+    newEgress: ((limit: number, metrics: MuxMetrics) => PeerEgress) | null,
   ) {
+    this.#newEgress = newEgress;
     this.#messenger = messenger;
     this.#runtime = runtime;
     this.metrics = metrics;
@@ -87,11 +93,13 @@ export class PeerWindows implements PeerWindowHost {
     return this.#in.get(peer)?.account.held ?? 0;
   }
 
-  /** Withheld bytes and the window toward `peer`, shared by its lanes (made on first use). */
+  /** Withheld bytes and the window toward `peer`, shared by its lanes (made on first use; asked only by batchers). */
   egress(peer: PeerId): PeerEgress {
     let e = this.#egress.get(peer);
     if (e === undefined) {
-      e = new PeerEgress(this.#peerByteBudget, this.metrics);
+      if (this.#newEgress === null)
+        throw new MuxError('ERR_CLOSED', 'this node sends no records (a client has no peer egress)');
+      e = this.#newEgress(this.#peerByteBudget, this.metrics);
       this.#egress.set(peer, e);
     }
     return e;

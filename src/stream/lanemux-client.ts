@@ -32,6 +32,7 @@ import { onPeerState, peerEvents, readyAt } from './peer-wait.ts';
 import type { TransportAdapter } from '../transport/port.ts';
 import type { MuxConfig, ResolvedMuxConfig } from '../mux/config.ts';
 import { Mux } from '../mux/mux.ts';
+import type { MuxProducerParts } from '../mux/producer-parts.ts';
 import { systemRuntime } from '../runtime/runtime.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 import { MESSENGER_MUX_KEY, TCP_STREAM_KEY } from '../wire/constants.ts';
@@ -102,6 +103,8 @@ export interface NodeInit extends ClientOptions {
   readonly ownsMessenger?: boolean;
   /** The per-stream (legacy) transport of a node; a client has none. */
   readonly perStream?: PerStreamTransport;
+  /** The producer-only parts of a node's mux (staging, heartbeats); a client's mux has none. */
+  readonly muxProducer?: MuxProducerParts;
 }
 
 /**
@@ -135,7 +138,7 @@ export class LanemuxClient {
     const perStream = options.perStream ?? null;
     // Its dial and preface deadlines run on the node's clock too.
     perStream?.setRuntime?.(runtime);
-    const mux = config.enabled ? new Mux({ config, metrics, runtime, messenger }) : null;
+    const mux = config.enabled ? new Mux({ config, metrics, runtime, messenger, producer: options.muxProducer }) : null;
     const keys: string[] = [];
     if (mux !== null) keys.push(MESSENGER_MUX_KEY);
     if (perStream !== null) keys.push(TCP_STREAM_KEY);

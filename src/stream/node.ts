@@ -15,6 +15,7 @@
  * for await (const token of anchor) console.log(token);
  * ```
  */
+import { MUX_PRODUCER_PARTS } from '../mux/producer-parts.ts';
 import { REATTACH_HANDLER, answerReattach, reattach, type ReattachHost, type ReattachOptions } from './reattach.ts';
 import type { Authenticate } from '../transport/auth.ts';
 import type { Messenger, PeerId } from '../messenger/types.ts';
@@ -82,7 +83,8 @@ export class LanemuxNode extends LanemuxClient {
     options: NodeOptions & { readonly messenger: Messenger; readonly ownsMessenger?: boolean },
     config: ResolvedMuxConfig,
   ) {
-    super(options, config);
+    // A node produces: its mux stages singletons and heartbeats its streams.
+    super({ ...options, muxProducer: MUX_PRODUCER_PARTS }, config);
     const s = this._s;
     const consumer = this._consumer;
     const messenger = options.messenger;

@@ -11,6 +11,7 @@
  *
  * Wire contents are always checked by decoding what the sink recorded (a copy of each payload).
  */
+import { MUX_PRODUCER_PARTS } from '../../src/mux/producer-parts.ts';
 import type { PeerEgress } from '../../src/mux/peer-egress.ts';
 import { ByteBudget } from '../../src/credit/byte-budget.ts';
 import type { LanemuxError } from '../../src/errors.ts';
@@ -641,8 +642,8 @@ export function muxPair(config: MuxConfig = {}, loop: { a?: LoopOptions; b?: Loo
   const resolved = resolveMuxConfig(config);
   const metricsA = new MuxMetrics();
   const metricsB = new MuxMetrics();
-  const a = new Mux({ config: resolved, metrics: metricsA, runtime, messenger: ma });
-  const b = new Mux({ config: resolved, metrics: metricsB, runtime, messenger: mb });
+  const a = new Mux({ config: resolved, metrics: metricsA, runtime, messenger: ma, producer: MUX_PRODUCER_PARTS });
+  const b = new Mux({ config: resolved, metrics: metricsB, runtime, messenger: mb, producer: MUX_PRODUCER_PARTS });
   return { runtime, a, b, ma, mb, metricsA, metricsB };
 }
 

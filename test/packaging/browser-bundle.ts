@@ -21,9 +21,9 @@ export interface BundleReport {
   readonly byPackage: ReadonlyArray<readonly [string, number]>;
   /** Bytes per module (`src/…` for the sources, else the package) before minification, largest first. */
   readonly byModule: ReadonlyArray<readonly [string, number]>;
-  /** The minified code of the entry chunk (what the page loads up front), for assertions on what it contains. */
+  /** The minified code of the entry chunk and the chunks it imports (what the page loads up front), for assertions on what it contains. */
   readonly code: string;
-  /** Brotli bytes of the chunks loaded on demand (dynamic `import()`: zod, to explain a refusal). */
+  /** Brotli bytes of the chunks loaded on demand (dynamic `import()`: zod to explain a refusal, the acceptor for a transport that listens). */
   readonly lazyBrotli: number;
 }
 
@@ -75,16 +75,28 @@ export async function bundleForBrowser(
     });
     type Chunk = {
       type: string;
+      fileName: string;
       isEntry?: boolean;
+      imports?: string[];
       code?: string;
       modules?: Record<string, { renderedLength: number }>;
     };
     const outputs = (Array.isArray(out) ? out : [out]) as Array<{ output: Chunk[] }>;
     const all = outputs.flatMap((o) => o.output).filter((o) => o.type === 'chunk');
-    // Only the entry chunk counts against the page's budget; chunks behind a dynamic import() load
-    // only when used (zod, when an input is refused) and are reported apart.
-    const chunks = all.filter((c) => c.isEntry === true);
-    const lazy = all.filter((c) => c.isEntry !== true);
+    // What the page loads up front counts against its budget: the entry chunk and every chunk it
+    // imports statically (rollup moves modules a lazy chunk shares with the entry into such a
+    // chunk). Chunks reached only through a dynamic import() load only when used (zod, when an input
+    // is refused; the acceptor, when a transport listens) and are reported apart.
+    const byName = new Map(all.map((c) => [c.fileName, c]));
+    const upFront = new Set<Chunk>();
+    const visit = (c: Chunk | undefined): void => {
+      if (c === undefined || upFront.has(c)) return;
+      upFront.add(c);
+      for (const name of c.imports ?? []) visit(byName.get(name));
+    };
+    for (const c of all) if (c.isEntry === true) visit(c);
+    const chunks = [...upFront];
+    const lazy = all.filter((c) => !upFront.has(c));
     const code = chunks.map((c) => c.code ?? '').join('\n');
     const lazyBrotli =
       lazy.length === 0 ? 0 : brotliSize(new TextEncoder().encode(lazy.map((c) => c.code ?? '').join('\n')));
