@@ -150,12 +150,14 @@ export class EgressSlot {
     this.byteBudget = byteBudget;
   }
 
-  /** Records waiting in the withheld FIFO. */
-  get queued(): number {
-    return this.qKind.length - this.qHead;
-  }
+  /**
+   * Records waiting in the withheld FIFO: a count of its own, as every record offered reads it and
+   * the FIFO's arrays are otherwise not touched while nothing is withheld.
+   */
+  queued = 0;
 
   enqueue(kind: number, value: unknown, bytes: number): void {
+    this.queued++;
     this.qKind.push(kind);
     this.qValue.push(value);
     this.qBytes.push(bytes);
@@ -170,6 +172,7 @@ export class EgressSlot {
     this.peerEgress.withheldBytes -= b;
     this.qValue[this.qHead] = undefined;
     this.qHead++;
+    this.queued--;
     if (this.qHead === this.qKind.length) {
       this.qKind.length = 0;
       this.qValue.length = 0;
@@ -193,6 +196,7 @@ export class EgressSlot {
       this.qBytes.length = 0;
     }
     this.qHead = 0;
+    this.queued = 0;
     this.peerEgress.withheldBytes -= this.withheldBytes;
     this.withheldBytes = 0;
     return n;
