@@ -55,7 +55,11 @@ export interface ByteSocketDriver {
   readonly alloc?: ((bytes: number) => Uint8Array) | undefined;
   /** Start reading; events flow from now on. Called once. */
   start(events: ByteSocketEvents): void;
-  /** Write all of `chunk` eventually, in order (the driver keeps what the OS does not take yet). Never throws. */
+  /**
+   * Write all of `chunk` eventually, in order (the driver keeps what the OS does not take yet). Never
+   * throws. The chunk is handed over: the connection never touches it again, so the driver may reuse
+   * its memory once written (Node: a batch frame's buffer goes back to its write pool).
+   */
   write(chunk: Uint8Array): void;
   /** Bytes handed to {@link write} that the OS has not taken yet. */
   buffered(): number;

@@ -35,6 +35,7 @@ import { failDial } from '../transport/fail-dial.ts';
 import { defaultFramePolicy, type FramePolicy } from '../transport/frame-pool.ts';
 import type { DialEvents, DialHandle, DialRequest, ListenHost, TransportAdapter } from '../transport/port.ts';
 import type { Runtime } from '../runtime/runtime.ts';
+import { WritePool } from './write-pool.ts';
 import { ByteStreamConnection, type ByteSocketDriver, type ByteSocketEvents } from './byte-stream-conn.ts';
 import {
   formatTcpAddress,
@@ -274,9 +275,9 @@ class TcpAdapter implements TransportAdapter {
  */
 class NodeSocketDriver implements ByteSocketDriver {
   readonly coalesces = true;
-  // Small frames come from Node's slab pool; the connection overwrites every byte.
-  readonly alloc = Buffer.allocUnsafe;
   readonly #socket: net.Socket;
+  /** Batch-sized frames, reused once written (the connection overwrites every byte of a frame). */
+  readonly #pool = new WritePool();
   readonly #rt: Runtime;
   #corked = false;
   #ended = false;
@@ -303,6 +304,12 @@ class NodeSocketDriver implements ByteSocketDriver {
     s.on('close', ended);
   }
 
+  // Small frames come from Node's slab pool, batch-sized ones from the write pool.
+  readonly alloc = (bytes: number): Uint8Array => {
+    const pool = this.#pool;
+    return pool.pooled(bytes) ? Buffer.from(pool.take(bytes), 0, bytes) : Buffer.allocUnsafe(bytes);
+  };
+
   write(chunk: Uint8Array): void {
     const s = this.#socket;
     if (!this.#corked) {
@@ -310,7 +317,15 @@ class NodeSocketDriver implements ByteSocketDriver {
       s.cork();
       queueMicrotask(this.#uncork);
     }
-    s.write(chunk);
+    const ab = this.#pool.owner(chunk);
+    if (ab === null) s.write(chunk);
+    else {
+      const pool = this.#pool;
+      // Written (handed to the OS): the memory may take the next frame. Not after a failed write.
+      s.write(chunk, (error) => {
+        if (error == null) pool.give(ab);
+      });
+    }
   }
 
   readonly #uncork = (): void => {

@@ -6,7 +6,6 @@
  * record when the producer left, and the local close that frees the index and fails the producer.
  * Functions over the batcher's state (see batcher.ts); per stream, not per record.
  */
-import { SenderLedger } from '../credit/sender-ledger.ts';
 import { WakeSource } from '../metrics/mux-metrics.ts';
 import type { LanemuxError } from '../errors.ts';
 import {
@@ -72,16 +71,7 @@ export function openEgressSlot(
     );
   }
   const id = b.slotTable.allocate();
-  const slot = new EgressSlot(
-    b,
-    id,
-    anchorId,
-    sessionId,
-    new SenderLedger(credit),
-    owner,
-    slotByteBudget,
-    b.peerEgress,
-  );
+  const slot = new EgressSlot(b, id, anchorId, sessionId, credit, owner, slotByteBudget, b.peerEgress);
   b.slotTable.put(slot);
   b.inbox.publish(slotIndex(id), slotGeneration(id), sessionId);
   b.liveSlots++;

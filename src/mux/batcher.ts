@@ -60,6 +60,9 @@ import {
 } from './egress-record.ts';
 
 const TYPE_COUNT = 6;
+/** The lists of a written batch that carried none (shared: never written to). */
+const NO_REPLIES: number[] = [];
+const NO_SLOTS: EgressSlot[] = [];
 
 /** The egress batcher of one (peer, lane). */
 export class Batcher implements SlotBatcher {
@@ -467,12 +470,24 @@ export class Batcher implements SlotBatcher {
     }
     this.resetDataSlots();
     this.batchSeq = (this.batchSeq + 1) >>> 0;
-    const replies = this.replies;
-    const guards = this.guards;
-    const opens = this.opens;
-    this.replies = [];
-    this.guards = [];
-    this.opens = [];
+    // A batch takes its lists with it only when it has any: three fresh arrays per write were a
+    // measurable share of a stream's open (its OpenSlot is a batch of its own). The shared empty
+    // lists are never written to (inflight lists are only read, then replaced).
+    let replies = NO_REPLIES;
+    let guards = NO_SLOTS;
+    let opens = NO_SLOTS;
+    if (this.replies.length > 0) {
+      replies = this.replies;
+      this.replies = [];
+    }
+    if (this.guards.length > 0) {
+      guards = this.guards;
+      this.guards = [];
+    }
+    if (this.opens.length > 0) {
+      opens = this.opens;
+      this.opens = [];
+    }
     const windowBytes = this.openWindowBytes;
     const windowEpoch = this.windowEpoch;
     this.openWindowBytes = 0;
@@ -496,8 +511,8 @@ export class Batcher implements SlotBatcher {
         if (this.parkToken !== token || this.retired) return;
         this.parkToken = 0;
         this.parked = false;
-        this.inflightReplies = [];
-        this.inflightGuards = [];
+        this.inflightReplies = NO_REPLIES;
+        this.inflightGuards = NO_SLOTS;
         this.#admitted(guards, opens);
         this.#afterUnpark();
       },

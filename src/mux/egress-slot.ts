@@ -4,7 +4,7 @@
  */
 import { slotIndex } from '../wire/slot-id.ts';
 import { UNBOUNDED_EGRESS, type PeerEgress } from './peer-egress.ts';
-import type { SenderLedger } from '../credit/sender-ledger.ts';
+import { SenderLedger } from '../credit/sender-ledger.ts';
 import type { LanemuxError } from '../errors.ts';
 
 /** Kinds of egress records, as queued before staging. */
@@ -67,14 +67,22 @@ export interface SlotBatcher {
   heartbeat(slot: EgressSlot): void;
 }
 
-export class EgressSlot {
+/** The withheld FIFO of a slot that never withheld a record (shared: `enqueue` replaces them first). */
+const NO_KINDS: number[] = [];
+const NO_VALUES: unknown[] = [];
+const NO_BYTES: number[] = [];
+
+/**
+ * One owned slot. It is its own credit ledger (`ledger` is the slot itself): a record offered reads
+ * and spends the slot's credit, and one object per stream is one cache line fewer per token than two.
+ */
+export class EgressSlot extends SenderLedger {
   /** The batcher of the slot's (peer, lane). */
   readonly batcher: SlotBatcher;
   id: number;
   readonly index: number;
   readonly anchorId: bigint;
   readonly sessionId: bigint;
-  readonly ledger: SenderLedger;
   readonly owner: EgressSlotOwner;
   /** Records a producer may hand over while the batcher is parked on admission: C+1, the inlet depth. */
   readonly inletDepth: number;
@@ -84,10 +92,11 @@ export class EgressSlot {
   withholdDepth = Number.POSITIVE_INFINITY;
   /** frame_seq of the next record (OpenSlot took 0). */
   nextSeq = 1;
-  // Withheld FIFO: parallel arrays with a moving head (no object per record).
-  qKind: number[] = [];
-  qValue: unknown[] = [];
-  qBytes: number[] = [];
+  // Withheld FIFO: parallel arrays with a moving head (no object per record), made on the first
+  // record withheld (most short streams never withhold one; three arrays per open were measurable).
+  qKind: number[] = NO_KINDS;
+  qValue: unknown[] = NO_VALUES;
+  qBytes: number[] = NO_BYTES;
   qHead = 0;
   withheldBytes = 0;
   /** The producer left without a terminal; a CloseSlot{PeerGone} is owed after the queue. */
@@ -129,6 +138,11 @@ export class EgressSlot {
   /** Producers waiting for the pause to lift; made on first wait (most slots never pause). */
   #waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> | null = null;
 
+  /** The slot's credit ledger: the slot itself. */
+  get ledger(): SenderLedger {
+    return this;
+  }
+
   /** Withheld bytes of every slot toward the same peer (shared). */
   readonly peerEgress: PeerEgress;
 
@@ -137,29 +151,37 @@ export class EgressSlot {
     id: number,
     anchorId: bigint,
     sessionId: bigint,
-    ledger: SenderLedger,
+    /** The advertised C the slot opens holding (see {@link SenderLedger}). */
+    credit: number,
     owner: EgressSlotOwner,
     byteBudget: number,
     peerEgress: PeerEgress = UNBOUNDED_EGRESS(),
   ) {
+    super(credit);
     this.peerEgress = peerEgress;
     this.batcher = batcher;
     this.id = id;
     this.index = slotIndex(id);
     this.anchorId = anchorId;
     this.sessionId = sessionId;
-    this.ledger = ledger;
     this.owner = owner;
-    this.inletDepth = ledger.dataAvailable + 1;
+    this.inletDepth = credit + 1;
     this.byteBudget = byteBudget;
   }
 
-  /** Records waiting in the withheld FIFO. */
-  get queued(): number {
-    return this.qKind.length - this.qHead;
-  }
+  /**
+   * Records waiting in the withheld FIFO: a count of its own, as every record offered reads it and
+   * the FIFO's arrays are otherwise not touched while nothing is withheld.
+   */
+  queued = 0;
 
   enqueue(kind: number, value: unknown, bytes: number): void {
+    if (this.qKind === NO_KINDS) {
+      this.qKind = [];
+      this.qValue = [];
+      this.qBytes = [];
+    }
+    this.queued++;
     this.qKind.push(kind);
     this.qValue.push(value);
     this.qBytes.push(bytes);
@@ -174,6 +196,7 @@ export class EgressSlot {
     this.peerEgress.withheldBytes -= b;
     this.qValue[this.qHead] = undefined;
     this.qHead++;
+    this.queued--;
     if (this.qHead === this.qKind.length) {
       this.qKind.length = 0;
       this.qValue.length = 0;
@@ -197,6 +220,7 @@ export class EgressSlot {
       this.qBytes.length = 0;
     }
     this.qHead = 0;
+    this.queued = 0;
     this.peerEgress.withheldBytes -= this.withheldBytes;
     this.withheldBytes = 0;
     return n;

@@ -4,8 +4,9 @@
  * or the encoded body), numbered from 1 in send order, so that after a lost link the records the
  * consumer did not receive can be sent again. No copy is made of a value: a `Uint8Array` given to
  * `send()` must not be modified afterwards. Bounded by a per-stream and a node-wide byte cap; the
- * oldest records go first. Parallel typed arrays made on first use and doubled while the byte cap
- * allows (never an object per record).
+ * oldest records go first. Two parallel arrays made on first use and doubled while the byte cap
+ * allows (never an object per record): the payloads, and one number per record for its kind and its
+ * bytes (`bytes × 4 + kind`), so a record stored or dropped touches two arrays, not three.
  */
 
 /** Bytes a record counts for besides its payload, so that empty items are bounded too. */
@@ -30,9 +31,9 @@ export class ReplayRing {
   readonly #maxBytes: number;
   readonly #budget: ReplayBudget;
   readonly #initial: number;
-  #kinds: Uint8Array | null = null;
+  /** Per record `bytes × 4 + kind` (exact in a double for any byte count the caps allow). */
+  #meta: Float64Array | null = null;
   #values: unknown[] = [];
-  #sizes: Uint32Array | null = null;
   #size = 0;
   #head = 0;
   #length = 0;
@@ -83,9 +84,8 @@ export class ReplayRing {
 
   #store(kind: number, payload: unknown, bytes: number): void {
     const i = (this.#head + this.#length) & (this.#size - 1);
-    this.#kinds![i] = kind;
+    this.#meta![i] = bytes * 4 + kind;
     this.#values[i] = payload;
-    this.#sizes![i] = bytes;
     this.#length++;
     this.#bytes += bytes;
     this.#budget.used += bytes;
@@ -93,7 +93,7 @@ export class ReplayRing {
 
   #pushSlow(kind: number, payload: unknown, bytes: number): void {
     const budget = this.#budget;
-    if (this.#kinds === null) this.#alloc(this.#initial);
+    if (this.#meta === null) this.#alloc(this.#initial);
     else if (this.#length === this.#size) {
       if (this.#bytes + bytes <= this.#maxBytes) this.#grow();
       else this.#dropOldest();
@@ -112,7 +112,7 @@ export class ReplayRing {
 
   /** The kind of record `n` (held: see {@link holdsFrom}). */
   kindAt(n: number): number {
-    return this.#kinds![(this.#head + n - this.#first) & (this.#size - 1)]!;
+    return this.#meta![(this.#head + n - this.#first) & (this.#size - 1)]! % 4;
   }
 
   /** The payload of record `n`. */
@@ -125,7 +125,7 @@ export class ReplayRing {
    * withheld records are all a lost link can take, and the caller counts them).
    */
   keepLast(n: number): void {
-    while (this.#length > n) this.#dropOldest();
+    if (this.#length > n) this.#drop(this.#length - n);
   }
 
   /** Records held. */
@@ -135,7 +135,7 @@ export class ReplayRing {
 
   /** Forget records up to `n` (the consumer has them). */
   trim(n: number): void {
-    while (this.#length > 0 && this.#first <= n) this.#dropOldest();
+    if (this.#length > 0 && this.#first <= n) this.#drop(Math.min(this.#length, n - this.#first + 1));
     if (this.#length === 0 && this.#first <= n) this.#first = n + 1;
   }
 
@@ -145,36 +145,45 @@ export class ReplayRing {
   }
 
   #dropOldest(): void {
-    const i = this.#head;
-    this.#values[i] = undefined;
-    const b = this.#sizes![i]!;
+    this.#drop(1);
+  }
+
+  /** Drop the oldest `count` records (1..length), the budget charged back once. */
+  #drop(count: number): void {
+    const meta = this.#meta!;
+    const values = this.#values;
+    const mask = this.#size - 1;
+    let i = this.#head;
+    let b = 0;
+    for (let k = 0; k < count; k++) {
+      values[i] = undefined;
+      b += Math.floor(meta[i]! / 4);
+      i = (i + 1) & mask;
+    }
     this.#bytes -= b;
     this.#budget.used -= b;
-    this.#head = (i + 1) & (this.#size - 1);
-    this.#length--;
-    this.#first++;
+    this.#head = i;
+    this.#length -= count;
+    this.#first += count;
   }
 
   #alloc(n: number): void {
-    this.#kinds = new Uint8Array(n);
+    this.#meta = new Float64Array(n);
     this.#values = new Array<unknown>(n).fill(undefined);
-    this.#sizes = new Uint32Array(n);
     this.#size = n;
     this.#head = 0;
   }
 
   #grow(): void {
-    const kinds = this.#kinds!;
+    const meta = this.#meta!;
     const values = this.#values;
-    const sizes = this.#sizes!;
     const size = this.#size;
     const head = this.#head;
     this.#alloc(size * 2);
     for (let k = 0; k < this.#length; k++) {
       const j = (head + k) & (size - 1);
-      this.#kinds![k] = kinds[j]!;
+      this.#meta![k] = meta[j]!;
       this.#values[k] = values[j];
-      this.#sizes![k] = sizes[j]!;
     }
   }
 }

@@ -19,6 +19,9 @@ import { ReplayRing, type ReplayBudget } from './replay-ring.ts';
 import type { StreamSender } from './sender.ts';
 import type { AnchorHandle } from './handle.ts';
 
+/** Records a ring without history may hold past what a lost link can take before it is trimmed. */
+export const TRIM_SLACK = 8;
+
 const LIVE = 0;
 const SUSPENDED = 1;
 const RESUMING = 2;
@@ -168,7 +171,7 @@ export class ResumeLink implements SenderPort {
     this.#credit = credit;
     this.#history = history && host.history !== null;
     const cap = Math.max(host.maxReplayBytesPerStream, this.#history ? (host.history?.bytesPerStream ?? 0) : 0);
-    this.#ring = new ReplayRing(credit + 2, cap, host.budget);
+    this.#ring = new ReplayRing(credit + 2 + TRIM_SLACK, cap, host.budget);
     // Set by `bindSlot` before any frame is offered.
     this.#slot = null as unknown as EgressSlot;
   }
@@ -280,10 +283,11 @@ export class ResumeLink implements SenderPort {
         // A lost link takes at most the records whose credit has not come back (the consumer reads,
         // and grants, in order) and those still withheld: C+1 − available + queued. Not once the
         // receiver grew the window (credit ever above C, §10.7.1): a grant may then be growth, not
-        // records read, so the ring keeps what its byte cap allows.
+        // records read, so the ring keeps what its byte cap allows. Trimmed TRIM_SLACK records at a
+        // time: dropping one per record offered cost a store and a budget update per token.
         if (!this.#history && slot.ledger.peak < slot.inletDepth) {
           const keep = slot.inletDepth - slot.ledger.dataAvailable + slot.queued;
-          if (ring.length > keep) ring.keepLast(keep);
+          if (ring.length > keep + TRIM_SLACK) ring.keepLast(keep);
         }
       }
       return r;

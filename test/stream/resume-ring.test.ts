@@ -62,4 +62,38 @@ describe('replay ring', () => {
     expect(ring.holdsFrom(3)).toBe(true);
     expect(ring.holdsFrom(2)).toBe(false);
   });
+
+  it('drops many records at once (a trim, keepLast) giving back exactly their bytes, and keeps each kind', () => {
+    const budget = new ReplayBudget(1 << 30);
+    const ring = new ReplayRing(4, 1 << 20, budget);
+    for (let i = 1; i <= 40; i++) ring.push(i % 4, `r${i}`, i);
+    const bytesOf = (from: number, to: number): number => {
+      let b = 0;
+      for (let i = from; i <= to; i++) b += i + 16;
+      return b;
+    };
+    expect(budget.used).toBe(bytesOf(1, 40));
+    ring.keepLast(9);
+    expect(ring.first).toBe(32);
+    expect(ring.bytes).toBe(bytesOf(32, 40));
+    expect(budget.used).toBe(bytesOf(32, 40));
+    ring.trim(35);
+    expect(ring.first).toBe(36);
+    expect(budget.used).toBe(bytesOf(36, 40));
+    for (let n = 36; n <= 40; n++) expect([ring.kindAt(n), ring.payloadAt(n)]).toEqual([n % 4, `r${n}`]);
+  });
+
+  it('charges and gives back a record of more than 4 GiB exactly (its size is not cut to 32 bits)', () => {
+    const budget = new ReplayBudget(2 ** 40);
+    const ring = new ReplayRing(4, 2 ** 36, budget);
+    const huge = 2 ** 33 + 5;
+    ring.push(1, 'stand-in', huge);
+    ring.push(3, 'next', 1);
+    expect(ring.bytes).toBe(huge + 16 + 17);
+    expect(ring.kindAt(1)).toBe(1);
+    expect(ring.kindAt(2)).toBe(3);
+    ring.trim(1);
+    expect(ring.bytes).toBe(17);
+    expect(budget.used).toBe(17);
+  });
 });
