@@ -10,7 +10,7 @@
  */
 import type { LanemuxError } from '../errors.ts';
 import type { Bind } from '../mux/bind.ts';
-import type { SlotBuffer } from '../mux/slot-buffer.ts';
+import type { DirectReader, SlotBuffer } from '../mux/slot-buffer.ts';
 import { FrameKind } from '../wire/frame.ts';
 import { AnchorReader, STEP_DONE, STEP_NONE, STEP_VALUE, readerActive } from './anchor-reader.ts';
 import { enqueueDrain } from './drain-queue.ts';
@@ -113,7 +113,7 @@ const consumerThrew = (callback: string, e: unknown): StreamError =>
  * `ERR_DESERIALIZATION`: these end it. Reads reject `ERR_READER_ACTIVE` while `consume()` or a
  * `for await` loop reads the anchor (the one-reader rule of {@link AnchorReader}).
  */
-export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Drainable {
+export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Drainable, DirectReader {
   /** The handle to give a producer (`attachAnchor`); parse it back with `parseHandle`. */
   readonly handle: string;
   /** The anchor's local id (low 64 bits of the handle). */
@@ -168,6 +168,8 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   #paused = false;
   #queued = false;
   #armed = false;
+  /** A consumer callback is running: an item that arrives meanwhile waits in the buffer (no re-entry). */
+  #delivering = false;
   readonly #wake = (): void => {
     this.#armed = false;
     this.#schedule();
@@ -242,6 +244,8 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   }
 
   #install(buffer: SlotBuffer, kind: FeedKind, bind: Bind | null, onTake: (() => void) | null): void {
+    if (this.#feed !== null && this.#feed.direct === this) this.#feed.direct = null;
+    if (this.#consumer !== null) buffer.direct = this;
     this.#feed = buffer;
     this.#feedKind = kind;
     this.bind = bind;
@@ -259,6 +263,7 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
 
   /** @internal Withdraw the only feed (a released pre-bind): unread frames there are discarded. */
   _unfeed(): void {
+    if (this.#feed !== null && this.#feed.direct === this) this.#feed.direct = null;
     this.#feed = null;
     this.#feedKind = 'none';
     this.bind = null;
@@ -449,8 +454,10 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
 
   /**
    * Read in push mode: `consumer.item(value)` for every item, in order, with no promise per item.
-   * Items are delivered from a microtask after the batch that carried them was applied, one
-   * microtask for every anchor woken by that batch; `end` is called once. Reading credit returns
+   * An item that arrives while the consumer waits (not paused, nothing unread) is delivered while
+   * the batch that carried it is applied, and its credit returns with that batch; otherwise items
+   * are delivered from a microtask after the batch, one microtask for every anchor woken by it.
+   * `item` never runs inside another of this anchor's callbacks; `end` is called once. Reading credit returns
    * as items are delivered, exactly as with the iterator; return `false` from `item` (or call
    * `pause()`) to stop reading, and the sender is held to its credit window until `resume()`.
    *
@@ -462,6 +469,7 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
     if (this.#consumer !== null) throw readerActive();
     if (this.looping) throw this.loopActive();
     this.#consumer = consumer;
+    if (this.#feed !== null) this.#feed.direct = this;
     this.#schedule();
     const self = this;
     return {
@@ -494,11 +502,61 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
     else f.notifyReadable(this.#wake);
   }
 
+  /**
+   * @internal An `Item` pushed into `buffer` now would be delivered next and at once: the push-mode
+   * consumer waits on this (empty) feed, is not paused, is not inside a callback, and no gap marker
+   * or take hook applies. Then ingress hands it over with {@link _directItem} instead of a push and a
+   * drain step.
+   */
+  _directReady(buffer: SlotBuffer): boolean {
+    const c = this.#consumer;
+    return (
+      c !== null &&
+      c !== ENDED &&
+      this.#feed === buffer &&
+      !this.#paused &&
+      !this.#delivering &&
+      (this.#armed || this.#queued) &&
+      this.#gapNext === null &&
+      !this.stamped &&
+      this.#onTake === null &&
+      this.#error === null &&
+      !this.#done
+    );
+  }
+
+  /** @internal Deliver one item straight from ingress (after {@link _directReady}); as `drain()` would. */
+  _directItem(value: unknown): void {
+    const c = this.#consumer!;
+    this.#feedRead++;
+    let more: boolean | void;
+    this.#delivering = true;
+    try {
+      more = c.item(value as T, this.#gap);
+    } catch (e) {
+      this.#delivering = false;
+      this.cancel();
+      this.#end(c, consumerThrew('item', e));
+      return;
+    }
+    this.#delivering = false;
+    if (more === false) this.#paused = true;
+  }
+
   /** @internal Deliver what is buffered to the push-mode consumer (run by the drain queue). */
   drain(): void {
     this.#queued = false;
     const c = this.#consumer;
     if (c === null || this.#paused || c === ENDED) return;
+    this.#delivering = true;
+    try {
+      this.#drainLoop(c);
+    } finally {
+      this.#delivering = false;
+    }
+  }
+
+  #drainLoop(c: AnchorConsumer<T>): void {
     for (;;) {
       let r: number;
       try {
