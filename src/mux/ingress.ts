@@ -116,6 +116,11 @@ export class IngressTable {
 
   /** The clock of credit auto-tuning, or null when credit is static (`mux.autoCredit: false`). */
   readonly clock: { now(): number } | null;
+  /**
+   * The clock read once per reconcile walk (a batch's or a doorbell visit's): -1 while a walk
+   * has not read it yet, NaN outside a walk (every read goes to the clock).
+   */
+  #walkTime = Number.NaN;
 
   constructor(host: IngressHost, peer: PeerId, lane: number, peerBudget: ByteBudget) {
     this.#host = host;
@@ -220,6 +225,7 @@ export class IngressTable {
     } else while (reader.next()) this.#apply(reader);
     // Reconcile what this batch touched plus the dirty set: tail credit rides this arrival.
     const touched = this.#touched;
+    this.#walkTime = -1;
     for (let i = 0; i < touched.length; i++) {
       const s = touched[i]!;
       s.touched = false;
@@ -227,6 +233,16 @@ export class IngressTable {
     }
     touched.length = 0;
     if (this.dirty.length > 0) this.visitDirty();
+    this.#walkTime = Number.NaN;
+  }
+
+  /** The auto-tuning clock, read at most once per reconcile walk (its slots are tuned at one instant). */
+  #now(): number {
+    const t = this.#walkTime;
+    if (t >= 0) return t;
+    const now = this.clock!.now();
+    if (t === -1) this.#walkTime = now;
+    return now;
   }
 
   /** One batch adds at most {@link MAX_PLAUSIBLE_SEQ_GAP} to the gap counter; a larger jump counts once. */
@@ -527,22 +543,21 @@ export class IngressTable {
    * pressure can keep it), and the clock is read only when it is used.
    */
   #tune(s: IngressSlot, auto: AutoWindow, n: number, b: number): void {
-    const clock = this.clock!;
     if (s.arrivals !== s.tunedArrivals) {
       s.tunedArrivals = s.arrivals;
-      if (auto.probing) auto.arrived(clock.now());
+      if (auto.probing) auto.arrived(this.#now());
     }
     const a = s.account;
     if (n > 0 || a.grantDue) {
       if (n > 0) auto.consumed(n, b);
       const w = s.window;
-      const target = auto.retarget(clock.now(), w.fill?.() ?? 0, w.sizeBytes ?? Number.POSITIVE_INFINITY);
+      const target = auto.retarget(this.#now(), w.fill?.() ?? 0, w.sizeBytes ?? Number.POSITIVE_INFINITY);
       if (target !== a.limit) s.bind.buffer.grow(a.resize(target) + 1);
     }
     const starved = a.remaining === 0;
     const grant = a.takeDueGrant();
     if (grant > 0) {
-      if (starved) auto.granted(clock.now(), true);
+      if (starved) auto.granted(this.#now(), true);
       this.#host.replyCredit(this.peer, this.lane, s.id, grant);
     }
   }
@@ -551,10 +566,13 @@ export class IngressTable {
   visitDirty(): void {
     const dirty = this.dirty;
     this.dirty = [];
+    const outer = this.#walkTime;
+    if (Number.isNaN(outer)) this.#walkTime = -1;
     for (let i = 0; i < dirty.length; i++) {
       const s = dirty[i]!;
       if (!s.closed && s.listed) this.reconcile(s);
     }
+    this.#walkTime = outer;
   }
 
   /** Periodic walk: reconcile every live slot. Returns the number of slots visited. */
