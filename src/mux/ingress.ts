@@ -116,11 +116,6 @@ export class IngressTable {
 
   /** The clock of credit auto-tuning, or null when credit is static (`mux.autoCredit: false`). */
   readonly clock: { now(): number } | null;
-  /**
-   * The clock read once per reconcile walk (a batch's or a doorbell visit's): -1 while a walk
-   * has not read it yet, NaN outside a walk (every read goes to the clock).
-   */
-  #walkTime = Number.NaN;
 
   constructor(host: IngressHost, peer: PeerId, lane: number, peerBudget: ByteBudget) {
     this.#host = host;
@@ -225,7 +220,6 @@ export class IngressTable {
     } else while (reader.next()) this.#apply(reader);
     // Reconcile what this batch touched plus the dirty set: tail credit rides this arrival.
     const touched = this.#touched;
-    this.#walkTime = -1;
     for (let i = 0; i < touched.length; i++) {
       const s = touched[i]!;
       s.touched = false;
@@ -233,16 +227,6 @@ export class IngressTable {
     }
     touched.length = 0;
     if (this.dirty.length > 0) this.visitDirty();
-    this.#walkTime = Number.NaN;
-  }
-
-  /** The auto-tuning clock, read at most once per reconcile walk (its slots are tuned at one instant). */
-  #now(): number {
-    const t = this.#walkTime;
-    if (t >= 0) return t;
-    const now = this.clock!.now();
-    if (t === -1) this.#walkTime = now;
-    return now;
   }
 
   /** One batch adds at most {@link MAX_PLAUSIBLE_SEQ_GAP} to the gap counter; a larger jump counts once. */
@@ -415,17 +399,16 @@ export class IngressTable {
   #deliver(s: IngressSlot, kind: number, value: unknown, terminal: boolean, bytes: number, charged: boolean): boolean {
     const buffer = s.bind.buffer;
     const direct = buffer.direct;
-    if (direct !== null && kind === FrameKind.Item && buffer.length === 0 && direct._directReady(buffer)) {
-      // A push-mode consumer waits on the empty buffer: hand the item over now. To the credit laws
-      // it is buffered and taken at once (the take is reconciled with this batch, the slot is touched).
+    if (direct !== null && kind === FrameKind.Item && buffer.length === 0 && direct._direct(buffer, value)) {
+      // A push-mode consumer waiting on the empty buffer took it. To the credit laws it was buffered
+      // and taken at once (the take is reconciled with this batch: the slot is touched); the peer
+      // window gets its bytes back now. If the consumer cancelled meanwhile, the slot is retired.
       s.account.addBuffered(bytes);
       s.arrivals++;
       s.nextSeq = (s.nextSeq + 1) >>> 0;
       s.drained++;
       s.drainedBytes += bytes;
       if (charged) s.window.release(bytes);
-      direct._directItem(value);
-      // The consumer may have cancelled (the slot retired) or paused: both are seen by the next record.
       return !s.closed;
     }
     if (!buffer.push(kind, value, bytes, charged)) {
@@ -543,21 +526,22 @@ export class IngressTable {
    * pressure can keep it), and the clock is read only when it is used.
    */
   #tune(s: IngressSlot, auto: AutoWindow, n: number, b: number): void {
+    const clock = this.clock!;
     if (s.arrivals !== s.tunedArrivals) {
       s.tunedArrivals = s.arrivals;
-      if (auto.probing) auto.arrived(this.#now());
+      if (auto.probing) auto.arrived(clock.now());
     }
     const a = s.account;
     if (n > 0 || a.grantDue) {
       if (n > 0) auto.consumed(n, b);
       const w = s.window;
-      const target = auto.retarget(this.#now(), w.fill?.() ?? 0, w.sizeBytes ?? Number.POSITIVE_INFINITY);
+      const target = auto.retarget(clock.now(), w.fill?.() ?? 0, w.sizeBytes ?? Number.POSITIVE_INFINITY);
       if (target !== a.limit) s.bind.buffer.grow(a.resize(target) + 1);
     }
     const starved = a.remaining === 0;
     const grant = a.takeDueGrant();
     if (grant > 0) {
-      if (starved) auto.granted(this.#now(), true);
+      if (starved) auto.granted(clock.now(), true);
       this.#host.replyCredit(this.peer, this.lane, s.id, grant);
     }
   }
@@ -566,13 +550,10 @@ export class IngressTable {
   visitDirty(): void {
     const dirty = this.dirty;
     this.dirty = [];
-    const outer = this.#walkTime;
-    if (Number.isNaN(outer)) this.#walkTime = -1;
     for (let i = 0; i < dirty.length; i++) {
       const s = dirty[i]!;
       if (!s.closed && s.listed) this.reconcile(s);
     }
-    this.#walkTime = outer;
   }
 
   /** Periodic walk: reconcile every live slot. Returns the number of slots visited. */

@@ -18,14 +18,14 @@ export interface WindowSink {
 
 /**
  * A push-mode reader that may take an item straight from ingress, bypassing the ring, while it waits
- * on an empty buffer (the anchor's `consume()`). Ingress asks {@link DirectReader._directReady} first
- * and accounts the record as buffered and taken before it calls {@link DirectReader._directItem}.
+ * on an empty buffer (the anchor's `consume()`).
  */
 export interface DirectReader {
-  /** True when an `Item` pushed into `buffer` now would be the next value this reader delivers, at once. */
-  _directReady(buffer: SlotBuffer): boolean;
-  /** Deliver the item (may pause, cancel or end the reader; never throws). */
-  _directItem(value: unknown): void;
+  /**
+   * Take `value`, an `Item` for `buffer`, and deliver it now, if it is the next value this reader
+   * delivers (true); else do nothing (false). The delivery may pause, cancel or end the reader; it never throws.
+   */
+  _direct(buffer: SlotBuffer, value: unknown): boolean;
 }
 
 /** Set on a stored kind when the record is charged to the peer window (kinds are < 0x80). */

@@ -168,7 +168,11 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   #paused = false;
   #queued = false;
   #armed = false;
-  /** A consumer callback is running: an item that arrives meanwhile waits in the buffer (no re-entry). */
+  /**
+   * An item taken by {@link _direct} is being delivered: another one offered meanwhile waits in the
+   * buffer (no re-entry). A drain's callbacks need no such guard: ingress runs from the transport,
+   * never from inside a consumer's callback.
+   */
   #delivering = false;
   readonly #wake = (): void => {
     this.#armed = false;
@@ -244,7 +248,7 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   }
 
   #install(buffer: SlotBuffer, kind: FeedKind, bind: Bind | null, onTake: (() => void) | null): void {
-    if (this.#feed !== null && this.#feed.direct === this) this.#feed.direct = null;
+    // A feed left behind may keep pointing here: `_direct` answers only for the feed read now.
     if (this.#consumer !== null) buffer.direct = this;
     this.#feed = buffer;
     this.#feedKind = kind;
@@ -263,7 +267,6 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
 
   /** @internal Withdraw the only feed (a released pre-bind): unread frames there are discarded. */
   _unfeed(): void {
-    if (this.#feed !== null && this.#feed.direct === this) this.#feed.direct = null;
     this.#feed = null;
     this.#feedKind = 'none';
     this.bind = null;
@@ -503,44 +506,37 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   }
 
   /**
-   * @internal An `Item` pushed into `buffer` now would be delivered next and at once: the push-mode
-   * consumer waits on this (empty) feed, is not paused, is not inside a callback, and no gap marker
-   * or take hook applies. Then ingress hands it over with {@link _directItem} instead of a push and a
-   * drain step.
+   * @internal Ingress offers an `Item` for `buffer`: taken and delivered at once (true) when it is the
+   * next value this reader delivers, at once: the push-mode consumer waits on this (empty) feed, is
+   * not paused, is not delivering an item taken this way, and no gap marker or take hook applies. A live consumer
+   * that is neither paused nor inside a callback is queued or armed, so with nothing unread the
+   * item is next either way. False: nothing happened, the item goes into the buffer.
    */
-  _directReady(buffer: SlotBuffer): boolean {
+  _direct(buffer: SlotBuffer, value: unknown): boolean {
     const c = this.#consumer;
-    return (
-      c !== null &&
-      c !== ENDED &&
-      this.#feed === buffer &&
-      !this.#paused &&
-      !this.#delivering &&
-      (this.#armed || this.#queued) &&
-      this.#gapNext === null &&
-      !this.stamped &&
-      this.#onTake === null &&
-      this.#error === null &&
-      !this.#done
-    );
-  }
-
-  /** @internal Deliver one item straight from ingress (after {@link _directReady}); as `drain()` would. */
-  _directItem(value: unknown): void {
-    const c = this.#consumer!;
+    if (
+      this.#feed !== buffer ||
+      c === null ||
+      c === ENDED ||
+      this.#paused ||
+      this.#delivering ||
+      this.#gapNext !== null ||
+      this.stamped ||
+      this.#onTake !== null ||
+      this.finished
+    )
+      return false;
     this.#feedRead++;
-    let more: boolean | void;
     this.#delivering = true;
     try {
-      more = c.item(value as T, this.#gap);
+      if (c.item(value as T, this.#gap) === false) this.#paused = true;
     } catch (e) {
-      this.#delivering = false;
       this.cancel();
       this.#end(c, consumerThrew('item', e));
-      return;
+    } finally {
+      this.#delivering = false;
     }
-    this.#delivering = false;
-    if (more === false) this.#paused = true;
+    return true;
   }
 
   /** @internal Deliver what is buffered to the push-mode consumer (run by the drain queue). */
@@ -548,15 +544,6 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
     this.#queued = false;
     const c = this.#consumer;
     if (c === null || this.#paused || c === ENDED) return;
-    this.#delivering = true;
-    try {
-      this.#drainLoop(c);
-    } finally {
-      this.#delivering = false;
-    }
-  }
-
-  #drainLoop(c: AnchorConsumer<T>): void {
     for (;;) {
       let r: number;
       try {

@@ -95,22 +95,3 @@ describe('ingress credit auto-tuning', () => {
     expect(granted).toBeLessThan(k - 1);
   });
 });
-
-describe('auto-tuning clock reads', () => {
-  it('a batch that retunes many slots reads the clock once, and a doorbell visit once', () => {
-    let reads = 0;
-    const h = new IngressHarness({ C: 4, slotBudget: 1 << 20, peerBudget: 1 << 24, autoCredit: () => (reads++, 0) });
-    const binds = Array.from({ length: 8 }, () => h.bind());
-    binds.forEach((b, i) => h.open(sid(i + 1, 0), b));
-    // Every slot took a record: the next batch retunes all eight.
-    h.send(...binds.map((_, i) => rec.item(sid(i + 1, 0), 1, 'a')));
-    for (const b of binds) expect(read(b)).toEqual(['a']);
-    reads = 0;
-    h.send(...binds.map((_, i) => rec.item(sid(i + 1, 0), 2, 'b')));
-    expect(reads).toBe(1);
-    for (const b of binds) expect(read(b)).toEqual(['b']);
-    reads = 0;
-    h.doorbell();
-    expect(reads).toBe(1);
-  });
-});

@@ -11,21 +11,20 @@ import type { Bind } from '../../src/mux/bind.ts';
 import { CloseReason } from '../../src/wire/constants.ts';
 import { IngressHarness, read, rec, sid } from './harness.ts';
 
-/** A push-mode reader that is ready until it pauses (after `pauseAfter` items) or is told otherwise. */
+/** A push-mode reader that takes what it is offered until it pauses (after `pauseAfter` items) or is told otherwise. */
 class FakeReader implements DirectReader {
   readonly got: string[] = [];
   ready = true;
   pauseAfter = Number.POSITIVE_INFINITY;
   onItem: ((value: string) => void) | null = null;
   readonly asked: SlotBuffer[] = [];
-  _directReady(buffer: SlotBuffer): boolean {
+  _direct(buffer: SlotBuffer, value: unknown): boolean {
     this.asked.push(buffer);
-    return this.ready;
-  }
-  _directItem(value: unknown): void {
+    if (!this.ready) return false;
     this.got.push(value as string);
     if (this.got.length >= this.pauseAfter) this.ready = false;
     this.onItem?.(value as string);
+    return true;
   }
 }
 

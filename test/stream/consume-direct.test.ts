@@ -1,6 +1,6 @@
-// When a push-mode reader (`anchor.consume`) may take an item straight from ingress: only while it
-// waits on its (empty) feed, not paused, not inside one of its own callbacks, with no gap marker
-// to stamp; what it takes that way is delivered exactly as its drain would deliver it.
+// When a push-mode reader (`anchor.consume`) takes an item straight from ingress (`_direct`): only
+// while it waits on its (empty) feed, not paused, not inside its own item callback, with no gap
+// marker to stamp; what it takes that way is delivered exactly as its drain would deliver it.
 import { afterEach, describe, expect, it } from 'vitest';
 import { SlotBuffer } from '../../src/mux/slot-buffer.ts';
 import type { AnchorHost } from '../../src/stream/anchor.ts';
@@ -28,41 +28,43 @@ afterEach(async () => {
 });
 
 describe('direct delivery to a push-mode reader', () => {
-  it('the reader registers on its feed and is ready while it waits; an item it takes reaches item() at once', async () => {
+  it('the reader registers on its feed; while it waits, an item offered reaches item() at once', async () => {
     const got: string[] = [];
     const { anchor, buffer } = await waiting((v) => void got.push(v));
     expect(buffer.direct).toBe(anchor);
-    expect(anchor._directReady(buffer)).toBe(true);
-    anchor._directItem('a');
+    expect(anchor._direct(buffer, 'a')).toBe(true);
     expect(got).toEqual(['a']);
-    expect(anchor._directReady(buffer)).toBe(true);
+    expect(anchor._direct(buffer, 'b')).toBe(true);
+    expect(got).toEqual(['a', 'b']);
   });
 
-  it('is not ready for another buffer, nor while paused (by item() returning false or pause())', async () => {
-    const { anchor, buffer, ctl } = await waiting((v) => v !== 'stop');
-    expect(anchor._directReady(new SlotBuffer(8))).toBe(false);
-    anchor._directItem('stop');
+  it('refuses an item for another buffer, and while paused (by item() returning false or pause())', async () => {
+    const got: string[] = [];
+    const { anchor, buffer, ctl } = await waiting((v) => (got.push(v), v !== 'stop'));
+    expect(anchor._direct(new SlotBuffer(8), 'x')).toBe(false);
+    expect(anchor._direct(buffer, 'stop')).toBe(true);
     expect(ctl.paused).toBe(true);
-    expect(anchor._directReady(buffer)).toBe(false);
+    expect(anchor._direct(buffer, 'y')).toBe(false);
     ctl.resume();
-    expect(anchor._directReady(buffer)).toBe(true);
+    expect(anchor._direct(buffer, 'a')).toBe(true);
     ctl.pause();
-    expect(anchor._directReady(buffer)).toBe(false);
+    expect(anchor._direct(buffer, 'z')).toBe(false);
+    expect(got).toEqual(['stop', 'a']);
   });
 
-  it('is not ready inside its own item callback (no re-entry)', async () => {
-    const seen: boolean[] = [];
+  it('refuses an item offered inside its own item callback (no re-entry)', async () => {
+    const answers: boolean[] = [];
     const box: { anchor?: StreamAnchor<string>; buffer?: SlotBuffer } = {};
-    const w = await waiting(() => void seen.push(box.anchor!._directReady(box.buffer!)));
+    const w = await waiting((v) => {
+      if (v === 'a') answers.push(box.anchor!._direct(box.buffer!, 'nested'));
+    });
     box.anchor = w.anchor;
     box.buffer = w.buffer;
-    w.anchor._directItem('a');
-    w.buffer.push(FrameKind.Item, 'b', 1);
-    await Promise.resolve();
-    expect(seen).toEqual([false, false]);
+    expect(w.anchor._direct(w.buffer, 'a')).toBe(true);
+    expect(answers).toEqual([false]);
   });
 
-  it('is not ready while a gap marker waits to stamp the next item', async () => {
+  it('refuses an item while a gap marker waits to stamp the next one, which then carries it', async () => {
     const gaps: unknown[] = [];
     const anchor = new StreamAnchor<string>(host, 'h', 1n);
     const buffer = new SlotBuffer(8);
@@ -70,7 +72,7 @@ describe('direct delivery to a push-mode reader', () => {
     anchor.consume({ item: (_v, gap) => void gaps.push(gap) });
     buffer.push(FrameKind.SenderError, gapText(3, 10), 1);
     await Promise.resolve();
-    expect(anchor._directReady(buffer)).toBe(false);
+    expect(anchor._direct(buffer, 'a')).toBe(false);
     buffer.push(FrameKind.Item, 'a', 1);
     await Promise.resolve();
     expect(gaps).toEqual([{ dropped: 3, durationMs: 10 }]);
@@ -88,11 +90,11 @@ describe('direct delivery to a push-mode reader', () => {
       end: (e) => void ends.push(e?.code),
     });
     await Promise.resolve();
-    anchor._directItem('a');
+    expect(anchor._direct(buffer, 'a')).toBe(true);
     await Promise.resolve();
     expect(ends).toEqual(['ERR_CONSUMER_THREW']);
     expect(anchor.finished).toBe(true);
-    expect(anchor._directReady(buffer)).toBe(false);
+    expect(anchor._direct(buffer, 'b')).toBe(false);
   });
 
   it('over a node pair, a waiting reader takes its items from ingress: no drain visit returns their credit', async () => {
