@@ -95,7 +95,13 @@ async function recv() {
     warm,
     passes,
     onAck: (p) => ack(p),
-    onDone: (r) => emitAndExit({ role: 'recv', ...r }),
+    // Batches the receiver wrote (credit grants, mostly), per pass over the whole run (warm-up included).
+    onDone: (r) =>
+      emitAndExit({
+        role: 'recv',
+        ...r,
+        recv_batches_per_pass: round(nodes.reduce((n, node) => n + (sent(node).batches ?? 0), 0) / (warm + passes), 3),
+      }),
   });
   const fail = (e) => emitAndExit({ role: 'recv', error: `reader: ${e?.stack ?? e}` }, 1);
   for (let s = 0; s < slots; s++) {

@@ -397,7 +397,21 @@ export class IngressTable {
 
   /** Push into the slot buffer; `charged` bytes (already charged) go back to the window if that fails. */
   #deliver(s: IngressSlot, kind: number, value: unknown, terminal: boolean, bytes: number, charged: boolean): boolean {
-    if (!s.bind.buffer.push(kind, value, bytes, charged)) {
+    const buffer = s.bind.buffer;
+    const direct = buffer.direct;
+    if (direct !== null && kind === FrameKind.Item && buffer.length === 0 && direct._direct(buffer, value)) {
+      // A push-mode consumer waiting on the empty buffer took it. To the credit laws it was buffered
+      // and taken at once (the take is reconciled with this batch: the slot is touched); the peer
+      // window gets its bytes back now. If the consumer cancelled meanwhile, the slot is retired.
+      s.account.addBuffered(bytes);
+      s.arrivals++;
+      s.nextSeq = (s.nextSeq + 1) >>> 0;
+      s.drained++;
+      s.drainedBytes += bytes;
+      if (charged) s.window.release(bytes);
+      return !s.closed;
+    }
+    if (!buffer.push(kind, value, bytes, charged)) {
       if (charged) s.window.release(bytes);
       this.#host.metrics.readerStall++;
       this.fault(s, CloseReason.ProtocolError);

@@ -16,6 +16,18 @@ export interface WindowSink {
   release(bytes: number): void;
 }
 
+/**
+ * A push-mode reader that may take an item straight from ingress, bypassing the ring, while it waits
+ * on an empty buffer (the anchor's `consume()`).
+ */
+export interface DirectReader {
+  /**
+   * Take `value`, an `Item` for `buffer`, and deliver it now, if it is the next value this reader
+   * delivers (true); else do nothing (false). The delivery may pause, cancel or end the reader; it never throws.
+   */
+  _direct(buffer: SlotBuffer, value: unknown): boolean;
+}
+
 /** Set on a stored kind when the record is charged to the peer window (kinds are < 0x80). */
 const CHARGED = 0x80;
 
@@ -49,6 +61,8 @@ export class SlotBuffer {
   window: WindowSink | null = null;
   /** Bytes of charged records in the buffer. */
   windowBytes = 0;
+  /** The push-mode reader of this buffer, if any (set by the anchor; ingress may hand it items directly). */
+  direct: DirectReader | null = null;
   /** Frames of the current take (valid until the next take). */
   kind = 0;
   value: unknown = undefined;

@@ -10,7 +10,7 @@
  */
 import type { LanemuxError } from '../errors.ts';
 import type { Bind } from '../mux/bind.ts';
-import type { SlotBuffer } from '../mux/slot-buffer.ts';
+import type { DirectReader, SlotBuffer } from '../mux/slot-buffer.ts';
 import { FrameKind } from '../wire/frame.ts';
 import { AnchorReader, STEP_DONE, STEP_NONE, STEP_VALUE, readerActive } from './anchor-reader.ts';
 import { enqueueDrain } from './drain-queue.ts';
@@ -113,7 +113,7 @@ const consumerThrew = (callback: string, e: unknown): StreamError =>
  * `ERR_DESERIALIZATION`: these end it. Reads reject `ERR_READER_ACTIVE` while `consume()` or a
  * `for await` loop reads the anchor (the one-reader rule of {@link AnchorReader}).
  */
-export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Drainable {
+export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Drainable, DirectReader {
   /** The handle to give a producer (`attachAnchor`); parse it back with `parseHandle`. */
   readonly handle: string;
   /** The anchor's local id (low 64 bits of the handle). */
@@ -168,6 +168,12 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   #paused = false;
   #queued = false;
   #armed = false;
+  /**
+   * An item taken by {@link _direct} is being delivered: another one offered meanwhile waits in the
+   * buffer (no re-entry). A drain's callbacks need no such guard: ingress runs from the transport,
+   * never from inside a consumer's callback.
+   */
+  #delivering = false;
   readonly #wake = (): void => {
     this.#armed = false;
     this.#schedule();
@@ -242,6 +248,8 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   }
 
   #install(buffer: SlotBuffer, kind: FeedKind, bind: Bind | null, onTake: (() => void) | null): void {
+    // A feed left behind may keep pointing here: `_direct` answers only for the feed read now.
+    if (this.#consumer !== null) buffer.direct = this;
     this.#feed = buffer;
     this.#feedKind = kind;
     this.bind = bind;
@@ -449,8 +457,10 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
 
   /**
    * Read in push mode: `consumer.item(value)` for every item, in order, with no promise per item.
-   * Items are delivered from a microtask after the batch that carried them was applied, one
-   * microtask for every anchor woken by that batch; `end` is called once. Reading credit returns
+   * An item that arrives while the consumer waits (not paused, nothing unread) is delivered while
+   * the batch that carried it is applied, and its credit returns with that batch; otherwise items
+   * are delivered from a microtask after the batch, one microtask for every anchor woken by it.
+   * `item` never runs inside another of this anchor's callbacks; `end` is called once. Reading credit returns
    * as items are delivered, exactly as with the iterator; return `false` from `item` (or call
    * `pause()`) to stop reading, and the sender is held to its credit window until `resume()`.
    *
@@ -462,6 +472,7 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
     if (this.#consumer !== null) throw readerActive();
     if (this.looping) throw this.loopActive();
     this.#consumer = consumer;
+    if (this.#feed !== null) this.#feed.direct = this;
     this.#schedule();
     const self = this;
     return {
@@ -492,6 +503,40 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
     const f = this.#feed;
     if (f === null || this.#parked(f)) this.#feedWaiters.push(this.#wake);
     else f.notifyReadable(this.#wake);
+  }
+
+  /**
+   * @internal Ingress offers an `Item` for `buffer`: taken and delivered at once (true) when it is the
+   * next value this reader delivers, at once: the push-mode consumer waits on this (empty) feed, is
+   * not paused, is not delivering an item taken this way, and no gap marker or take hook applies. A live consumer
+   * that is neither paused nor inside a callback is queued or armed, so with nothing unread the
+   * item is next either way. False: nothing happened, the item goes into the buffer.
+   */
+  _direct(buffer: SlotBuffer, value: unknown): boolean {
+    const c = this.#consumer;
+    if (
+      this.#feed !== buffer ||
+      c === null ||
+      c === ENDED ||
+      this.#paused ||
+      this.#delivering ||
+      this.#gapNext !== null ||
+      this.stamped ||
+      this.#onTake !== null ||
+      this.finished
+    )
+      return false;
+    this.#feedRead++;
+    this.#delivering = true;
+    try {
+      if (c.item(value as T, this.#gap) === false) this.#paused = true;
+    } catch (e) {
+      this.cancel();
+      this.#end(c, consumerThrew('item', e));
+    } finally {
+      this.#delivering = false;
+    }
+    return true;
   }
 
   /** @internal Deliver what is buffered to the push-mode consumer (run by the drain queue). */

@@ -1,8 +1,8 @@
 /**
  * One microtask per burst of wake-ups for push-mode readers: every anchor that became readable
  * while a batch was applied is drained in the same job, after ingress has finished with the batch.
- * So a pass that reaches 256 consumers costs one microtask, not 256 promises, and no consumer
- * callback ever runs inside ingress.
+ * So a pass that reaches 256 consumers costs one microtask, not 256 promises. (A reader that waits
+ * on an empty buffer needs no wake-up: ingress hands it the item directly, see `StreamAnchor._direct`.)
  */
 
 /** Something the queue drains. */

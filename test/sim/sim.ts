@@ -65,6 +65,8 @@ interface Plan {
   readonly readStallMs: number;
   /** The consumer gives up (ends its iteration) after this many records; -1: reads to the end. */
   readonly cancelAt: number;
+  /** The consumer reads in push mode (`consume()`, pausing for its gaps and stalls) instead of `for await`. */
+  readonly push: boolean;
 }
 
 interface Live {
@@ -210,6 +212,8 @@ async function runSeedTraced(options: SimOptions): Promise<SimReport> {
       readStallAt: plan.chance(0.2) ? plan.int(0, count) : -1,
       readStallMs: plan.int(100, 2_000),
       cancelAt: plan.chance(0.08) ? plan.int(0, count) : -1,
+      // Not drawn from `plan`, so the rest of the workload is what it was before push readers existed.
+      push: (seed + s) % 2 === 1,
     });
   }
   // Disruptions: cuts (with a partition after some), a peer that stops reading, a clock jump.
@@ -310,6 +314,96 @@ async function runSeedTraced(options: SimOptions): Promise<SimReport> {
     return `untyped(${e instanceof Error ? `${e.name}: ${e.message}` : String(e)})`;
   };
 
+  /** What a reader saw as record `k`: it must be the plan's, in order. */
+  const checkRecord = (live: Live, value: string): void => {
+    const p = live.plan;
+    const k = live.received;
+    const want = p.items[k];
+    if (value !== want)
+      fail(
+        `stream ${p.id} (${names[p.producer]}→${names[p.consumer]}): record ${k} is ${JSON.stringify(value?.slice(0, 12))}, expected ${JSON.stringify(want?.slice(0, 12))} (duplicate, loss or reorder)`,
+      );
+    live.received++;
+    totalItems++;
+    mix(world.time);
+    mix(k);
+  };
+
+  /** The reader's end, as the iterator's loop records it. */
+  const readerEnded = (live: Live): void => {
+    const p = live.plan;
+    live.ended = true;
+    live.endedAt = world.time;
+    mix(world.time);
+    note(
+      `stream ${p.id} ${names[p.producer]}→${names[p.consumer]} ended ${live.ending} after ${live.received}/${p.items.length}`,
+    );
+  };
+
+  /**
+   * A push-mode reader (`consume()`): the same checks and pauses as the iterator's loop, its gaps
+   * and stalls as `pause()` … `resume()`, its give-up as `cancel()` at the same record count.
+   */
+  const readPush = (live: Live, anchor: StreamAnchor<string>): Promise<void> =>
+    new Promise<void>((resolve) => {
+      const p = live.plan;
+      let cancelled = false;
+      // The stall and give-up checks the loop makes before reading record `received`.
+      const before = (): boolean => {
+        if (live.received === p.cancelAt) {
+          cancelled = true;
+          anchor.cancel();
+          // A paused reader hears of its own cancel (end(null)) once it resumes.
+          ctl.resume();
+          return false;
+        }
+        return true;
+      };
+      const hold = (ms: number): void => {
+        ctl.pause();
+        void sleep(ms).then(() => {
+          if (before()) ctl.resume();
+        });
+      };
+      // After record k: its read gap, then the stall before the next one.
+      const after = (k: number): void => {
+        const ms = (p.readGaps[k] ?? 0) + (live.received === p.readStallAt ? p.readStallMs : 0);
+        if (ms > 0) hold(ms);
+        else before();
+      };
+      const ctl = anchor.consume({
+        item: (v) => {
+          const k = live.received;
+          checkRecord(live, v);
+          after(k);
+        },
+        senderError: (e) => {
+          if (e.code !== 'ERR_SENDER_ERROR') {
+            fail(`stream ${p.id}: senderError got ${e.code}`);
+            return;
+          }
+          const k = live.received;
+          checkRecord(live, `${ERROR_MARK}${e.message}`);
+          after(k);
+        },
+        end: (e) => {
+          if (cancelled) live.ending = 'cancelled';
+          else if (e === null) {
+            live.ending = 'ok';
+            if (live.received !== p.items.length)
+              fail(`stream ${p.id}: ended cleanly after ${live.received} of ${p.items.length} records`);
+          } else {
+            live.ending = typed(e);
+            if (live.ending.startsWith('untyped')) fail(`stream ${p.id}: ended with an ${live.ending}`);
+          }
+          readerEnded(live);
+          resolve();
+        },
+      });
+      if (p.readStallAt === 0) hold(p.readStallMs);
+      else before();
+    });
+
   const runStream = async (live: Live): Promise<void> => {
     const p = live.plan;
     await sleep(p.startAt);
@@ -326,53 +420,55 @@ async function runSeedTraced(options: SimOptions): Promise<SimReport> {
       return;
     }
     // The consumer reads with its own pauses.
-    const reading = (async () => {
-      const it = anchor[Symbol.asyncIterator]();
-      try {
-        for (;;) {
-          const k = live.received;
-          if (k === p.readStallAt) await sleep(p.readStallMs);
-          if (k === p.cancelAt) {
-            await it.return?.();
-            live.ending = 'cancelled';
-            break;
-          }
-          let r: IteratorResult<string>;
+    const reading = p.push
+      ? readPush(live, anchor)
+      : (async () => {
+          const it = anchor[Symbol.asyncIterator]();
           try {
-            r = await it.next();
+            for (;;) {
+              const k = live.received;
+              if (k === p.readStallAt) await sleep(p.readStallMs);
+              if (k === p.cancelAt) {
+                await it.return?.();
+                live.ending = 'cancelled';
+                break;
+              }
+              let r: IteratorResult<string>;
+              try {
+                r = await it.next();
+              } catch (e) {
+                if (!(e instanceof LanemuxError && e.code === 'ERR_SENDER_ERROR')) throw e;
+                // The producer's SenderError, in its place among the items.
+                r = { done: false, value: `${ERROR_MARK}${e.message}` };
+              }
+              if (r.done === true) break;
+              const want = p.items[k];
+              if (r.value !== want)
+                fail(
+                  `stream ${p.id} (${names[p.producer]}→${names[p.consumer]}): record ${k} is ${JSON.stringify(r.value?.slice(0, 12))}, expected ${JSON.stringify(want?.slice(0, 12))} (duplicate, loss or reorder)`,
+                );
+              live.received++;
+              totalItems++;
+              mix(world.time);
+              mix(k);
+              const g = p.readGaps[k] ?? 0;
+              if (g > 0) await sleep(g);
+            }
+            // A consumer that gave up has nothing more to check here; one that read to the end has every record.
+            if (live.ending !== 'cancelled') live.ending = 'ok';
+            if (live.ending === 'ok' && live.received !== p.items.length)
+              fail(`stream ${p.id}: ended cleanly after ${live.received} of ${p.items.length} records`);
           } catch (e) {
-            if (!(e instanceof LanemuxError && e.code === 'ERR_SENDER_ERROR')) throw e;
-            // The producer's SenderError, in its place among the items.
-            r = { done: false, value: `${ERROR_MARK}${e.message}` };
+            live.ending = typed(e);
+            if (live.ending.startsWith('untyped')) fail(`stream ${p.id}: ended with an ${live.ending}`);
           }
-          if (r.done === true) break;
-          const want = p.items[k];
-          if (r.value !== want)
-            fail(
-              `stream ${p.id} (${names[p.producer]}→${names[p.consumer]}): record ${k} is ${JSON.stringify(r.value?.slice(0, 12))}, expected ${JSON.stringify(want?.slice(0, 12))} (duplicate, loss or reorder)`,
-            );
-          live.received++;
-          totalItems++;
+          live.ended = true;
+          live.endedAt = world.time;
           mix(world.time);
-          mix(k);
-          const g = p.readGaps[k] ?? 0;
-          if (g > 0) await sleep(g);
-        }
-        // A consumer that gave up has nothing more to check here; one that read to the end has every record.
-        if (live.ending !== 'cancelled') live.ending = 'ok';
-        if (live.ending === 'ok' && live.received !== p.items.length)
-          fail(`stream ${p.id}: ended cleanly after ${live.received} of ${p.items.length} records`);
-      } catch (e) {
-        live.ending = typed(e);
-        if (live.ending.startsWith('untyped')) fail(`stream ${p.id}: ended with an ${live.ending}`);
-      }
-      live.ended = true;
-      live.endedAt = world.time;
-      mix(world.time);
-      note(
-        `stream ${p.id} ${names[p.producer]}→${names[p.consumer]} ended ${live.ending} after ${live.received}/${p.items.length}`,
-      );
-    })();
+          note(
+            `stream ${p.id} ${names[p.producer]}→${names[p.consumer]} ended ${live.ending} after ${live.received}/${p.items.length}`,
+          );
+        })();
     // The producer sends with its own gaps and stalls.
     let sender: StreamSender<string> | undefined;
     try {
