@@ -715,7 +715,17 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
    * records are discarded and the anchor is forgotten. Idempotent.
    */
   cancel(): void {
-    if (this.finished) return;
+    // A paused push-mode consumer is not waiting to be resumed any more: it hears its end now (also
+    // when the stream had already ended behind the pause), with nothing unread delivered first.
+    const paused = this.#paused && this.#consumer !== null && this.#consumer !== ENDED;
+    if (paused) {
+      this.#paused = false;
+      this.#schedule();
+    }
+    if (this.finished) {
+      if (paused) this.#feed?.clear();
+      return;
+    }
     this.#finish(true);
     // Discard unread records and wake a reader parked on the buffer (it then sees the end).
     this.#feed?.clear();

@@ -352,9 +352,8 @@ async function runSeedTraced(options: SimOptions): Promise<SimReport> {
       const before = (): boolean => {
         if (live.received === p.cancelAt) {
           cancelled = true;
+          // A paused reader hears of its own cancel (end(null)) without a resume.
           anchor.cancel();
-          // A paused reader hears of its own cancel (end(null)) once it resumes.
-          ctl.resume();
           return false;
         }
         return true;

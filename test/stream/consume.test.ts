@@ -37,6 +37,12 @@ function collect<T>(anchor: StreamAnchor<T>, items: T[], extra: Partial<AnchorCo
 
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 
+/** Turns of the event loop until `done()` holds (at most 200). */
+async function turnsUntil(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !done(); i++) await tick();
+  expect(done()).toBe(true);
+}
+
 /** The producer's cancelSignal fires, and its next send rejects ERR_STREAM_CANCELLED. */
 async function producerCancelled(sender: StreamSender<never>): Promise<void> {
   const signal = sender.cancelSignal;
@@ -210,6 +216,27 @@ describe('push-mode reading (anchor.consume)', () => {
     expect(await c.ended).toBeNull();
     for (let i = 0; i < 5; i++) await tick();
     expect(got).toEqual([0, 1, 2]);
+    expect(c.ends()).toBe(1);
+  });
+
+  it('a paused consumer that cancels hears its end once, without a resume (no reader left waiting)', async () => {
+    const { consumer, producer } = await pair({ initialCredit: 16 });
+    const anchor = consumer.createAnchor<number>();
+    const got: number[] = [];
+    // Returning false after item 1 pauses; the consumer then gives up while paused.
+    const c = collect(anchor, got, {
+      item: (v) => {
+        got.push(v);
+        return v < 1;
+      },
+    });
+    const sender = await producer.attachAnchor<number>(anchor.handle);
+    for (let i = 0; i < 4; i++) void sender.send(i).catch(() => {});
+    await turnsUntil(() => got.length === 2);
+    anchor.cancel();
+    expect(await c.ended).toBeNull();
+    for (let i = 0; i < 5; i++) await tick();
+    expect(got).toEqual([0, 1]);
     expect(c.ends()).toBe(1);
   });
 
