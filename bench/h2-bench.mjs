@@ -19,7 +19,7 @@ import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import {
   TOKEN,
-  ackWriter,
+  pendingAcks,
   connect,
   emit,
   emitAndExit,
@@ -109,12 +109,12 @@ async function send() {
 
 async function recv(peer) {
   watchdog(timeoutMs, 'recv');
-  let ack = null;
+  const acks = pendingAcks();
   const tracker = passTracker({
     slots,
     warm,
     passes,
-    onAck: (p) => ack(p),
+    onAck: acks.ack,
     onDone: (r) => emitAndExit({ role: 'recv', ...r }),
   });
   const sessions = [];
@@ -177,7 +177,7 @@ async function recv(peer) {
     responses.push(new Promise((res) => req.once('response', res)));
   }
   await Promise.all(responses);
-  ack = ackWriter(await connect(peer.ctrlPort));
+  acks.attach(await connect(peer.ctrlPort));
 }
 
 const common = [

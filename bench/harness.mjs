@@ -151,6 +151,22 @@ export function passDriver({ warm, passes, window, sendPass, ctrl, onDone }) {
   return { start: pump };
 }
 
+/**
+ * The receiver's acks toward the sender's control connection, which may be accepted after the first
+ * pass completed (the data path can be faster than its `connection` event): those acks wait for it.
+ */
+export function pendingAcks() {
+  let write = null;
+  const early = [];
+  return {
+    ack: (pass) => (write === null ? early.push(pass) : write(pass)),
+    attach(sock) {
+      write = ackWriter(sock);
+      for (const pass of early.splice(0)) write(pass);
+    },
+  };
+}
+
 export function ackWriter(sock) {
   return (pass) => {
     const b = Buffer.allocUnsafe(4);

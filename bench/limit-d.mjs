@@ -10,7 +10,7 @@ import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import {
   TOKEN,
-  ackWriter,
+  pendingAcks,
   connect,
   emit,
   emitAndExit,
@@ -35,12 +35,12 @@ const REC_HDR = 13;
 
 async function recv() {
   watchdog(timeoutMs, 'recv');
-  let ack = null;
+  const acks = pendingAcks();
   const tracker = passTracker({
     slots,
     warm,
     passes,
-    onAck: (p) => ack(p),
+    onAck: acks.ack,
     onDone: (r) => emitAndExit({ role: 'recv', ...r }),
   });
   const perSlot = Array.from({ length: slots }, () => []);
@@ -90,7 +90,7 @@ async function recv() {
   });
   const ctrlSrv = net.createServer((s) => {
     s.setNoDelay(true);
-    ack = ackWriter(s);
+    acks.attach(s);
   });
   await emit({ ready: true, dataPort: await listen(srv), ctrlPort: await listen(ctrlSrv) });
 }

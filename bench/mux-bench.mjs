@@ -21,7 +21,7 @@ import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import {
   TOKEN,
-  ackWriter,
+  pendingAcks,
   connect,
   dist,
   emit,
@@ -89,12 +89,12 @@ async function recv() {
   const nodes = [];
   for (let y = 0; y < peers; y++) nodes.push(await makeNode(true));
   const anchors = Array.from({ length: slots }, (_, s) => nodes[s % peers].createAnchor());
-  let ack = null;
+  const acks = pendingAcks();
   const tracker = passTracker({
     slots,
     warm,
     passes,
-    onAck: (p) => ack(p),
+    onAck: acks.ack,
     // Batches the receiver wrote (credit grants, mostly), per pass over the whole run (warm-up included).
     onDone: (r) =>
       emitAndExit({
@@ -135,7 +135,7 @@ async function recv() {
   }
   const ctrlSrv = net.createServer((sock) => {
     sock.setNoDelay(true);
-    ack = ackWriter(sock);
+    acks.attach(sock);
   });
   await emit({
     ready: true,

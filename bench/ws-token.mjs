@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { WebSocket, WebSocketServer } from 'ws';
 import {
   TOKEN,
-  ackWriter,
+  pendingAcks,
   connect,
   emit,
   emitAndExit,
@@ -52,11 +52,12 @@ async function send() {
 
 async function recv(peer) {
   watchdog(timeoutMs, 'recv');
+  const acks = pendingAcks();
   const tracker = passTracker({
     slots,
     warm,
     passes,
-    onAck: (p) => ack(p),
+    onAck: acks.ack,
     onDone: (r) => emitAndExit({ role: 'recv', ...r }),
   });
   for (let y = 0; y < peers; y++) {
@@ -65,8 +66,7 @@ async function recv(peer) {
     ws.on('error', (e) => emitAndExit({ role: 'recv', error: String(e) }, 1));
     await new Promise((res) => ws.once('open', res));
   }
-  const ctrl = await connect(peer.ctrlPort);
-  const ack = ackWriter(ctrl);
+  acks.attach(await connect(peer.ctrlPort));
 }
 
 const script = fileURLToPath(import.meta.url);
