@@ -1,5 +1,5 @@
 // Real-browser end-to-end of `lanemux/client`: Debian Chromium (playwright-core) runs a vite-built page
-// (e2e/client-page) that imports only src/client.ts — `createClient` over `webSocketClientTransport` —
+// (e2e/client-page) that imports only src/client.ts — `connect`, over WebSocket —
 // and calls methods a Node lanemux server serves (e2e/servers/node-ws-server.ts, `node.serve`).
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -57,7 +57,7 @@ async function setup(): Promise<{ srv: NodeWsServer; page: Page }> {
 }
 
 describe('lanemux/client in a browser (WebSocket, Node server)', () => {
-  it("a page's createClient calls a served method and reads every item, in order", async () => {
+  it("a page's client calls a served method and reads every item, in order", async () => {
     const { srv, page } = await setup();
     srv.node.serve<{ n: number }, string>('e2e.count', async (req, sender) => {
       for (let i = 0; i < req.n; i++) await sender.send(`tok${i}`);

@@ -1,36 +1,20 @@
 /**
- * `lanemux/client`: what a browser page uses — a consumer-only node (`createClient`) that calls
- * `client.stream`, reads and cancels streams, creates anchors and tickets, over the WebSocket client
- * or WebTransport with fallback. Nothing of the producer side (senders, MPSC, `serve`, relay, drain,
- * discovery dialling) and no server-only adapter (ws-server, TCP, WebTransport server) is reachable
- * from here, so a bundler leaves them out; a page that also produces imports `createNode` from `lanemux`.
+ * `lanemux/client`: what a browser page imports — `connect(url)` to its one server, then
+ * `client.stream(method, request)` to call a served method and read its answer, `client.anchor()`
+ * and `client.ticket(anchor)` for producers that attach or open with a ticket; reading, cancelling,
+ * and resuming across a lost connection. Over WebSocket (the default) or WebTransport with a
+ * WebSocket fallback. Nothing of a node (peer table, listeners, the producer side) is here, so the
+ * page's bundle stays small; `createNode` and `createClient` from `lanemux` are the full nodes.
  *
  * @packageDocumentation
  */
+export { connect, Client } from './client/client.ts';
+export type { ClientOptions, StreamCallOptions } from './client/client.ts';
+export { ClientStream } from './client/stream.ts';
+export { webSocketCarrier } from './client/carrier.ts';
+export type { Carrier, CarrierEvents, CarrierFactory, WebSocketConstructor } from './client/carrier.ts';
 export { LanemuxError, isLanemuxError } from './errors.ts';
-export { createClient, LanemuxClient } from './stream/lanemux-client.ts';
-export type { ClientOptions } from './stream/lanemux-client.ts';
-export { StreamAnchor } from './stream/anchor.ts';
-export type { AnchorConsumer, AnchorConsumption } from './stream/anchor.ts';
 export { StreamError, ResumeFailedError } from './stream/errors.ts';
 export type { StreamErrorCode, ResumeFailure } from './stream/errors.ts';
-export { CallStream } from './stream/call.ts';
-export type { CallOptions } from './stream/call.ts';
 export { CallError } from './stream/call-envelope.ts';
 export type { CallErrorCode } from './stream/call-envelope.ts';
-export { parseHandle, formatHandle } from './stream/handle.ts';
-export type { AnchorHandle } from './stream/handle.ts';
-export { parseTicket } from './stream/ticket.ts';
-export type { StreamOpenTicket } from './stream/ticket.ts';
-export { ConfigError } from './mux/config.ts';
-export { MuxError } from './mux/errors.ts';
-export type { Messenger, PeerInfo, PeerId } from './messenger/types.ts';
-export { webSocketClientTransport } from './adapters/websocket.ts';
-export type { WebSocketClientTransportOptions } from './adapters/websocket.ts';
-export { browserClientTransport } from './adapters/browser-client.ts';
-export type {
-  BrowserClientTransport,
-  BrowserClientTransportOptions,
-  BrowserTransportKind,
-  TransportInUseEvent,
-} from './adapters/browser-client.ts';

@@ -4,8 +4,8 @@
  * each pass's records for the peer are packed into one batch (one write); per-slot credit and
  * byte budgets bound memory so one slow reader never stalls the others.
  *
- * Subpaths: `lanemux/client` (a browser page's consumer-only entry: `createClient`, anchors, tickets,
- * calls, the WebSocket and WebTransport clients), `lanemux/messenger` (build a messenger yourself; `MESSENGER_MUX_KEY`),
+ * Subpaths: `lanemux/client` (a browser page's entry: `connect` to one server, calls, anchors,
+ * tickets, resume, over WebSocket or WebTransport with fallback), `lanemux/messenger` (build a messenger yourself; `MESSENGER_MUX_KEY`),
  * `lanemux/transport/*` (one adapter each: `tcp`, `ws-server`, `websocket`, `webtransport`, `memory`,
  * …), `lanemux/transport` (the port, for adapter authors), `lanemux/wire` (the byte-exact codec),
  * `lanemux/credit` (the credit model).

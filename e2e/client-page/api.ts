@@ -7,9 +7,9 @@ export interface CallResult {
 }
 
 export interface ClientPage {
-  /** `createClient` over `webSocketClientTransport`, connected to `url`; the server's worker id. */
+  /** `connect(url)` (lanemux/client over WebSocket); the server's worker id. */
   connect(url: string): Promise<string>;
-  /** `client.stream(server, method, request)`, read to its end. */
+  /** `client.stream(method, request)`, read to its end. */
   call(method: string, request: unknown): Promise<CallResult>;
   /** Start a call and read `n` items of it; the call stays open under `id`. */
   callAndRead(id: string, method: string, request: unknown, n: number): Promise<unknown[]>;

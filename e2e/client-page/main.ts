@@ -1,22 +1,21 @@
 /**
  * The `lanemux/client` page: everything it uses comes from src/client.ts, the entry a browser page
- * imports (no `createNode`, no producer side). It calls the server's served methods with
- * `client.stream`, reads, and cancels; the test drives it through `window.e2e` (see {@link ClientPage}).
+ * imports (`connect`, no node). It calls the server's served methods with `client.stream`, reads, and
+ * cancels; the test drives it through `window.e2e` (see {@link ClientPage}).
  */
-import { createClient, isLanemuxError, webSocketClientTransport } from '../../src/client.ts';
-import type { CallStream, LanemuxClient, PeerId } from '../../src/client.ts';
+import { connect, isLanemuxError } from '../../src/client.ts';
+import type { Client, ClientStream } from '../../src/client.ts';
 import type { CallResult, ClientPage } from './api.ts';
 
-let client: LanemuxClient | null = null;
-let server: PeerId | null = null;
-const open = new Map<string, CallStream<unknown>>();
+let client: Client | null = null;
+const open = new Map<string, ClientStream<unknown>>();
 
-function connected(): { client: LanemuxClient; server: PeerId } {
-  if (client === null || server === null) throw new Error('not connected');
-  return { client, server };
+function connected(): Client {
+  if (client === null) throw new Error('not connected');
+  return client;
 }
 
-async function readAll(call: CallStream<unknown>, items: unknown[] = []): Promise<CallResult> {
+async function readAll(call: ClientStream<unknown>, items: unknown[] = []): Promise<CallResult> {
   try {
     for (;;) {
       const r = await call.next();
@@ -30,18 +29,15 @@ async function readAll(call: CallStream<unknown>, items: unknown[] = []): Promis
 
 const api: ClientPage = {
   async connect(url) {
-    client = await createClient({ transports: [webSocketClientTransport()] });
-    server = await client.connect(url);
-    document.getElementById('status')!.textContent = `connected to ${server}`;
-    return server;
+    client = await connect(url);
+    document.getElementById('status')!.textContent = `connected to ${client.server}`;
+    return client.server;
   },
   call(method, request) {
-    const c = connected();
-    return readAll(c.client.stream(c.server, method, request));
+    return readAll(connected().stream(method, request));
   },
   async callAndRead(id, method, request, n) {
-    const c = connected();
-    const call = c.client.stream(c.server, method, request);
+    const call = connected().stream(method, request);
     open.set(id, call);
     const items: unknown[] = [];
     while (items.length < n) {
@@ -62,7 +58,6 @@ const api: ClientPage = {
   async close() {
     await client?.close();
     client = null;
-    server = null;
   },
 };
 // Not `declare global`: e2e/page declares `window.e2e` with its own API, and both pages are type-checked together.

@@ -99,7 +99,7 @@ const ENTRY = `export * from '${ROOT}/src/index.ts';\nexport * from '${ROOT}/src
 /** The consumer-oriented browser entry, `lanemux/client`. */
 const CLIENT_ENTRY = `export * from '${ROOT}/src/client.ts';\n`;
 /** A page that reads streams over WebSocket only, importing just what it calls from `lanemux/client`. */
-const WS_PAGE = `export { createClient, webSocketClientTransport } from '${ROOT}/src/client.ts';\n`;
+const WS_PAGE = `export { connect } from '${ROOT}/src/client.ts';\n`;
 const DEPS_FLOOR = `import { encode, decode } from '@msgpack/msgpack';
 import { WebSocket } from 'partysocket';
 import { z } from 'zod/mini';
@@ -171,7 +171,7 @@ describe('size budget', () => {
     const wsOnly = await bundleForBrowser(WS_PAGE);
     const lines = [
       `lanemux/client: ${kB(client.brotli)} brotli (${kB(client.minified)} minified, ${kB(clientOwn.brotli)} of it lanemux); must ${kB(CLIENT_MUST)}, ceiling ${kB(CLIENT_CEILING)}; loaded on demand: ${kB(client.lazyBrotli)} (zod, to explain a refusal)`,
-      `  ${'WebSocket-only page'.padEnd(20)} ${kB(wsOnly.brotli).padStart(8)} brotli: createClient + webSocketClientTransport, the rest tree-shaken`,
+      `  ${'WebSocket-only page'.padEnd(20)} ${kB(wsOnly.brotli).padStart(8)} brotli: connect alone, the rest tree-shaken`,
     ];
     for (const dep of DEPS) {
       const without = await bundleForBrowser(CLIENT_ENTRY, { external: [dep] });
@@ -187,10 +187,8 @@ describe('size budget', () => {
     console.log(lines.join('\n'));
 
     const modules = client.byModule.map(([name]) => name);
-    expect(modules).toContain('stream/lanemux-client.ts');
+    expect(modules).toContain('client/client.ts');
     expect(modules.filter((m) => PRODUCER_ONLY.includes(m))).toEqual([]);
-    // zod is reachable, but only behind the dynamic import that explains a refusal.
-    expect(client.lazyBrotli).toBeGreaterThan(0);
     expect(client.code).not.toMatch(/from\s*["'`]node:/);
     expect(client.brotli).toBeLessThanOrEqual(CLIENT_CEILING);
   }, 120_000);

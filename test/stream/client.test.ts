@@ -1,9 +1,9 @@
-// `createClient` (`lanemux/client`): the consumer-only node a browser page runs. Everything on the
-// client's side comes from src/client.ts, the entry a page imports; the producer is a full
+// `createClient` (`lanemux`): the consumer-only node. Everything on the
+// client's side comes from the consumer half of the node; the producer is a full
 // `createNode` over the memory transport (through a link the test can cut).
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
-import { createClient, LanemuxClient, StreamError, type ClientOptions } from '../../src/client.ts';
+import { createClient, LanemuxClient, StreamError, type ClientOptions } from '../../src/index.ts';
 import { createNode, LanemuxNode } from '../../src/stream/node.ts';
 import { cuttable } from '../support/cuttable-memory.ts';
 import { waitFor } from '../support/wait-for.ts';

@@ -3,7 +3,7 @@
 // and the ConfigError carries zod's marked messages; well-formed options never load it.
 import { describe, expect, it, vi } from 'vitest';
 import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
-import { createClient } from '../../src/client.ts';
+import { createClient } from '../../src/index.ts';
 import { createNode } from '../../src/stream/node.ts';
 
 const loads = vi.hoisted(() => ({ count: 0 }));
