@@ -12,7 +12,8 @@ import { nodeDiscoverySchema } from '../src/stream/discovery-options.ts';
 import { resumeSchema } from '../src/stream/resume-options.ts';
 import { ticketSchema } from '../src/stream/ticket.ts';
 import { tcpOptionsSchema, wsServerOptionsSchema } from '../src/adapters/socket-options.ts';
-import { errorBodySchema } from '../src/messenger/envelope.ts';
+import { readErrorBody } from '../src/messenger/envelope.ts';
+import { readHello } from '../src/transport/hello.ts';
 import * as z from '../src/schema.ts';
 import { int, num, str } from '../src/validate.ts';
 
@@ -49,7 +50,6 @@ const SCHEMAS: Record<string, unknown> = {
   resumeSchema,
   tcpOptionsSchema,
   wsServerOptionsSchema,
-  errorBodySchema,
 };
 
 const TABLE: unknown[] = [
@@ -142,5 +142,108 @@ describe('hand-written readers agree with zod', () => {
     const r = await z.explain(SCHEMAS['strict'], { a: 'abcd', q: 1 });
     expect(r.success).toBe(false);
     if (!r.success) expect(r.message).toContain('Unrecognized key: "q"');
+  });
+});
+
+/** zod schemas of the peer messages whose readers are written by hand in src (the readers' record). */
+const zText = (max: number, min = 0) => zm.string().check(zm.minLength(min), zm.maxLength(max));
+const zInt = (min: number, max: number) => zm.number().check(zm.int(), zm.gte(min), zm.lte(max));
+const ERROR_BODY = zm.object({
+  code: zText(64, 1),
+  message: zText(4096),
+  retryable: zm.optional(zm.boolean()),
+  handler: zm.optional(zText(255)),
+});
+const HELLO = zm.object({
+  worker: zm.string().check(zm.regex(/^[0-9a-f]{16}$/)),
+  instance: zText(64, 1),
+  session: zm.union([
+    zInt(0, Number.MAX_SAFE_INTEGER),
+    zm.pipe(
+      zm.bigint().check(zm.gte(0n), zm.lte(BigInt(Number.MAX_SAFE_INTEGER))),
+      zm.transform((v) => Number(v)),
+    ),
+  ]),
+  lane: zInt(0, 15),
+  lanes: zInt(1, 16),
+  maxMessageSize: zInt(256, 0xffffffff),
+  keys: zm.array(zText(128)).check(zm.maxLength(64)),
+  address: zm.optional(zText(512)),
+  window: zm.optional(zInt(1, 0xffffffff)),
+  credential: zm.optional(zText(8192)),
+  claim: zm.optional(zm.string().check(zm.regex(/^(?:[0-9a-f]{32})?$/))),
+});
+const GOOD_HELLO = {
+  worker: '0123456789abcdef',
+  instance: 'a1',
+  session: 7,
+  lane: 0,
+  lanes: 2,
+  maxMessageSize: 1 << 20,
+  keys: ['messenger-mux-v2'],
+};
+const HELLO_CASES: unknown[] = [
+  GOOD_HELLO,
+  { ...GOOD_HELLO, session: 2n ** 40n, window: 65_536, claim: '', address: 'ws://x', extra: [1] },
+  { ...GOOD_HELLO, claim: 'ab'.repeat(16), credential: 'token' },
+  ...Object.keys(GOOD_HELLO).map((k) => ({ ...GOOD_HELLO, [k]: undefined })),
+  { ...GOOD_HELLO, worker: '0123456789ABCDEF' },
+  { ...GOOD_HELLO, instance: '' },
+  { ...GOOD_HELLO, session: -1 },
+  { ...GOOD_HELLO, session: 2n ** 53n },
+  { ...GOOD_HELLO, session: 1.5 },
+  { ...GOOD_HELLO, lane: 16 },
+  { ...GOOD_HELLO, lanes: 0 },
+  { ...GOOD_HELLO, maxMessageSize: 255 },
+  { ...GOOD_HELLO, keys: Array(65).fill('k') },
+  { ...GOOD_HELLO, keys: ['x'.repeat(129)] },
+  { ...GOOD_HELLO, window: 0 },
+  { ...GOOD_HELLO, window: null },
+  { ...GOOD_HELLO, credential: 'x'.repeat(8193) },
+  { ...GOOD_HELLO, claim: 'xyz' },
+  { ...GOOD_HELLO, address: 'x'.repeat(513) },
+];
+const ERROR_CASES: unknown[] = [
+  { code: 'ERR_X', message: 'm' },
+  { code: 'ERR_X', message: '', retryable: true, handler: 'h', more: 1 },
+  { code: '', message: 'm' },
+  { code: 'E'.repeat(65), message: 'm' },
+  { code: 'E', message: 'm'.repeat(4097) },
+  { code: 'E', message: 'm', retryable: 'yes' },
+  { code: 'E', message: 'm', handler: 'h'.repeat(256) },
+  { code: 'E' },
+];
+
+describe('hand-written readers of peer messages agree with their zod schemas', () => {
+  const verdicts = (mine: unknown, zod: { success: boolean; data?: unknown }, input: unknown) => {
+    const ctx = JSON.stringify(input, (_k, v) => (typeof v === 'bigint' ? `${v}n` : v));
+    expect(typeof mine !== 'string' && mine !== undefined, ctx).toBe(zod.success);
+    if (zod.success) expect(mine, ctx).toEqual(zod.data);
+  };
+
+  it('readHello takes and refuses what the HELLO schema does, with the same fields', () => {
+    for (const input of [...HELLO_CASES, ...TABLE]) verdicts(readHello(input), HELLO.safeParse(input), input);
+  });
+
+  it('readHello names the field a refused HELLO breaks', () => {
+    for (const input of HELLO_CASES) {
+      const mine = readHello(input);
+      const zod = HELLO.safeParse(input);
+      if (!zod.success) expect(mine).toBe(String(zod.error.issues[0]!.path[0]));
+    }
+  });
+
+  it('readErrorBody takes and refuses what the error-body schema does', () => {
+    for (const input of [...ERROR_CASES, ...TABLE]) verdicts(readErrorBody(input), ERROR_BODY.safeParse(input), input);
+  });
+
+  it('both agree with zod on random values', () => {
+    fc.assert(
+      fc.property(fc.anything({ withBigInt: true, withTypedArray: true }), (input) => {
+        expect(typeof readHello(input) !== 'string').toBe(HELLO.safeParse(input).success);
+        expect(readErrorBody(input) !== undefined).toBe(ERROR_BODY.safeParse(input).success);
+      }),
+      { numRuns: 300 },
+    );
   });
 });

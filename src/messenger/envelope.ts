@@ -9,10 +9,9 @@
  *
  * @packageDocumentation
  */
-import * as z from '../schema.ts';
-import { MAX_LANES } from '../transport/port.ts';
+import { isMap, isText } from '../wire/checks.ts';
+import { MAX_LANES } from '../wire/constants.ts';
 import { decodeBounded, encodeShared } from '../wire/msgpack.ts';
-import { parse, str } from '../validate.ts';
 
 /** Message kinds (first byte). 0x00 and 0x0A–0xEF are invalid; 0xF0–0xFF belong to the transport. */
 export const Kind = {
@@ -120,15 +119,30 @@ export function writeU32(out: Uint8Array, off: number, v: number): void {
 
 export { readU32 } from '../wire/msgpack.ts';
 
-/** Body of an error reply and of a notice. */
-export const errorBodySchema = z.object({
-  code: str(64, 1),
-  message: str(4096),
-  retryable: z.optional(z.boolean()),
-  handler: z.optional(str(MAX_HANDLER_NAME_BYTES)),
-});
+/** Body of an error reply and of a notice (docs/protocol.md §4). */
+export interface ErrorBody {
+  readonly code: string;
+  readonly message: string;
+  readonly retryable?: boolean | undefined;
+  readonly handler?: string | undefined;
+}
 
-export type ErrorBody = z.output<typeof errorBodySchema>;
+/**
+ * An error body checked field by field: `code` 1..64 characters, `message` ≤ 4,096, optional
+ * `retryable` (boolean) and `handler` (≤ 255 characters); unknown keys are ignored. Undefined when
+ * it breaks a rule.
+ */
+export function readErrorBody(v: unknown): ErrorBody | undefined {
+  if (!isMap(v)) return undefined;
+  const { code, message, retryable, handler } = v;
+  if (!isText(code, 64, 1) || !isText(message, 4096)) return undefined;
+  if (retryable !== undefined && typeof retryable !== 'boolean') return undefined;
+  if (handler !== undefined && !isText(handler, MAX_HANDLER_NAME_BYTES)) return undefined;
+  const body: { code: string; message: string; retryable?: boolean; handler?: string } = { code, message };
+  if (retryable !== undefined) body.retryable = retryable;
+  if (handler !== undefined) body.handler = handler;
+  return body;
+}
 
 /** MessagePack of an error body (shared buffer: send it at once). */
 export function encodeErrorBody(body: ErrorBody): Uint8Array {
@@ -138,8 +152,7 @@ export function encodeErrorBody(body: ErrorBody): Uint8Array {
 /** An error body from a peer (ERROR_RESPONSE, NOTICE), or undefined if it is not valid MessagePack or not a valid body. */
 export function decodeErrorBody(bytes: Uint8Array): ErrorBody | undefined {
   try {
-    const r = parse(errorBodySchema, decodeBounded(bytes));
-    return r.success ? r.data : undefined;
+    return readErrorBody(decodeBounded(bytes));
   } catch {
     return undefined;
   }

@@ -5,14 +5,12 @@
  *
  * @packageDocumentation
  */
-import * as z from '../schema.ts';
 import type { LanemuxError } from '../errors.ts';
 import { LanemuxError as LanemuxErrorClass } from '../errors.ts';
-import { MAX_LANES, MAX_MAX_MESSAGE_SIZE, MIN_MAX_MESSAGE_SIZE } from './port.ts';
 import { TransportError } from './errors.ts';
+import { isInt, isMap, isText } from '../wire/checks.ts';
+import { MAX_CREDENTIAL_LENGTH, MAX_LANES, MAX_MAX_MESSAGE_SIZE, MIN_MAX_MESSAGE_SIZE } from '../wire/constants.ts';
 import { decodeBounded, encodeShared } from '../wire/msgpack.ts';
-import { MAX_CREDENTIAL_LENGTH } from './auth.ts';
-import { int, parse, str } from '../validate.ts';
 
 /** First byte of a HELLO message. */
 export const KIND_HELLO = 0xf0;
@@ -29,45 +27,49 @@ export const HELLO_PREFIX_BYTES = 6;
 const hex16 = /^[0-9a-f]{16}$/;
 /** A claim token: 32 lower-case hex digits (128 random bits), or empty (none yet). */
 const claimRe = /^(?:[0-9a-f]{32})?$/;
+const MAX_SESSION = Number.MAX_SAFE_INTEGER;
 
-/** The MessagePack map after the HELLO prefix. Unknown keys are ignored (forward compatible). */
-const helloSchema = z.object({
-  /** Worker id, 16 lower-case hex digits. */
-  worker: z.string().check(z.regex(hex16)),
-  /** Instance id of the sender's process. */
-  instance: str(64, 1),
-  /**
-   * Dialler-chosen session number grouping the lanes of one link attempt, 0..2^53-1. Values above
-   * 2^32-1 may arrive as MessagePack uint64 (decoded as bigint) or as an integral float64 (how
-   * `@msgpack/msgpack` encodes them with `useBigInt64`); both are accepted.
-   */
-  session: z.union([
-    int(0, Number.MAX_SAFE_INTEGER),
-    z.pipe(
-      z.bigint().check(z.gte(0n), z.lte(BigInt(Number.MAX_SAFE_INTEGER))),
-      z.transform((v) => Number(v)),
-    ),
-  ]),
-  /** Lane of this connection. */
-  lane: int(0, MAX_LANES - 1),
-  /** Dialler: lanes it offers (lane 0) or the agreed count (lanes ≥ 1). Acceptor: the agreed count. */
-  lanes: int(1, MAX_LANES),
-  /** Largest message the sender accepts. */
-  maxMessageSize: int(MIN_MAX_MESSAGE_SIZE, 0xffffffff),
-  /** Streaming transport keys the sender supports. */
-  keys: z.array(str(128)).check(z.maxLength(64)),
-  /** Address the sender listens on, if any. */
-  address: z.optional(str(512)),
-  /** The sender's receive window for mux data, in bytes (docs/protocol.md §3.3). */
-  window: z.optional(int(1, 0xffffffff)),
-  /** Dialler, lane 0: the credential for the acceptor's `authenticate`. */
-  credential: z.optional(str(MAX_CREDENTIAL_LENGTH)),
-  /**
-   * Acceptor, lane-0 answer: the claim token it issued to this dialler (32 hex digits). Dialler:
-   * empty on a first lane 0, the token on lanes 1.. and on a reconnect that supersedes its old link.
-   */
-  claim: z.optional(z.string().check(z.regex(claimRe))),
-});
+/**
+ * The MessagePack map after the HELLO prefix, checked field by field (unknown keys are ignored:
+ * forward compatible). Returns the fields, or the name of the first field that breaks its rule:
+ * - `worker`: 16 lower-case hex digits; `instance`: 1..64 characters;
+ * - `session`: 0..2^53−1, the dialler's number grouping the lanes of one link attempt. Above 2^32−1 it
+ *   may arrive as a MessagePack uint64 (decoded as a bigint) or an integral float64; both are taken;
+ * - `lane`: 0..15; `lanes`: 1..16 (dialler: offered on lane 0, the agreed count on lanes ≥ 1);
+ * - `maxMessageSize`: 256..2^32−1; `keys`: at most 64 strings of at most 128 characters;
+ * - optional: `address` (≤ 512 characters), `window` (1..2^32−1, docs/protocol.md §3.8), `credential`
+ *   (≤ 8,192 characters, the dialler's lane 0), `claim` (32 lower-case hex digits or empty, §3.6).
+ */
+export function readHello(raw: unknown): Omit<Hello, 'protocolVersion'> | string {
+  if (!isMap(raw)) return 'the body is not a map';
+  const { worker, instance, lane, lanes, maxMessageSize, keys, address, window, credential, claim } = raw;
+  let session = raw['session'];
+  if (typeof session === 'bigint' && session >= 0n && session <= BigInt(MAX_SESSION)) session = Number(session);
+  if (typeof worker !== 'string' || !hex16.test(worker)) return 'worker';
+  if (!isText(instance, 64, 1)) return 'instance';
+  if (!isInt(session, 0, MAX_SESSION)) return 'session';
+  if (!isInt(lane, 0, MAX_LANES - 1)) return 'lane';
+  if (!isInt(lanes, 1, MAX_LANES)) return 'lanes';
+  if (!isInt(maxMessageSize, MIN_MAX_MESSAGE_SIZE, 0xffffffff)) return 'maxMessageSize';
+  if (!Array.isArray(keys) || keys.length > 64 || !keys.every((k) => isText(k, 128))) return 'keys';
+  if (address !== undefined && !isText(address, 512)) return 'address';
+  if (window !== undefined && !isInt(window, 1, 0xffffffff)) return 'window';
+  if (credential !== undefined && !isText(credential, MAX_CREDENTIAL_LENGTH)) return 'credential';
+  if (claim !== undefined && (typeof claim !== 'string' || !claimRe.test(claim))) return 'claim';
+  return {
+    worker,
+    instance,
+    session,
+    lane,
+    lanes,
+    maxMessageSize,
+    keys: keys as string[],
+    address,
+    window,
+    credential,
+    claim,
+  };
+}
 
 /** A decoded HELLO. */
 export interface Hello {
@@ -143,31 +145,10 @@ export function decodeHello(bytes: Uint8Array, ourVersion: number): Hello | Lane
       { cause },
     );
   }
-  const parsed = parse(helloSchema, raw);
-  if (!parsed.success) {
-    return new TransportError('ERR_MALFORMED_ENVELOPE', `invalid HELLO: ${z.prettifyError(parsed.error)}`);
-  }
-  const h = parsed.data;
-  return {
-    protocolVersion: version,
-    worker: h.worker,
-    instance: h.instance,
-    session: h.session,
-    lane: h.lane,
-    lanes: h.lanes,
-    maxMessageSize: h.maxMessageSize,
-    keys: h.keys,
-    address: h.address,
-    window: h.window,
-    credential: h.credential,
-    claim: h.claim,
-  };
+  const h = readHello(raw);
+  if (typeof h === 'string') return new TransportError('ERR_MALFORMED_ENVELOPE', `invalid HELLO: bad ${h}`);
+  return { protocolVersion: version, ...h };
 }
-
-const goawaySchema = z.object({
-  code: str(64, 1),
-  message: str(1024),
-});
 
 /** Encode a GOAWAY carrying an error's code and message. */
 export function encodeGoaway(error: LanemuxError): Uint8Array {
@@ -186,10 +167,11 @@ export function decodeGoaway(bytes: Uint8Array): LanemuxError {
 /** The error a GOAWAY reports, or undefined if it does not decode (tells a peer's reason from a bad frame). */
 export function parseGoaway(bytes: Uint8Array): LanemuxError | undefined {
   try {
-    const parsed = parse(goawaySchema, decodeBounded(bytes.subarray(1)));
-    if (parsed.success) {
-      const { code, message } = parsed.data;
-      return new LanemuxErrorClass(code, `peer closed the connection: ${message}`, {
+    // `{code: 1..64 characters, message: ≤ 1,024}`, unknown keys ignored.
+    const g = decodeBounded(bytes.subarray(1));
+    if (isMap(g) && isText(g['code'], 64, 1) && isText(g['message'], 1024)) {
+      const code = g['code'];
+      return new LanemuxErrorClass(code, `peer closed the connection: ${g['message']}`, {
         retryable: isRetryableRemote(code),
       });
     }
