@@ -1,19 +1,18 @@
 /**
- * A minimal React chat page on the AI SDK's `useChat`, carried by lanemux: the page's node dials the
- * server over WebSocket (`?server=ws://…`) and hands `useChat` a `lanemuxChatTransport`. Written
+ * A minimal React chat page on the AI SDK's `useChat`, carried by lanemux: the page's client
+ * (`lanemux/client`) dials the server over WebSocket (`?server=ws://…`) and hands `useChat` a
+ * `lanemuxChatTransport`. Written
  * with `createElement` so the repo needs no JSX settings.
  */
 import { useChat } from '@ai-sdk/react';
 import { createElement as h, useState } from 'react';
 import { createRoot } from 'react-dom/client';
-import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
 import { lanemuxChatTransport } from '../../src/ai/index.ts';
-import { createNode } from '../../src/index.ts';
+import { connect } from '../../src/client.ts';
 
 const server = new URLSearchParams(location.search).get('server') ?? '';
-const node = await createNode({ transports: [webSocketClientTransport()] });
-const peer = await node.connect(server);
-const transport = lanemuxChatTransport({ node, peer, storage: sessionStorage });
+const client = await connect(server);
+const transport = lanemuxChatTransport({ client, storage: sessionStorage });
 
 function App() {
   const { messages, sendMessage, status, error } = useChat({ id: 'chat-1', transport });

@@ -7,9 +7,8 @@
  * replays it from its start — the reloaded page has lost its partial message — then goes on live.
  */
 import type { ChatTransport, UIMessage, UIMessageChunk } from 'ai';
+import type { Client } from '../client/client.ts';
 import type { PeerId } from '../messenger/types.ts';
-import type { CallStream } from '../stream/call.ts';
-import type { StreamAnchor } from '../stream/anchor.ts';
 import type { LanemuxNode } from '../stream/node.ts';
 import { DEFAULT_CHAT_METHOD, RESUME_CHUNK_TYPE, type ChatCallRequest } from './chat-protocol.ts';
 
@@ -20,12 +19,29 @@ export interface TokenStorage {
   removeItem(key: string): void;
 }
 
-/** Options of {@link lanemuxChatTransport}. */
-export interface LanemuxChatTransportOptions {
-  /** The page's (client's) node. */
-  readonly node: Pick<LanemuxNode, 'stream' | 'reattach'>;
-  /** The server's peer id (what `node.connect` resolved), or a function giving it before each request. */
-  readonly peer: PeerId | (() => PeerId | Promise<PeerId>);
+/**
+ * Options of {@link lanemuxChatTransport}: a page's `client` (`connect` from `lanemux/client`), or a
+ * `node` with the server's `peer`.
+ */
+export type LanemuxChatTransportOptions = ChatTransportCommon &
+  (
+    | {
+        /** The page's client (`connect(url)` from `lanemux/client`): its one server answers. */
+        readonly client: Pick<Client, 'stream' | 'reattach' | 'server'>;
+        readonly node?: undefined;
+        readonly peer?: undefined;
+      }
+    | {
+        /** A node (`createNode` or `createClient` from `lanemux`). */
+        readonly node: Pick<LanemuxNode, 'stream' | 'reattach'>;
+        /** The server's peer id (what `node.connect` resolved), or a function giving it before each request. */
+        readonly peer: PeerId | (() => PeerId | Promise<PeerId>);
+        readonly client?: undefined;
+      }
+  );
+
+/** The options every {@link lanemuxChatTransport} takes. */
+export interface ChatTransportCommon {
   /** The method the server serves with `serveChat`. Defaults to `'chat'`. */
   readonly method?: string;
   /**
@@ -65,10 +81,21 @@ export function lanemuxChatTransport<M extends UIMessage = UIMessage>(
   const method = options.method ?? DEFAULT_CHAT_METHOD;
   const storage = options.storage ?? new MemoryStorage();
   const prefix = options.storageKeyPrefix ?? 'lanemux-chat:';
-  const peerOf = async (): Promise<PeerId> => (typeof options.peer === 'function' ? options.peer() : options.peer);
+  const client = options.client;
+  const node: Pick<LanemuxNode, 'stream' | 'reattach'> =
+    client === undefined
+      ? options.node
+      : {
+          stream: ((_peer: PeerId, m: string, r: unknown, o?: { signal?: AbortSignal }) =>
+            client.stream(m, r, o)) as unknown as LanemuxNode['stream'],
+          reattach: ((_peer: PeerId, token: string, o: { offset: number }) =>
+            client.reattach(token, o)) as unknown as LanemuxNode['reattach'],
+        };
+  const peerOf = async (): Promise<PeerId> =>
+    client !== undefined ? client.server : typeof options.peer === 'function' ? options.peer() : options.peer;
 
   /** The chunks of one answer, the resume chunk taken out (and saved for `chatId`). */
-  const chunks = (source: CallStream<unknown> | StreamAnchor<unknown>, chatId: string, peer: PeerId) => {
+  const chunks = (source: AsyncIterable<unknown>, chatId: string, peer: PeerId) => {
     const key = prefix + chatId;
     const it = source[Symbol.asyncIterator]();
     return new ReadableStream<UIMessageChunk>({
@@ -117,7 +144,7 @@ export function lanemuxChatTransport<M extends UIMessage = UIMessage>(
         ...(body !== undefined ? { body } : {}),
         ...(metadata !== undefined ? { metadata } : {}),
       };
-      const call = options.node.stream<unknown>(peer, method, request, {
+      const call = node.stream<unknown>(peer, method, request, {
         ...(abortSignal !== undefined ? { signal: abortSignal } : {}),
         ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
       });
@@ -135,7 +162,7 @@ export function lanemuxChatTransport<M extends UIMessage = UIMessage>(
         return null;
       }
       try {
-        const anchor = await options.node.reattach<unknown>(saved.peer, saved.token, { offset: 0 });
+        const anchor = await node.reattach<unknown>(saved.peer, saved.token, { offset: 0 });
         return chunks(anchor, chatId, saved.peer);
       } catch {
         // The answer is gone (finished long ago, evicted, or its server restarted): nothing to resume.

@@ -15,6 +15,7 @@ import { ResumeFailedError, StreamError } from '../stream/errors.ts';
 import { u64Hex } from '../stream/handle.ts';
 import type { CredentialSource } from '../transport/auth.ts';
 import { toBase64Url } from '../wire/base64url.ts';
+import { isInt, isMap } from '../wire/checks.ts';
 import { MESSENGER_MUX_KEY } from '../wire/constants.ts';
 import { encodeItemValue } from '../wire/item.ts';
 import { decodeBounded, encodeShared } from '../wire/msgpack.ts';
@@ -270,6 +271,43 @@ export class Client {
       throw new StreamError('ERR_ALREADY_ATTACHED', 'the anchor already has a producer or a ticket');
     if (anchor.ended) throw new StreamError('ERR_STREAM_CLOSED', 'the anchor has ended');
     return this.#ticket(anchor);
+  }
+
+  /**
+   * Take a stream again from item `offset + 1` after a page reload (docs/protocol.md §8.5): `token`
+   * is the stream's resume token the producer handed out (kept, say, in `sessionStorage`). Resolves
+   * with the anchor the items arrive on; rejects `ERR_ATTACH_REFUSED` when the server refuses
+   * (unknown or evicted token, no history), or with the request's error.
+   */
+  async reattach<T = unknown>(
+    token: string,
+    options: { offset?: number; signal?: AbortSignal } = {},
+  ): Promise<ClientStream<T>> {
+    const offset = options.offset ?? 0;
+    if (typeof token !== 'string' || token.length === 0 || token.length > 64 || !isCount(offset))
+      throw new StreamError('ERR_ATTACH_REFUSED', 'a re-attach takes a token of 1..64 characters and an offset ≥ 0');
+    options.signal?.throwIfAborted();
+    const anchor = this.anchor<T>();
+    const ticket = this.#ticket(anchor as ClientStream);
+    let answer: unknown;
+    try {
+      answer = await this.#link.request('_stream_reattach', { token, offset, handle: anchor.handle, ticket });
+    } catch (e) {
+      anchor.cancel();
+      throw isLanemuxError(e, 'ERR_UNKNOWN_HANDLER')
+        ? new StreamError('ERR_ATTACH_REFUSED', 'the server does not re-attach streams', { cause: e })
+        : e;
+    }
+    const ok = isMap(answer) && isMap(answer['Ok']) && isCount(answer['Ok']['sent']);
+    if (!ok) {
+      anchor.cancel();
+      const err = isMap(answer) && isMap(answer['Err']) ? answer['Err']['reason'] : undefined;
+      throw new StreamError(
+        'ERR_ATTACH_REFUSED',
+        typeof err === 'string' ? `re-attach refused: ${err.slice(0, 1024)}` : 'malformed re-attach answer',
+      );
+    }
+    return anchor;
   }
 
   /** Counters: live slots, streams resumed, and the drops and faults the ingress saw. */
@@ -566,12 +604,8 @@ function readAttach(
   return { anchorId: lo, keys: keys as string[], session, attachId: attachId as string | undefined, resume };
 }
 
-function isMap(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array);
-}
-
 function isCount(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+  return isInt(v, 0, Number.MAX_SAFE_INTEGER);
 }
 
 /** A `0x…` u64 (the control plane's 64-bit form), or undefined. */

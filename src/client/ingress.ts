@@ -236,6 +236,9 @@ export class Ingress implements StreamHost {
     b.buffered++;
     b.bytes += len;
     this.#held += len;
+    // An arrival lowers what the producer holds: credit taken earlier may be due now (§10.7).
+    const due = b.due();
+    if (due > 0) this.replies.credit(slot, due);
     switch (f.kind) {
       case FrameKind.Item:
         s.push(b, Entry.Item, f.value, len);

@@ -33,6 +33,8 @@ import type { Carrier, CarrierFactory } from './carrier.ts';
 const PROTOCOL_VERSION = 1;
 /** The transport key of resume (docs/protocol.md §8.3). */
 export const RESUME_KEY = 'lanemux-resume-v1';
+/** Largest message before the HELLO is processed (docs/protocol.md §2.1). */
+const HELLO_FRAME_LIMIT = 16_384;
 /** Unknown handler names a link tells the server about, at most (§4.5). */
 const MAX_NOTICES = 64;
 
@@ -214,6 +216,10 @@ export class Link {
 
   /** One message from the current carrier. */
   #onMessage(m: Uint8Array, session: number): void {
+    if (m.byteLength > (this.#up ? this.#o.maxMessageSize : HELLO_FRAME_LIMIT)) {
+      const limit = this.#up ? this.#o.maxMessageSize : HELLO_FRAME_LIMIT;
+      return this.#fail(new TransportError('ERR_FRAME_TOO_LARGE', `a ${m.byteLength}-byte message, over ${limit}`));
+    }
     if (!this.#up) {
       this.#onHello(m, session);
       return;
