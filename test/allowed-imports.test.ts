@@ -14,7 +14,9 @@
  * - `messenger/`: active messages over the port.
  * - `mux/`: batcher, ingress and sweep, over the messenger's interface.
  * - `stream/`: anchors, senders, tickets, `createNode` (which finds peers through `discovery/`): everything below.
- * - `ai/`: the AI SDK's chat transport and server helper (`lanemux/ai`), on `stream/`'s calls.
+ * - `client/`: a page's client for one server (`lanemux/client`): its own link, ingress and streams on
+ *   the codecs below and `stream/`'s call envelope and errors, none of the node (no mux, no peer table).
+ * - `ai/`: the AI SDK's chat transport and server helper (`lanemux/ai`), on `stream/`'s calls or `client/`'s.
  * - `index.ts`: the public entry.
  */
 import { describe, expect, it } from 'vitest';
@@ -41,8 +43,9 @@ const ALLOWED: Record<string, readonly string[]> = {
   messenger: ['transport', 'wire', 'runtime', ...LEAVES],
   mux: ['messenger', 'credit', 'wire', 'runtime', 'metrics', ...LEAVES],
   stream: ['mux', 'messenger', 'credit', 'wire', 'runtime', 'metrics', 'transport', 'discovery', ...LEAVES],
-  ai: ['stream', 'messenger', ...LEAVES],
-  'client.ts': ['stream', 'mux', 'messenger', 'adapters', ...LEAVES],
+  client: ['stream', 'messenger', 'transport', 'wire', 'runtime', ...LEAVES],
+  ai: ['stream', 'client', 'messenger', ...LEAVES],
+  'client.ts': ['client', 'stream', ...LEAVES],
   'index.ts': [
     'discovery',
     'stream',
