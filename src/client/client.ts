@@ -8,7 +8,7 @@
  * producer side, one lane. Everything it says on the wire is docs/protocol.md's; a page that also
  * produces, listens or links to several peers uses `createNode` from `lanemux`.
  */
-import { ConfigError, type LanemuxError, isLanemuxError } from '../errors.ts';
+import { ConfigError, LanemuxError, isLanemuxError } from '../errors.ts';
 import { type Runtime, type TimerHandle, randomHex, randomU64, systemRuntime } from '../runtime/runtime.ts';
 import { CALL_PREFIX, CALL_VERSION, CallError, MAX_METHOD_BYTES } from '../stream/call-envelope.ts';
 import { ResumeFailedError, StreamError } from '../stream/errors.ts';
@@ -215,7 +215,8 @@ export class Client {
     try {
       if (new TextEncoder().encode(method).byteLength > MAX_METHOD_BYTES || method === '')
         throw new CallError('ERR_INVALID_REQUEST', method, `a method name is 1..${MAX_METHOD_BYTES} bytes`);
-      r = encodeItemValue(request);
+      // A copy: the encoder's buffer is shared, and the request goes out once the link is up.
+      r = encodeItemValue(request).slice();
     } catch (e) {
       s.end(
         isLanemuxError(e)
@@ -225,30 +226,59 @@ export class Client {
       this.#forget(s as ClientStream);
       return s;
     }
-    const ticket = this.#ticket(s as ClientStream);
     const signal = options.signal;
     if (signal !== undefined) {
       const abort = (): void => s.cancel(new StreamError('ERR_ABORTED', `the call to "${method}" was aborted`));
       if (signal.aborted) abort();
       else signal.addEventListener('abort', abort, { once: true });
     }
-    this.#link.request(`${CALL_PREFIX}${method}`, { v: CALL_VERSION, h: s.handle, t: ticket, r }).then(
-      () => {},
-      (e: unknown) => {
-        // A lost acceptance does not end a stream that opened: it resumes (§8.6).
-        if (s.finished || s.ended || (s.bind !== null && s.bind.state !== 'waiting')) return;
-        if (isLanemuxError(e, 'ERR_PEER_GONE') && s.bind !== null && s.bind.state === 'lost') return;
-        const code = isLanemuxError(e) ? e.code : 'ERR_INVALID_REQUEST';
-        const error = new CallError(
+    void this.#call(s as ClientStream, method, r);
+    return s;
+  }
+
+  /** Send a call's request once the link is up (within `requestTimeoutMs`), its ticket inside. */
+  async #call(s: ClientStream, method: string, r: Uint8Array): Promise<void> {
+    try {
+      await this.#whenUp();
+      if (s.ended) return;
+      const ticket = this.#ticket(s);
+      await this.#link.request(`${CALL_PREFIX}${method}`, { v: CALL_VERSION, h: s.handle, t: ticket, r });
+    } catch (e) {
+      // A lost acceptance does not end a stream that opened, nor one whose request may have arrived: it resumes (§8.6).
+      if (s.ended || (s.bind !== null && s.bind.state !== 'waiting')) return;
+      const code = isLanemuxError(e) ? e.code : 'ERR_INVALID_REQUEST';
+      s.cancel(
+        new CallError(
           code === 'ERR_UNKNOWN_HANDLER' ? 'ERR_UNKNOWN_METHOD' : code,
           method,
           code === 'ERR_UNKNOWN_HANDLER' ? `the server serves no method "${method}"` : String((e as Error).message),
           { retryable: isLanemuxError(e) && e.retryable, cause: e },
+        ),
+      );
+    }
+  }
+
+  /** Resolves once the link is up; rejects `ERR_PEER_GONE` after `requestTimeoutMs`, `ERR_CLOSED` once closed. */
+  #whenUp(): Promise<void> {
+    if (this.#link.up) return Promise.resolve();
+    if (this.#closed !== null) return Promise.reject(this.#closed);
+    return new Promise((resolve, reject) => {
+      const timer = this.#rt.setTimer(() => {
+        off();
+        reject(
+          new LanemuxError('ERR_PEER_GONE', `no connection to the server for ${this.#o.requestTimeoutMs} ms`, {
+            retryable: true,
+          }),
         );
-        s.cancel(error);
-      },
-    );
-    return s;
+      }, this.#o.requestTimeoutMs);
+      const off = this.onState((state, error) => {
+        if (state === 'down') return;
+        off();
+        this.#rt.clearTimer(timer);
+        if (state === 'up') resolve();
+        else reject(error ?? this.#closed);
+      });
+    });
   }
 
   /**
@@ -315,6 +345,7 @@ export class Client {
     const c = this.#ingress.counters;
     return {
       velo_streaming_mux_live_slots: this.#ingress.liveSlots,
+      client_open_streams: this.#anchors.size,
       streaming_mux_stragglers_total: c.stragglers,
       streaming_mux_no_route_total: c.dropped,
       streaming_mux_protocol_errors_total: c.violations,
@@ -378,9 +409,11 @@ export class Client {
     return s;
   }
 
+  /** `s` ended or was cancelled: nothing of the client refers to it any more. */
   #forget(s: ClientStream): void {
     if (this.#anchors.get(s.anchorId) === s) this.#anchors.delete(s.anchorId);
     for (const [b] of this.#suspended) if (b.stream === s) this.#suspended.delete(b);
+    for (const [session, b] of this.#aliases) if (b.stream === s) this.#aliases.delete(session);
   }
 
   #up(server: ServerHello, epoch: number): void {
@@ -449,6 +482,9 @@ export class Client {
         );
     }
     if (this.#link.up) this.#ingress.sweep(now, TICK_MS, this.#o.acceptWindowMs);
+    // An older session of a resumed stream matters only until its new bind is claimed.
+    for (const [session, b] of this.#aliases)
+      if (b.state === 'live' || b.state === 'done') this.#aliases.delete(session);
   };
 
   #message(name: string, payload: Uint8Array): boolean {

@@ -52,7 +52,7 @@ export class Ingress implements StreamHost {
   readonly binds = new Map<bigint, Bind>();
   readonly replies: Replies;
   readonly counters: IngressCounters = { stragglers: 0, dropped: 0, violations: 0, watchdog: 0 };
-  /** A stream's cancel or end, for the client's bookkeeping. */
+  /** A stream's cancel or end (nothing more arrives for it), for the client's bookkeeping. */
   onFinished: (stream: ClientStream) => void = () => {};
   readonly #slots = new Map<number, Bind>();
   readonly #retired: number[] = [];
@@ -366,6 +366,10 @@ export class Ingress implements StreamHost {
       // A waiting bind stays, 'done', until its accept window: a late OpenSlot gets the cancel pair.
       b.state = 'done';
     }
+    this.onFinished(s);
+  }
+
+  ended(s: ClientStream): void {
     this.onFinished(s);
   }
 

@@ -20,6 +20,8 @@ export interface StreamHost {
   taken(bind: Bind, bytes: number): void;
   /** The page cancelled (`action` 1) or asked the producer to stop (`action` 0). */
   signal(stream: ClientStream<unknown>, action: 0 | 1): void;
+  /** The stream's end is queued: nothing more will arrive for it. */
+  ended(stream: ClientStream<unknown>): void;
 }
 
 /** Kinds of the entries a stream holds. */
@@ -95,7 +97,10 @@ export class ClientStream<T = unknown> implements AsyncIterableIterator<T> {
       }
     }
     if (kind !== Entry.End) this.received++;
-    else this.ended = true;
+    else {
+      this.ended = true;
+      this.#host.ended(this as ClientStream<unknown>);
+    }
     const w = this.#waiter;
     if (w !== null && this.#head === this.#kinds.length && kind !== Entry.SenderError) {
       // A reader waits on an empty queue: hand the record over without queueing it.

@@ -1,6 +1,7 @@
 // `lanemux/client` against a real node over WebSocket: calls, anchors and tickets, cancel, stop,
 // errors, and resume across a cut connection.
 import { afterEach, describe, expect, it } from 'vitest';
+import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 import { isLanemuxError } from '../../src/client.ts';
 import { collect } from '../support/collect.ts';
 import { signalled } from '../support/signalled.ts';
@@ -248,5 +249,55 @@ describe('lanemux/client over WebSocket', () => {
       code: 'ERR_INVALID_CONFIG',
       field: 'initialCredit',
     });
+  });
+});
+
+describe('lanemux/client across connections', () => {
+  it('a call made while the connection is down goes out once it is back', async () => {
+    const { node, url } = await wsServer();
+    node.serve('hi', async (_req, sender) => {
+      await sender.send('hello');
+    });
+    const net = cuttableCarrier();
+    const client = await page(url, { transport: net.factory, reconnectDelayMs: 50 });
+    const states: string[] = [];
+    client.onState((s) => states.push(s));
+    net.cut();
+    expect(client.connected).toBe(false);
+    const { items, error } = await collect(client.stream<string>('hi'));
+    expect(error).toBeNull();
+    expect(items).toEqual(['hello']);
+    expect(states).toEqual(['down', 'up']);
+  });
+
+  it('finished calls leave nothing behind in the client', async () => {
+    const { node, url } = await wsServer();
+    node.serve('one', async (_req, sender) => {
+      await sender.send(1);
+    });
+    const client = await page(url);
+    for (let i = 0; i < 300; i++) await collect(client.stream('one'));
+    const cancelled = client.stream('one');
+    cancelled.cancel();
+    expect(client.metrics()['client_open_streams']).toBe(0);
+  });
+
+  it('a server that comes back as another process ends the suspended streams (restarted), and new calls work', async () => {
+    const first = await wsServer();
+    const port = Number(new URL(first.url).port);
+    first.node.serve('slow', async (_req, sender, { signal }) => {
+      await sender.send('a');
+      await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
+    });
+    const client = await page(first.url, { reconnectDelayMs: 20 });
+    const call = client.stream<string>('slow');
+    expect((await call.next()).value).toBe('a');
+    await first.node.close();
+    const second = await wsServer({ transports: [webSocketServerTransport({ port })] });
+    second.node.serve('slow', async (_req, sender) => {
+      await sender.send('b');
+    });
+    await expect(call.next()).rejects.toMatchObject({ code: 'ERR_SENDER_DROPPED', reason: 'restarted' });
+    expect((await collect(client.stream<string>('slow'))).items).toEqual(['b']);
   });
 });
