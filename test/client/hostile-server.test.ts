@@ -75,8 +75,8 @@ function patchHello(answer: Uint8Array, fields: Record<string, unknown>): Uint8A
   return out;
 }
 
-async function page(url: string): Promise<Client> {
-  const c = await connect(url, { WebSocket: WebSocket as never, initialCredit: 4 });
+async function page(url: string, options: Parameters<typeof connect>[1] = {}): Promise<Client> {
+  const c = await connect(url, { WebSocket: WebSocket as never, initialCredit: 4, ...options });
   clients.push(c);
   return c;
 }
@@ -216,5 +216,48 @@ describe('lanemux/client against a hostile server', () => {
     srv.send(new Uint8Array(8192).fill(1));
     await waitFor(() => states.length > 0, 5000, 'the link went down');
     expect(states[0]).toBe('down:ERR_FRAME_TOO_LARGE');
+  });
+
+  it('a producer that goes silent is dropped by the watchdog after three heartbeat windows', async () => {
+    const srv = await rawServer();
+    const client = await page(srv.url, { heartbeatIntervalMs: 100 });
+    await srv.ready;
+    const s = open(client, 5, ['only']);
+    srv.send(s.msg);
+    expect((await s.anchor.next()).value).toBe('only');
+    await expect(s.anchor.next()).rejects.toMatchObject({ code: 'ERR_SENDER_DROPPED' });
+    expect(client.metrics()['velo_streaming_heartbeat_watchdog_firings_total']).toBe(1);
+    await waitFor(
+      () => srv.batches().some((b) => b.records.some((r) => r.type === 2 && r.slot === 5 && r.closeReason === 2)),
+      5000,
+      'CloseSlot{UnknownSlot} to the silent producer',
+    );
+  });
+
+  it('bytes the page read are released to the server with _stream_window once a quarter window is due', async () => {
+    const srv = await rawServer();
+    const client = await page(srv.url, { receiveWindow: 65_536, initialCredit: 64 });
+    await srv.ready;
+    const big = 'x'.repeat(1000);
+    const s = open(
+      client,
+      6,
+      Array.from({ length: 40 }, () => big),
+    );
+    srv.send(s.msg);
+    for (let i = 0; i < 40; i++) await s.anchor.next();
+    const name = new TextEncoder().encode('_stream_window');
+    const reports = () =>
+      srv.received.filter(
+        (m) => m[0] === Kind.Message && m[1] === name.byteLength && m.byteLength === 2 + name.byteLength + 8,
+      );
+    await waitFor(() => reports().length > 0, 5000, 'a window report');
+    const released = reports().reduce(
+      (n, m) => n + Number(new DataView(m.buffer, m.byteOffset + 2 + name.byteLength).getBigUint64(0)),
+      0,
+    );
+    // 40 records of about 1 KiB were read: at least a quarter window (16 KiB) went back, never more than arrived.
+    expect(released).toBeGreaterThanOrEqual(16_384);
+    expect(released).toBeLessThanOrEqual(40 * 1010);
   });
 });
