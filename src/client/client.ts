@@ -15,10 +15,11 @@ import { ResumeFailedError, StreamError } from '../stream/errors.ts';
 import { u64Hex } from '../stream/handle.ts';
 import type { CredentialSource } from '../transport/auth.ts';
 import { toBase64Url } from '../wire/base64url.ts';
-import { isInt, isMap } from '../wire/checks.ts';
+import { isMap } from '../wire/checks.ts';
 import { MESSENGER_MUX_KEY } from '../wire/constants.ts';
 import { encodeItemValue } from '../wire/item.ts';
 import { decodeBounded, encodeShared } from '../wire/msgpack.ts';
+import { attachOk, isCount, readAttach, refuse } from './attach-request.ts';
 import { Bind } from './bind.ts';
 import { type CarrierFactory, type WebSocketConstructor, webSocketCarrier } from './carrier.ts';
 import { Ingress } from './ingress.ts';
@@ -530,13 +531,13 @@ export class Client {
       const again = req.attachId !== undefined && old.answered && old.attachId === req.attachId && old.state !== 'live';
       // A ticket holder may adopt its own unclaimed pre-bind by naming its session.
       const adopt = !old.answered && old.state === 'waiting' && req.session === old.session;
-      if (adopt) return this.#ok(old, undefined);
+      if (adopt) return attachOk(old, undefined);
       if (!again) return refuse('the anchor already has a sender (AlreadyAttached)');
       this.#suspended.delete(old);
       this.#ingress.binds.delete(old.session);
       old.state = 'done';
     }
-    return this.#ok(this.#bind(s, this.#o.initialCredit, req.attachId), undefined);
+    return attachOk(this.#bind(s, this.#o.initialCredit, req.attachId), undefined);
   }
 
   #resume(s: ClientStream | undefined, r: { session: bigint; sent: number; from: number }): unknown {
@@ -559,7 +560,7 @@ export class Client {
     this.#aliases.set(b.session, next);
     if (r.session !== b.session) this.#aliases.set(r.session, next);
     this.#resumed++;
-    return this.#ok(next, received);
+    return attachOk(next, received);
   }
 
   #bind(s: ClientStream, credit: number, attachId: string | undefined): Bind {
@@ -578,18 +579,6 @@ export class Client {
     return b;
   }
 
-  #ok(b: Bind, resumeOffset: number | undefined): unknown {
-    const ok: Record<string, unknown> = {
-      streaming_transport_key: MESSENGER_MUX_KEY,
-      heartbeat_interval_ms: b.heartbeatMs,
-      routing_session_id: u64Hex(b.session),
-      initial_credit: b.credit,
-      slot_byte_budget: b.budget,
-    };
-    if (resumeOffset !== undefined) ok['resume_offset'] = resumeOffset;
-    return { Ok: ok };
-  }
-
   /** `_anchor_detach {handle, session_id}`: the producer handed over its Detached; the anchor takes a new attach once it is read. */
   #detach(body: unknown): unknown {
     const req = readAttach(body, this.workerId);
@@ -597,55 +586,4 @@ export class Client {
     if (s === undefined || s.ended) return refuse('unknown or finished anchor');
     return { Ok: null };
   }
-}
-
-function refuse(reason: string): unknown {
-  return { Err: { reason } };
-}
-
-/** The fields of an attach (or detach) request this page uses, checked; a string says what is wrong. */
-function readAttach(
-  body: unknown,
-  worker: string,
-):
-  | string
-  | {
-      anchorId: bigint;
-      keys: string[];
-      session: bigint | undefined;
-      attachId: string | undefined;
-      resume: { session: bigint; sent: number; from: number } | undefined;
-    } {
-  if (!isMap(body) || !isMap(body['handle'])) return 'malformed attach request: no handle';
-  const hi = hex64(body['handle']['hi']);
-  const lo = hex64(body['handle']['lo']);
-  if (hi === undefined || lo === undefined) return 'malformed attach request: handle';
-  if (hi !== BigInt(`0x${worker}`)) return 'the handle belongs to another worker';
-  const keys = body['supported_transport_keys'] ?? [];
-  if (!Array.isArray(keys) || keys.length > 64 || !keys.every((k) => typeof k === 'string' && k.length <= 128))
-    return 'malformed attach request: supported_transport_keys';
-  const session = body['session_id'] === undefined ? undefined : hex64(body['session_id']);
-  const attachId = body['attach_id'];
-  if (attachId !== undefined && hex64(attachId) === undefined) return 'malformed attach request: attach_id';
-  let resume: { session: bigint; sent: number; from: number } | undefined;
-  const r = body['resume'];
-  if (r !== undefined) {
-    if (!isMap(r)) return 'malformed attach request: resume';
-    const rs = hex64(r['session']);
-    const sent = r['sent'];
-    const from = r['from'] ?? 1;
-    if (rs === undefined || !isCount(sent) || !isCount(from)) return 'malformed attach request: resume';
-    resume = { session: rs, sent, from };
-  }
-  return { anchorId: lo, keys: keys as string[], session, attachId: attachId as string | undefined, resume };
-}
-
-function isCount(v: unknown): v is number {
-  return isInt(v, 0, Number.MAX_SAFE_INTEGER);
-}
-
-/** A `0x…` u64 (the control plane's 64-bit form), or undefined. */
-function hex64(v: unknown): bigint | undefined {
-  if (typeof v !== 'string' || !/^0x[0-9a-f]{1,16}$/.test(v)) return undefined;
-  return BigInt(v);
 }
