@@ -35,7 +35,7 @@ describe("README's four-chat app", () => {
       l
         .replace('Number(process.env.PORT ?? 8080)', '8080')
         .replace(/^const server = .*$/, '')
-        .replace('node.connect(server)', "node.connect('ws://127.0.0.1:8080/lanemux')");
+        .replace('connect(server)', "connect('ws://127.0.0.1:8080/lanemux')");
     expect(server).toEqual(exServer.map(fixed).filter((l) => l !== ''));
     expect(page).toEqual(exPage.map(fixed).filter((l) => l !== ''));
     expect(claim).toContain(`${server.length} + ${page.length} lines of code`);
