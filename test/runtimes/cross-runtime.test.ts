@@ -2,8 +2,7 @@
 // other through the mux (createAnchor / attachAnchor / sender.send), over TCP and over WebSocket,
 // in both directions, and every stream arrives with exact content and order. The peers run
 // peer-protocol.ts (deno/peer.ts, bun/peer.ts) and print a JSON ready line with their addresses.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,21 +11,11 @@ import { tcpTransport } from '../../src/adapters/node-tcp.ts';
 import { webSocketClientTransport } from '../../src/adapters/websocket.ts';
 import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 import { expectedStreams, exchange, startPeer, type Exchange, type Peer } from './peer-protocol.ts';
+import { bunBinary, denoBinary } from '../support/runtime-binaries.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const COUNT = 16;
 const TOKENS = 40;
-
-/** The first of `candidates` that answers `--version` (`.bin/bun` is a placeholder after `npm ci --ignore-scripts`). */
-function binary(...candidates: string[]): string {
-  const found = candidates.find(
-    (c) =>
-      existsSync(c) &&
-      spawnSync(c, ['--version'], { stdio: 'ignore', env: { ...process.env, DENO_NO_UPDATE_CHECK: '1' } }).status === 0,
-  );
-  if (found === undefined) throw new Error(`no working binary among ${candidates.join(', ')}`);
-  return found;
-}
 
 interface Remote {
   readonly runtime: string;
@@ -100,7 +89,7 @@ describe('cross-runtime pairs: Node ↔ Deno ↔ Bun over TCP and WebSocket', ()
     const started = await Promise.allSettled([
       Promise.resolve()
         .then(() =>
-          spawnPeer(binary(join(ROOT, 'node_modules/.bin/deno'), join(ROOT, 'node_modules/deno/deno')), [
+          spawnPeer(denoBinary(), [
             'run',
             '--cached-only',
             '--no-check',
@@ -112,12 +101,7 @@ describe('cross-runtime pairs: Node ↔ Deno ↔ Bun over TCP and WebSocket', ()
         )
         .then((r) => (deno = r)),
       Promise.resolve()
-        .then(() =>
-          spawnPeer(
-            binary(join(ROOT, 'node_modules/.bin/bun'), join(ROOT, 'node_modules/@oven/bun-linux-x64/bin/bun')),
-            ['run', 'test/runtimes/bun/peer.ts'],
-          ),
-        )
+        .then(() => spawnPeer(bunBinary(), ['run', 'test/runtimes/bun/peer.ts']))
         .then((r) => (bun = r)),
       startPeer(
         [
