@@ -27,7 +27,7 @@ async function pair(clientOptions: Partial<ClientOptions> = {}) {
   return { server, client, peer, cut, reconnect: () => client.connect('memory://server') };
 }
 
-describe('createClient (lanemux/client)', () => {
+describe('createClient (lanemux: the consumer-only node)', () => {
   it('calls a served method and reads every item, in order', async () => {
     const { server, client, peer } = await pair();
     server.serve<{ n: number }, string>('count', async (req, sender) => {
