@@ -1,53 +1,46 @@
 /**
  * The egress batcher of one (peer, lane) (docs/protocol.md §10, §8.1; the flush policies of `FlushPolicy`, config.ts).
  *
- * It owns the slots it opened on that lane, one reusable batch encoder, the flush gate and the
- * coalesced control inbox. Producers stage records synchronously into the open batch when their
+ * A batcher is the lane's {@link ReplyLane} (reply-lane.ts: the coalesced control inbox, one
+ * reusable batch encoder, the flush gate, the wake, the write, parking on admission, epoch death
+ * and retirement) plus the slots it opened on that lane, whose records it stages into the same
+ * open batch through the reply lane's hooks. Producers stage records synchronously into the open batch when their
  * slot holds credit; otherwise records wait in the slot's withheld FIFO. A write that the
  * transport does not admit at once parks the batcher: nothing is staged until it is admitted, so
  * producers wait on their slots — back-pressure without queues. A refused write is epoch death.
  *
- * This file is the state and the hot path: a record offered, staged or withheld, released when
- * credit returns, the wake, the write and its admission. The other transitions over the same state
+ * This file is the slots' state and the hot path: a record offered, staged or withheld, released
+ * when credit returns, and what a wake, a write and its admission do for the slots. The other transitions over the same state
  * are module-level functions beside it, one concept each (a plain call, as a private method was;
  * no sub-object between a record and the encoder):
  * - batcher-slots.ts: a slot's open (the OpenSlot batch, the open queue behind a parked write) and close;
- * - batcher-control.ts: the inbox drain at a wake (owned control, peer replies staged as records);
+ * - batcher-control.ts: owned control from the inbox drain at a wake (the peer replies: reply-lane.ts);
  * - batcher-window.ts: records waiting for the peer window, and its link;
  * - batcher-singleton.ts: a record over the batch cap, staged for rendezvous;
- * - batcher-retire.ts: epoch death and retirement.
+ * - batcher-retire.ts: epoch death and retirement, for the slots.
  * Hence the state those files act on is plain fields rather than `#private` ones; only the
  * batcher's files write them. What the batcher is given is batcher-host.ts; per-record sizes and
  * appends are egress-record.ts, the flush decision flush-gate.ts, coalesced replies
- * control-inbox.ts, the slot table slot-table.ts.
+ * control-inbox.ts (staged by reply-lane.ts), the slot table slot-table.ts.
  */
 import type { LanemuxError } from '../errors.ts';
 import { WakeSource } from '../metrics/mux-metrics.ts';
-import type { Admission, PeerId } from '../messenger/types.ts';
-import type { TimerHandle } from '../runtime/runtime.ts';
-import {
-  BATCH_HEADER_LEN,
-  CLOSE_RECORD_LEN,
-  CloseReason,
-  MAX_RECORDS_PER_BATCH,
-  RECORD_HEADER_LEN,
-  RecordType,
-} from '../wire/constants.ts';
-import { BatchEncoder } from '../wire/encoder.ts';
+import type { PeerId } from '../messenger/types.ts';
+import { BATCH_HEADER_LEN, CLOSE_RECORD_LEN, CloseReason, RECORD_HEADER_LEN, RecordType } from '../wire/constants.ts';
 import { FRAME_HEARTBEAT, isHeartbeatFrame, itemStringLength } from '../wire/frame.ts';
-import { batchCap, type BatcherHost } from './batcher-host.ts';
+import type { BatcherHost } from './batcher-host.ts';
 import { closeSlotLocally, emitClose, OPEN_FENCE, openEgressSlot, writeWaitingOpens } from './batcher-slots.ts';
-import { applyInbox } from './batcher-control.ts';
-import { failEpoch, retireBatcher, type DrainLeftovers } from './batcher-retire.ts';
+import { applyOwned } from './batcher-control.ts';
+import { endEpoch, retireSlots } from './batcher-retire.ts';
 import { emitSingleton, stageRoomReturned } from './batcher-singleton.ts';
 import { syncWindow, windowBlock, windowRoom } from './batcher-window.ts';
 import { UNBOUNDED_EGRESS, type PeerEgress } from './peer-egress.ts';
-import { ControlInbox } from './control-inbox.ts';
+import type { InboxDrain } from './control-inbox.ts';
 import { EndedSlots } from './ended-slots.ts';
 import { EgressKind, type EgressSlot, Offer } from './egress-slot.ts';
 import type { EgressSlotOwner, SlotBatcher } from './egress-slot.ts';
-import { MuxError } from './errors.ts';
-import { FlushGate, StagedKind } from './flush-gate.ts';
+import { StagedKind } from './flush-gate.ts';
+import { ReplyLane } from './reply-lane.ts';
 import { SlotTable } from './slot-table.ts';
 import {
   appendRecord,
@@ -59,64 +52,32 @@ import {
   recordBytes,
 } from './egress-record.ts';
 
-const TYPE_COUNT = 6;
 /** The lists of a written batch that carried none (shared: never written to). */
-const NO_REPLIES: number[] = [];
 const NO_SLOTS: EgressSlot[] = [];
 
-/** The egress batcher of one (peer, lane). */
-export class Batcher implements SlotBatcher {
-  readonly peer: PeerId;
-  readonly lane: number;
-  readonly inbox = new ControlInbox();
-  epoch: bigint;
-  batchSeq = 0;
-  /** Live owned slots. */
-  liveSlots = 0;
-  /** Sweep ticks spent idle (for eviction). */
-  idleTicks = 0;
-  /** Last health check time (ms). */
-  lastHealthCheck = 0;
-  retired = false;
-  /** The effective batch cap in bytes. */
-  readonly cap: number;
-  /** The connection epoch this batcher's batches are pinned to (undefined: the transport has none). */
-  linkEpoch: number | undefined;
-  /** True while a write awaits admission. */
-  parked = false;
-
+/** The egress batcher of one (peer, lane): its reply lane plus the slots it opened. */
+export class Batcher extends ReplyLane implements SlotBatcher {
   // The state the batcher's files share (see the header): read anywhere, written only by them.
-  readonly host: BatcherHost;
-  readonly enc: BatchEncoder;
-  readonly gate: FlushGate;
   readonly peerEgress: PeerEgress;
   /** Owned slots by SlotId; freed indexes are reused LIFO at their next generation. */
   readonly slotTable = new SlotTable<EgressSlot>();
   /** Owned slots closed moments ago (shared with the lane's later batchers): late peer control is a straggler. */
   readonly ended: EndedSlots;
-  /** A `flushBatch()` or an inbox kick asked for the next wake to write. */
-  kicked = false;
-  timer: TimerHandle | null = null;
   /** Slots whose withheld FIFO may be releasable. */
   readySlots: EgressSlot[] = [];
   /** Slots opened while parked: their OpenSlot is still to be written (batcher-slots.ts). */
   pendingOpens: EgressSlot[] = [];
   /** Opens waiting for room in the open queue (batcher-slots.ts). */
   openRoom: Array<{ retry: () => void; reject: (e: unknown) => void }> = [];
-  // Open batch bookkeeping.
-  readonly typeCounts = new Uint32Array(TYPE_COUNT);
-  replies: number[] = []; // [peerSlot, credit] pairs staged in the open batch
-  /** The open batch's CreditUpdate per peer SlotId: its record offset, to add later grants into. */
-  readonly creditAt = new Map<number, number>();
+  // Open batch bookkeeping (beside the reply lane's).
   guards: EgressSlot[] = []; // terminals in the open batch (retirement)
   opens: EgressSlot[] = []; // OpenSlots in the open batch (open acks)
-  // In-flight batch (awaiting admission).
-  inflightReplies: number[] = [];
-  inflightGuards: EgressSlot[] = [];
-  /** Credit replies a parked, retiring batcher could not post back to its closed inbox. */
-  leftoverCredit: number[] = [];
-  /** Identifies the write the batcher is parked on (0: none). */
-  parkToken = 0;
+  // The written batch until its admission.
+  inflightGuards: EgressSlot[] = NO_SLOTS;
+  inflightOpens: EgressSlot[] = NO_SLOTS;
+  /** Window bytes charged by the written batch, on link {@link writeWindowEpoch} (given back if it is refused). */
+  writeWindowBytes = 0;
+  writeWindowEpoch = 0;
   /** Slots whose singleton waits for staging room toward this peer (batcher-singleton.ts). */
   stageBlocked: EgressSlot[] = [];
   /** The link epoch the peer window counts this batcher's records on (0: the transport has none). */
@@ -133,31 +94,12 @@ export class Batcher implements SlotBatcher {
 
   // Only this file's.
   #dataSlotList: EgressSlot[] = [];
-  #wakeScheduled = false;
-  #wakeSource: number = WakeSource.frame;
-  #inWake = false;
-  #timerAt = Number.NaN;
-  #scheduleWake = (): void => this.#runWake();
-  #onTimer = (): void => {
-    this.timer = null;
-    this.#timerAt = Number.NaN;
-    this.#wakeSource = WakeSource.linger;
-    this.#runWake();
-  };
 
   constructor(host: BatcherHost, peer: PeerId, lane: number, ended: EndedSlots = new EndedSlots()) {
-    this.host = host;
+    super(host, peer, lane);
     this.ended = ended;
-    this.peer = peer;
-    this.lane = lane;
-    this.epoch = host.nextEpoch();
-    this.linkEpoch = host.sink.linkEpoch?.(peer);
-    this.cap = batchCap(host.config.maxBatchBytes, host.sink.maxMessageSize(peer));
-    this.enc = new BatchEncoder({ maxBytes: this.cap, initialBytes: Math.min(this.cap, 16_384) });
-    this.gate = new FlushGate(host.config.flushPolicy, host.config.replyLinger);
     this.peerEgress = host.peerEgress?.(peer) ?? UNBOUNDED_EGRESS();
     syncWindow(this);
-    this.inbox.onNotify = () => this.wake(WakeSource.control);
   }
 
   /**
@@ -167,15 +109,6 @@ export class Batcher implements SlotBatcher {
   windowed(kind: number, value: unknown): boolean {
     if (!this.peerEgress.counts(this.windowEpoch)) return false;
     return kind !== EgressKind.Body || !isHeartbeatFrame(value as Uint8Array);
-  }
-
-  /** Records staged in the open batch. */
-  get staged(): number {
-    return this.gate.staged;
-  }
-  /** True when the batcher holds nothing: no live slots, nothing staged or pending. */
-  get idle(): boolean {
-    return this.liveSlots === 0 && this.gate.staged === 0 && !this.parked && !this.inbox.pending;
   }
 
   /**
@@ -204,7 +137,7 @@ export class Batcher implements SlotBatcher {
     if (slot.queued === 0 && !slot.fenced && !slot.opening && !this.parked && this.#affordable(slot, kind)) {
       const r = this.#emit(slot, kind, value);
       if (r === EMIT_OK) {
-        if (!this.#inWake) this.wake(WakeSource.frame);
+        if (!this.inWake) this.wake(WakeSource.frame);
         return Offer.Ok;
       }
       if (r === EMIT_TOO_LARGE) return Offer.Closed;
@@ -243,7 +176,7 @@ export class Batcher implements SlotBatcher {
     if (slot.closed || slot.closeError !== null || slot.queued > 0 || slot.fenced || slot.opening || this.parked)
       return;
     if (slot.ledger.dataAvailable === 0) return;
-    if (this.#emit(slot, EgressKind.Body, FRAME_HEARTBEAT) === EMIT_OK && !this.#inWake) this.wake(WakeSource.frame);
+    if (this.#emit(slot, EgressKind.Body, FRAME_HEARTBEAT) === EMIT_OK && !this.inWake) this.wake(WakeSource.frame);
   }
 
   /** The producer left without a terminal: a CloseSlot{PeerGone} follows whatever is withheld. */
@@ -317,13 +250,6 @@ export class Batcher implements SlotBatcher {
     return EMIT_OK;
   }
 
-  /** Room in the open batch for `needed` more bytes (`pair`: two records that must share it). */
-  fits(needed: number, pair: boolean): boolean {
-    // A terminal and its close (or a cancel's close and lifecycle) need two record slots and must share a batch.
-    if (this.enc.recordCount + (pair ? 2 : 1) > MAX_RECORDS_PER_BATCH) return false;
-    return this.enc.byteLength + needed <= this.cap;
-  }
-
   /** Release a slot's withheld records while credit, the fence and the batch allow. */
   #release(slot: EgressSlot): void {
     const m = this.host.metrics;
@@ -368,170 +294,91 @@ export class Batcher implements SlotBatcher {
   }
 
   /** The owned slot for a SlotId at its live generation, if any. */
-  slotFor(id: number): EgressSlot | undefined {
+  override slotFor(id: number): EgressSlot | undefined {
     return this.slotTable.get(id);
   }
 
   /** Every live owned slot. */
-  *slots(): IterableIterator<EgressSlot> {
+  override *slots(): IterableIterator<EgressSlot> {
     yield* this.slotTable.values();
   }
 
-  // ───────────────────────── waking and flushing ─────────────────────────
+  // ─────────────── the reply lane's wake and write, with slots (reply-lane.ts) ───────────────
 
-  /** `flushBatch()`: kick and run a wake now (synchronous; never throws). */
-  kick(): void {
-    this.kicked = true;
-    if (!this.parked && !this.#inWake) this.#runWake();
-  }
-
-  /** Schedule one wake (a macrotask) unless one is scheduled or running; `source` is what is counted. */
-  wake(source: number): void {
-    if (this.#wakeScheduled || this.#inWake) return;
-    this.#wakeScheduled = true;
-    this.#wakeSource = source;
-    this.host.runtime.macrotask(this.#scheduleWake);
-  }
-
-  /** One wake: drain control, release withheld records, then flush if the gate says so. */
-  #runWake(): void {
-    this.#wakeScheduled = false;
-    if (this.parked || this.retired) return;
-    const m = this.host.metrics;
-    m.batcherWakes[this.#wakeSource]! += 1;
-    this.#wakeSource = WakeSource.frame;
-    this.#inWake = true;
-    try {
-      if (this.pendingOpens.length > 0 || this.openRoom.length > 0) writeWaitingOpens(this);
-      if (this.parked) return;
-      if (this.inbox.pending) applyInbox(this);
-      if (this.retired) return;
-      if (this.readySlots.length > 0) {
-        const ready = this.readySlots;
-        this.readySlots = [];
-        for (let i = 0; i < ready.length; i++) {
-          const s = ready[i]!;
-          s.ready = false;
-          if (this.parked) this.markReady(s);
-          else this.#release(s);
-        }
+  /** A wake stages waiting opens, the inbox (replies, then owned control), then released withheld records. */
+  protected override stageWake(): void {
+    if (this.pendingOpens.length > 0 || this.openRoom.length > 0) writeWaitingOpens(this);
+    if (this.parked) return;
+    if (this.inbox.pending) this.applyInbox();
+    if (this.retired) return;
+    if (this.readySlots.length > 0) {
+      const ready = this.readySlots;
+      this.readySlots = [];
+      for (let i = 0; i < ready.length; i++) {
+        const s = ready[i]!;
+        s.ready = false;
+        if (this.parked) this.markReady(s);
+        else this.#release(s);
       }
-      if (this.parked) return;
-      const now = this.host.runtime.now();
-      if (this.gate.shouldFlush(now, this.kicked, this.enc.byteLength, this.liveSlots, this.#dataSlotList.length)) {
-        this.flush();
-        if (!this.parked) this.kicked = false;
-      } else if (this.gate.staged === 0) {
-        this.kicked = false;
-      }
-      if (!this.parked) this.#armTimer();
-    } finally {
-      this.#inWake = false;
-      // A post made during this wake (an owner callback posting to this inbox) found the wake
-      // running and was not scheduled: schedule it now, or it would wait for an unrelated post.
-      if (this.inbox.pending && !this.parked && !this.retired) this.wake(WakeSource.control);
     }
   }
 
-  /** Open the next batch (epoch, batch_seq, lane). */
-  begin(): void {
-    this.enc.begin(this.epoch, this.batchSeq, this.lane & 0x0f);
-    if (this.creditAt.size > 0) this.creditAt.clear();
+  protected override slotsWithData(): number {
+    return this.#dataSlotList.length;
   }
 
-  /** Write the open batch (if any records) and await admission; an empty batch gives its seq back. */
-  flush(): void {
-    const enc = this.enc;
-    // Never touch the encoder while its buffer is out for admission.
-    if (this.parked || !enc.isOpen) return;
-    const count = enc.recordCount;
-    if (count === 0) {
-      enc.discard();
-      this.gate.reset();
-      return;
-    }
-    const payload = enc.finish();
-    const m = this.host.metrics;
-    const now = this.host.runtime.now();
-    const carriedData = this.typeCounts[RecordType.Data]! > 0;
-    for (let t = 0; t < TYPE_COUNT; t++) {
-      m.recordsSent[t]! += this.typeCounts[t]!;
-      this.typeCounts[t] = 0;
-    }
-    m.batchesSent++;
-    m.recordsPerBatchSent.observe(count);
-    m.stagedRecords -= this.gate.staged;
-    this.gate.onWrite(now, carriedData);
-    if (this.timer !== null) {
-      // The written batch took its window with it; the wake that follows re-arms for what is left.
-      this.host.runtime.clearTimer(this.timer);
-      this.timer = null;
-      this.#timerAt = Number.NaN;
-    }
+  protected override applyOwned(d: InboxDrain): boolean {
+    return applyOwned(this, d);
+  }
+
+  /**
+   * The written batch takes its terminals (retired once admitted), its OpenSlots (acked once
+   * admitted) and its window bytes with it. A list moves only when it has any: three fresh arrays
+   * per write were a measurable share of a stream's open (its OpenSlot is a batch of its own).
+   */
+  protected override sealWrite(): void {
     this.resetDataSlots();
-    this.batchSeq = (this.batchSeq + 1) >>> 0;
-    // A batch takes its lists with it only when it has any: three fresh arrays per write were a
-    // measurable share of a stream's open (its OpenSlot is a batch of its own). The shared empty
-    // lists are never written to (inflight lists are only read, then replaced).
-    let replies = NO_REPLIES;
-    let guards = NO_SLOTS;
-    let opens = NO_SLOTS;
-    if (this.replies.length > 0) {
-      replies = this.replies;
-      this.replies = [];
-    }
     if (this.guards.length > 0) {
-      guards = this.guards;
+      this.inflightGuards = this.guards;
       this.guards = [];
     }
     if (this.opens.length > 0) {
-      opens = this.opens;
+      this.inflightOpens = this.opens;
       this.opens = [];
     }
-    const windowBytes = this.openWindowBytes;
-    const windowEpoch = this.windowEpoch;
+    this.writeWindowBytes = this.openWindowBytes;
+    this.writeWindowEpoch = this.windowEpoch;
     this.openWindowBytes = 0;
-    let admission: Admission;
-    try {
-      admission = this.host.sink.sendBatch(this.peer, this.lane, payload, this.linkEpoch);
-    } catch (e) {
-      admission = Promise.reject(e);
-    }
-    if (admission === true) {
-      this.#admitted(guards, opens);
+  }
+
+  protected override admitted(): void {
+    const guards = this.inflightGuards;
+    const opens = this.inflightOpens;
+    this.inflightGuards = NO_SLOTS;
+    this.inflightOpens = NO_SLOTS;
+    if (guards.length > 0 || opens.length > 0) this.#admitted(guards, opens);
+  }
+
+  protected override awaitAdmission(admission: Promise<unknown>, token: number): void {
+    const bytes = this.writeWindowBytes;
+    if (bytes === 0) {
+      super.awaitAdmission(admission, token);
       return;
     }
-    this.parked = true;
-    this.inflightReplies = replies;
-    this.inflightGuards = guards;
-    // The settlement belongs to this write only: epoch death or retirement in between voids it.
-    const token = ++this.parkToken;
+    const epoch = this.writeWindowEpoch;
     admission.then(
-      () => {
-        if (this.parkToken !== token || this.retired) return;
-        this.parkToken = 0;
-        this.parked = false;
-        this.inflightReplies = NO_REPLIES;
-        this.inflightGuards = NO_SLOTS;
-        this.#admitted(guards, opens);
-        this.#afterUnpark();
-      },
+      () => this.unpark(token),
       (error: unknown) => {
         // Refused, so never sent, whatever happened meanwhile: its window bytes come back.
-        this.peerEgress.uncharge(windowBytes, windowEpoch);
-        if (this.parkToken !== token || this.retired) return;
-        this.parkToken = 0;
-        this.parked = false;
-        this.epochDeath(
-          new MuxError('ERR_EPOCH_DEATH', `the transport refused a batch to ${this.peer} lane ${this.lane}`, {
-            cause: error,
-            retryable: true,
-          }),
-        );
-        // Replies posted while parked, and the credit epoch death re-posted, go out now.
-        if (!this.retired) this.#runWake();
+        this.peerEgress.uncharge(bytes, epoch);
+        this.refused(token, error);
       },
     );
+  }
+
+  /** Everything withheld while parked may move now; the kick (if any) survives. */
+  protected override unparked(): void {
+    for (const s of this.slotTable.values()) if (s.queued > 0) this.markReady(s);
   }
 
   #admitted(guards: EgressSlot[], opens: EgressSlot[]): void {
@@ -544,7 +391,7 @@ export class Batcher implements SlotBatcher {
           s.fenceId = 0;
           this.host.metrics.fencedSlots--;
           this.markReady(s);
-          if (!this.#inWake) this.wake(WakeSource.open);
+          if (!this.inWake) this.wake(WakeSource.open);
         }
         continue;
       }
@@ -556,12 +403,6 @@ export class Batcher implements SlotBatcher {
     }
   }
 
-  #afterUnpark(): void {
-    // Everything withheld while parked may move now; the kick (if any) survives.
-    for (const s of this.slotTable.values()) if (s.queued > 0) this.markReady(s);
-    this.#runWake();
-  }
-
   /** Forget which slots the open batch carries Data for. */
   resetDataSlots(): void {
     const list = this.#dataSlotList;
@@ -569,32 +410,26 @@ export class Batcher implements SlotBatcher {
     list.length = 0;
   }
 
-  #armTimer(): void {
-    const at = this.gate.deadline();
-    if (Number.isNaN(at)) return;
-    if (this.timer !== null && this.#timerAt <= at) return;
-    if (this.timer !== null) this.host.runtime.clearTimer(this.timer);
-    this.#timerAt = at;
-    this.timer = this.host.runtime.setTimer(this.#onTimer, Math.max(0, at - this.host.runtime.now()));
-  }
-
   // ───────────────────────── failure and retirement (batcher-retire.ts) ─────────────────────────
 
-  /**
-   * Epoch death (docs/protocol.md §3.5, §10.1): fail every live slot once, discard the staged batch (re-posting its credit
-   * replies), take a new epoch and restart batch_seq at 0.
-   */
-  epochDeath(error: LanemuxError): void {
-    failEpoch(this, error);
+  /** The open batch's data slots and window bytes go with it. */
+  protected override discardBatch(): void {
+    super.discardBatch();
+    this.peerEgress.uncharge(this.openWindowBytes, this.windowEpoch);
+    this.openWindowBytes = 0;
+    this.resetDataSlots();
+  }
+
+  /** Epoch death fails every live slot once (docs/protocol.md §3.5, §10.1). */
+  protected override epochEnded(error: LanemuxError): void {
+    endEpoch(this, error);
   }
 
   /**
-   * Stop for good. Later posts are refused, so writers re-resolve a fresh batcher. `graceful` (a
-   * `retire` posted to the inbox): live slots are told `CloseSlot{PeerGone}` and the inbox's last
-   * drain is written; otherwise the staged batch is discarded and the credit replies it held are
-   * returned for the caller to re-post to the replacement.
+   * Retirement: live slots are told `CloseSlot{PeerGone}` when graceful, failed locally otherwise;
+   * waiting opens re-resolve a fresh batcher.
    */
-  retire(error?: LanemuxError, graceful = false): DrainLeftovers {
-    return retireBatcher(this, error, graceful);
+  protected override retiring(error: LanemuxError | undefined, graceful: boolean): boolean {
+    return retireSlots(this, error, graceful);
   }
 }

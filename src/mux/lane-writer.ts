@@ -1,17 +1,17 @@
 /**
  * What writes a node's batches toward one (peer, lane), as the mux sees it: the producer's
- * {@link Batcher} on a node, the consumer's {@link ReplyLane} on a client (replies only). Both
- * coalesce control in a {@link ControlInbox}, stage replies with `stageReplies` and write under the
- * same flush gate; the mux routes replies and owned control to it, kicks, health-checks, retires it
+ * {@link Batcher} on a node, the consumer's {@link ReplyLane} on a client (replies only). A batcher
+ * is a reply lane plus its egress slots, so both coalesce control in a {@link ControlInbox}, stage
+ * replies and write, park and retire by the reply lane's code; the mux routes replies and owned control to it, kicks, health-checks, retires it
  * when idle and kills its epoch when the link is lost.
  */
 import type { LanemuxError } from '../errors.ts';
 import type { PeerId } from '../messenger/types.ts';
 import type { BatcherHost } from './batcher-host.ts';
-import type { DrainLeftovers } from './batcher-retire.ts';
 import type { ControlInbox } from './control-inbox.ts';
 import type { EgressSlot } from './egress-slot.ts';
 import type { EndedSlots } from './ended-slots.ts';
+import type { DrainLeftovers } from './reply-lane.ts';
 
 export interface LaneWriter {
   readonly peer: PeerId;
@@ -40,7 +40,7 @@ export interface LaneWriter {
   kick(): void;
   /** Epoch death (docs/protocol.md §3.5, §10.1). */
   epochDeath(error: LanemuxError): void;
-  /** Stop for good; the credit replies it still held are handed back (see `retireBatcher`). */
+  /** Stop for good; the credit replies it still held are handed back (see `ReplyLane.retire`). */
   retire(error?: LanemuxError, graceful?: boolean): DrainLeftovers;
 }
 

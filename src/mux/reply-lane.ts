@@ -1,71 +1,97 @@
 /**
- * The lane writer of a node that opens no slot (a client's, `createClient`): it writes the replies
- * of this node's ingress toward one (peer, lane) — CreditUpdate, CloseSlot (close replies and
- * rejects) and LifecycleSlot (a consumer's stop or cancel) — and nothing else. What a batcher does
- * with no slot, with the batcher's own parts: the replies coalesce in the same {@link ControlInbox},
- * are staged by the same `stageReplies` (one CreditUpdate per slot per batch, a cancel's pair in one
- * batch) into the same {@link BatchEncoder} under the same {@link FlushGate}, and a batch is written,
- * parked on admission, and ended by epoch death or retirement as the batcher's is (batcher.ts,
- * batcher-retire.ts; `test/mux/reply-lane.test.ts` holds the two to the same bytes). Without the
- * egress slots, withheld FIFOs, singletons and peer window, a consumer-only bundle leaves the
- * batcher out (docs/size.md).
+ * The control-record writer of one (peer, lane): the replies of this node's ingress —
+ * CreditUpdate, CloseSlot (close replies and rejects) and LifecycleSlot (a consumer's stop or
+ * cancel) — coalesced in a {@link ControlInbox}, staged into one reusable {@link BatchEncoder}
+ * (one CreditUpdate per slot per batch, a cancel's pair in one batch), written under the
+ * {@link FlushGate}, parked while a write awaits admission, and ended by epoch death or retirement.
+ *
+ * A client's lane (`createClient`) is this and nothing else. A node's {@link Batcher} is this plus
+ * its egress slots (batcher.ts): it stages its slots' records into the same open batch and fills
+ * in the hooks below (the protected methods), so both write the same bytes by the same code.
+ * Without the batcher's slots, withheld FIFOs, singletons and peer window, a consumer-only bundle
+ * leaves the batcher out (docs/size.md).
+ *
+ * The state is plain fields, not `#private`: the batcher's files (batcher-*.ts) act on it too.
  */
 import type { LanemuxError } from '../errors.ts';
 import { WakeSource } from '../metrics/mux-metrics.ts';
 import type { Admission, PeerId } from '../messenger/types.ts';
 import type { TimerHandle } from '../runtime/runtime.ts';
-import { MAX_RECORDS_PER_BATCH } from '../wire/constants.ts';
+import {
+  type CloseReason,
+  LifecycleAction,
+  MAX_RECORDS_PER_BATCH,
+  RECORD_HEADER_LEN,
+  RecordType,
+} from '../wire/constants.ts';
 import { BatchEncoder } from '../wire/encoder.ts';
-import { stageReplies } from './batcher-control.ts';
 import { batchCap, type BatcherHost } from './batcher-host.ts';
-import type { DrainLeftovers } from './batcher-retire.ts';
-import { ControlInbox } from './control-inbox.ts';
+import { ControlInbox, type InboxDrain } from './control-inbox.ts';
 import type { EgressSlot } from './egress-slot.ts';
 import { MuxError } from './errors.ts';
-import { FlushGate } from './flush-gate.ts';
+import { FlushGate, StagedKind } from './flush-gate.ts';
 import type { LaneWriter } from './lane-writer.ts';
 
 const TYPE_COUNT = 6;
+/** The reply list of a written batch that carried none (shared: never written to). */
+const NO_REPLIES: number[] = [];
 const NO_SLOTS: readonly EgressSlot[] = [];
+/** A LifecycleSlot record: header + session id + action. */
+const LIFECYCLE_RECORD_LEN = RECORD_HEADER_LEN + 9;
 
+/** Credit replies a retired lane writer still held, to hand to its replacement. */
+export interface DrainLeftovers {
+  credit: number[];
+}
+
+/** The control-record writer of one (peer, lane); a client's lane writer as it is. */
 export class ReplyLane implements LaneWriter {
   readonly peer: PeerId;
   readonly lane: number;
   readonly inbox = new ControlInbox();
-  readonly liveSlots = 0;
   epoch: bigint;
   batchSeq = 0;
+  /** Live owned slots (a batcher's; always 0 here). */
+  liveSlots = 0;
+  /** Sweep ticks spent idle (for eviction). */
   idleTicks = 0;
+  /** Last health check time (ms). */
   lastHealthCheck = 0;
   retired = false;
+  /** The effective batch cap in bytes. */
   readonly cap: number;
+  /** The connection epoch this writer's batches are pinned to (undefined: the transport has none). */
   linkEpoch: number | undefined;
+  /** True while a write awaits admission. */
   parked = false;
 
-  // The state `stageReplies` (batcher-control.ts) stages into, as on a batcher.
   readonly host: BatcherHost;
   readonly enc: BatchEncoder;
   readonly gate: FlushGate;
+  /** A `flushBatch()` or an inbox kick asked for the next wake to write. */
   kicked = false;
+  /** True while a wake runs (a record staged meanwhile needs no wake of its own). */
+  inWake = false;
+  timer: TimerHandle | null = null;
+  // Open batch bookkeeping.
   readonly typeCounts = new Uint32Array(TYPE_COUNT);
   /** [peerSlot, credit] pairs staged in the open batch. */
   replies: number[] = [];
   /** The open batch's CreditUpdate per peer SlotId: its record offset, to add later grants into. */
   readonly creditAt = new Map<number, number>();
   /** [peerSlot, credit] pairs of the batch awaiting admission. */
-  inflightReplies: number[] = [];
-  /** Credit replies a parked, retiring lane could not post back to its closed inbox. */
+  inflightReplies: number[] = NO_REPLIES;
+  /** Credit replies a parked, retiring writer could not post back to its closed inbox. */
   leftoverCredit: number[] = [];
+  /** Identifies the write the writer is parked on (0: none). */
+  parkToken = 0;
 
-  #timer: TimerHandle | null = null;
-  #timerAt = Number.NaN;
-  #parkToken = 0;
   #wakeScheduled = false;
   #wakeSource: number = WakeSource.frame;
-  #inWake = false;
+  #timerAt = Number.NaN;
   #scheduleWake = (): void => this.#runWake();
   #onTimer = (): void => {
-    this.#timer = null;
+    this.timer = null;
     this.#timerAt = Number.NaN;
     this.#wakeSource = WakeSource.linger;
     this.#runWake();
@@ -83,60 +109,61 @@ export class ReplyLane implements LaneWriter {
     this.inbox.onNotify = () => this.wake(WakeSource.control);
   }
 
+  /** Records staged in the open batch. */
   get staged(): number {
     return this.gate.staged;
   }
 
+  /** True when the writer holds nothing: no live slots, nothing staged or pending. */
   get idle(): boolean {
-    return this.gate.staged === 0 && !this.parked && !this.inbox.pending;
+    return this.liveSlots === 0 && this.gate.staged === 0 && !this.parked && !this.inbox.pending;
   }
 
+  /** The owned slot for a SlotId at its live generation, if any (a reply lane owns none). */
   slotFor(_id: number): EgressSlot | undefined {
     return undefined;
   }
 
+  /** Every live owned slot. */
   slots(): Iterable<EgressSlot> {
     return NO_SLOTS;
   }
 
   /** Room in the open batch for `needed` more bytes (`pair`: two records that must share it). */
   fits(needed: number, pair: boolean): boolean {
+    // A terminal and its close (or a cancel's close and lifecycle) need two record slots and must share a batch.
     if (this.enc.recordCount + (pair ? 2 : 1) > MAX_RECORDS_PER_BATCH) return false;
     return this.enc.byteLength + needed <= this.cap;
   }
 
+  // ───────────────────────── waking and flushing ─────────────────────────
+
+  /** `flushBatch()`: kick and run a wake now (synchronous; never throws). */
   kick(): void {
     this.kicked = true;
-    if (!this.parked && !this.#inWake) this.#runWake();
+    if (!this.parked && !this.inWake) this.#runWake();
   }
 
+  /** Schedule one wake (a macrotask) unless one is scheduled or running; `source` is what is counted. */
   wake(source: number): void {
-    if (this.#wakeScheduled || this.#inWake) return;
+    if (this.#wakeScheduled || this.inWake) return;
     this.#wakeScheduled = true;
     this.#wakeSource = source;
     this.host.runtime.macrotask(this.#scheduleWake);
   }
 
-  /** One wake: stage the inbox's replies, then write if the gate says so (the batcher's wake, without slots). */
+  /** One wake: stage what waits ({@link stageWake}), then write if the gate says so. */
   #runWake(): void {
     this.#wakeScheduled = false;
     if (this.parked || this.retired) return;
     this.host.metrics.batcherWakes[this.#wakeSource]! += 1;
     this.#wakeSource = WakeSource.frame;
-    this.#inWake = true;
+    this.inWake = true;
     try {
-      if (this.inbox.pending) {
-        // Owned control never lands here: with no slot published, the inbox refuses it.
-        const d = this.inbox.drain();
-        if (d.kicked) this.kicked = true;
-        stageReplies(this, d);
-        if (d.retire) {
-          const left = this.retire(undefined, true);
-          if (left.credit.length > 0) this.host.repostCredit(this.peer, this.lane, left.credit);
-        }
-      }
+      this.stageWake();
       if (this.retired || this.parked) return;
-      if (this.gate.shouldFlush(this.host.runtime.now(), this.kicked, this.enc.byteLength)) {
+      const now = this.host.runtime.now();
+      if (this.gate.shouldFlush(now, this.kicked, this.enc.byteLength, this.liveSlots, this.slotsWithData())) {
         this.flush();
         if (!this.parked) this.kicked = false;
       } else if (this.gate.staged === 0) {
@@ -144,9 +171,44 @@ export class ReplyLane implements LaneWriter {
       }
       if (!this.parked) this.#armTimer();
     } finally {
-      this.#inWake = false;
+      this.inWake = false;
+      // A post made during this wake (an owner callback posting to this inbox) found the wake
+      // running and was not scheduled: schedule it now, or it would wait for an unrelated post.
       if (this.inbox.pending && !this.parked && !this.retired) this.wake(WakeSource.control);
     }
+  }
+
+  /** What a wake stages before the gate decides: here the inbox's replies (a batcher adds its slots' records). */
+  protected stageWake(): void {
+    if (this.inbox.pending) this.applyInbox();
+  }
+
+  /** Owned slots with Data in the open batch (for the gate's `onComplete`; none here). */
+  protected slotsWithData(): number {
+    return 0;
+  }
+
+  /**
+   * One wake's inbox drain: peer replies staged first, then owned control ({@link applyOwned}),
+   * then a posted retirement, which writes the last replies.
+   */
+  protected applyInbox(): void {
+    const d = this.inbox.drain();
+    if (d.kicked) this.kicked = true;
+    this.stageReplies(d);
+    if (!this.applyOwned(d)) return;
+    if (d.retire) {
+      const left = this.retire(undefined, true);
+      if (left.credit.length > 0) this.host.repostCredit(this.peer, this.lane, left.credit);
+    }
+  }
+
+  /**
+   * Owned control of a drain (a batcher's slots); false when it ended the epoch. With no slot
+   * published, the inbox refuses owned control, so none lands here.
+   */
+  protected applyOwned(_d: InboxDrain): boolean {
+    return true;
   }
 
   /** Open the next batch (epoch, batch_seq, lane). */
@@ -158,6 +220,7 @@ export class ReplyLane implements LaneWriter {
   /** Write the open batch (if any records) and await admission; an empty batch gives its seq back. */
   flush(): void {
     const enc = this.enc;
+    // Never touch the encoder while its buffer is out for admission.
     if (this.parked || !enc.isOpen) return;
     const count = enc.recordCount;
     if (count === 0) {
@@ -167,6 +230,8 @@ export class ReplyLane implements LaneWriter {
     }
     const payload = enc.finish();
     const m = this.host.metrics;
+    const now = this.host.runtime.now();
+    const carriedData = this.typeCounts[RecordType.Data]! > 0;
     for (let t = 0; t < TYPE_COUNT; t++) {
       m.recordsSent[t]! += this.typeCounts[t]!;
       this.typeCounts[t] = 0;
@@ -174,73 +239,189 @@ export class ReplyLane implements LaneWriter {
     m.batchesSent++;
     m.recordsPerBatchSent.observe(count);
     m.stagedRecords -= this.gate.staged;
-    this.gate.onWrite(this.host.runtime.now(), false);
-    if (this.#timer !== null) {
-      this.host.runtime.clearTimer(this.#timer);
-      this.#timer = null;
+    this.gate.onWrite(now, carriedData);
+    if (this.timer !== null) {
+      // The written batch took its window with it; the wake that follows re-arms for what is left.
+      this.host.runtime.clearTimer(this.timer);
+      this.timer = null;
       this.#timerAt = Number.NaN;
     }
     this.batchSeq = (this.batchSeq + 1) >>> 0;
-    const replies = this.replies;
-    this.replies = [];
+    // A batch takes its reply list with it only when it has one (no fresh array per write).
+    let replies = NO_REPLIES;
+    if (this.replies.length > 0) {
+      replies = this.replies;
+      this.replies = [];
+    }
+    this.sealWrite();
     let admission: Admission;
     try {
       admission = this.host.sink.sendBatch(this.peer, this.lane, payload, this.linkEpoch);
     } catch (e) {
       admission = Promise.reject(e);
     }
-    if (admission === true) return;
+    if (admission === true) {
+      this.admitted();
+      return;
+    }
     this.parked = true;
     this.inflightReplies = replies;
-    const token = ++this.#parkToken;
+    // The settlement belongs to this write only: epoch death or retirement in between voids it.
+    this.awaitAdmission(admission, ++this.parkToken);
+  }
+
+  /** The batch is being written: what else it carries moves with it (a batcher's slots); nothing here. */
+  protected sealWrite(): void {}
+
+  /** The written batch was admitted (at once, or on unparking). */
+  protected admitted(): void {}
+
+  /** Wait for the admission of the write parked on `token`. */
+  protected awaitAdmission(admission: Promise<unknown>, token: number): void {
     admission.then(
-      () => {
-        if (this.#parkToken !== token || this.retired) return;
-        this.#parkToken = 0;
-        this.parked = false;
-        this.inflightReplies = [];
-        this.#runWake();
-      },
-      (error: unknown) => {
-        if (this.#parkToken !== token || this.retired) return;
-        this.#parkToken = 0;
-        this.parked = false;
-        this.epochDeath(
-          new MuxError('ERR_EPOCH_DEATH', `the transport refused a batch to ${this.peer} lane ${this.lane}`, {
-            cause: error,
-            retryable: true,
-          }),
-        );
-        if (!this.retired) this.#runWake();
-      },
+      () => this.unpark(token),
+      (error: unknown) => this.refused(token, error),
     );
+  }
+
+  /** The parked write `token` was admitted: write what waited. */
+  protected unpark(token: number): void {
+    if (this.parkToken !== token || this.retired) return;
+    this.parkToken = 0;
+    this.parked = false;
+    this.inflightReplies = NO_REPLIES;
+    this.admitted();
+    this.unparked();
+    this.#runWake();
+  }
+
+  /** Parked no more, before the wake that follows (a batcher readies its slots' withheld records). */
+  protected unparked(): void {}
+
+  /** The transport refused the parked write `token`: epoch death. */
+  protected refused(token: number, error: unknown): void {
+    if (this.parkToken !== token || this.retired) return;
+    this.parkToken = 0;
+    this.parked = false;
+    this.epochDeath(
+      new MuxError('ERR_EPOCH_DEATH', `the transport refused a batch to ${this.peer} lane ${this.lane}`, {
+        cause: error,
+        retryable: true,
+      }),
+    );
+    // Replies posted while parked, and the credit epoch death re-posted, go out now.
+    if (!this.retired) this.#runWake();
   }
 
   #armTimer(): void {
     const at = this.gate.deadline();
     if (Number.isNaN(at)) return;
-    if (this.#timer !== null && this.#timerAt <= at) return;
-    if (this.#timer !== null) this.host.runtime.clearTimer(this.#timer);
+    if (this.timer !== null && this.#timerAt <= at) return;
+    if (this.timer !== null) this.host.runtime.clearTimer(this.timer);
     this.#timerAt = at;
-    this.#timer = this.host.runtime.setTimer(this.#onTimer, Math.max(0, at - this.host.runtime.now()));
+    this.timer = this.host.runtime.setTimer(this.#onTimer, Math.max(0, at - this.host.runtime.now()));
   }
 
-  /** Epoch death: discard the staged batch, re-post its credit replies, take a new epoch at batch_seq 0 (as `failEpoch`). */
-  epochDeath(_error: LanemuxError): void {
+  // ───────────────────────── replies ─────────────────────────
+
+  /**
+   * Peer replies: CreditUpdate first, then CloseSlot/RejectSlot, then lifecycle. A cancel's
+   * CloseSlot{UnknownSlot} and LifecycleSlot{cancel} go as a pair in one batch (docs/protocol.md §10.3): the producer
+   * then applies both in one drain, lifecycle first, even when the replies fill several batches.
+   */
+  stageReplies(d: InboxDrain): void {
+    const now = this.host.runtime.now();
+    for (const [peerSlot, e] of d.replies)
+      if (e.credit > 0) this.#stageControl(now, RecordType.CreditUpdate, peerSlot, e.credit, 0n);
+    const lifecycles = d.lifecycleReplies;
+    if (lifecycles.size > 0 && d.replies.size > 0) {
+      for (const [key, l] of lifecycles) {
+        const r = l.cancel ? d.replies.get(l.slot) : undefined;
+        if (r === undefined || r.close < 0) continue;
+        this.#stageControl(now, RecordType.CloseSlot, l.slot, r.close, 0n, LIFECYCLE_RECORD_LEN);
+        this.#stageControl(now, RecordType.LifecycleSlot, l.slot, LifecycleAction.Cancel, l.session);
+        r.close = -1;
+        lifecycles.delete(key);
+      }
+    }
+    for (const [peerSlot, e] of d.replies)
+      if (e.close >= 0) this.#stageControl(now, RecordType.CloseSlot, peerSlot, e.close, 0n);
+    for (const [peerSlot, reason] of d.rejects) this.#stageControl(now, RecordType.CloseSlot, peerSlot, reason, 0n);
+    for (const l of lifecycles.values()) {
+      this.#stageControl(
+        now,
+        RecordType.LifecycleSlot,
+        l.slot,
+        l.cancel ? LifecycleAction.Cancel : LifecycleAction.Stop,
+        l.session,
+      );
+    }
+  }
+
+  /**
+   * Stage a reply record (frame_seq 0, the peer's SlotId). `pairBytes`: room kept for one more
+   * record of that size, so the record that follows shares this batch. A CreditUpdate for a slot the
+   * open batch already credits is added into that record: one per slot per batch (docs/protocol.md §10.7).
+   */
+  #stageControl(now: number, type: number, peerSlot: number, value: number, session: bigint, pairBytes = 0): void {
+    const enc = this.enc;
+    if (type === RecordType.CreditUpdate && !this.parked && enc.isOpen) {
+      const at = this.creditAt.get(peerSlot);
+      if (at !== undefined && enc.addToCreditUpdate(at, value)) {
+        this.replies.push(peerSlot, value);
+        return;
+      }
+    }
+    const body = type === RecordType.CreditUpdate ? 4 : type === RecordType.CloseSlot ? 1 : 9;
+    if (!this.parked && !enc.isOpen) this.begin();
+    if (this.parked || !this.fits(RECORD_HEADER_LEN + body + pairBytes, pairBytes > 0)) {
+      this.flush();
+      if (this.parked) {
+        // Taken from the inbox but not stageable until admission: post it back (coalesced, never
+        // lost); a retiring writer's closed inbox hands credit to its replacement instead.
+        if (type === RecordType.CreditUpdate) {
+          if (!this.inbox.postReplyCredit(peerSlot, value)) this.leftoverCredit.push(peerSlot, value);
+        } else if (type === RecordType.CloseSlot) this.inbox.postReplyClose(peerSlot, value);
+        else this.inbox.postReplyLifecycle(peerSlot, session, value === LifecycleAction.Cancel);
+        return;
+      }
+      this.begin();
+    }
+    if (type === RecordType.CreditUpdate) {
+      this.creditAt.set(peerSlot, enc.byteLength);
+      enc.appendCreditUpdate(peerSlot, 0, value);
+      this.replies.push(peerSlot, value);
+    } else if (type === RecordType.CloseSlot) {
+      enc.appendCloseSlot(peerSlot, 0, value as CloseReason);
+    } else {
+      enc.appendLifecycleSlot(peerSlot, 0, session, value as LifecycleAction);
+    }
+    this.typeCounts[type]! += 1;
+    this.gate.onStage(now, type === RecordType.CreditUpdate ? StagedKind.CreditReply : StagedKind.Urgent);
+    this.host.metrics.stagedRecords++;
+  }
+
+  // ───────────────────────── failure and retirement ─────────────────────────
+
+  /**
+   * Epoch death (docs/protocol.md §3.5, §10.1): discard the staged batch, re-post its credit
+   * replies, take a new epoch at batch_seq 0; a batcher also fails every live slot once ({@link epochEnded}).
+   */
+  epochDeath(error: LanemuxError): void {
     const m = this.host.metrics;
     m.epochDeaths++;
     const lost = [...this.inflightReplies, ...this.replies];
-    this.enc.discard();
-    m.stagedRecords -= this.gate.staged;
-    this.gate.reset();
-    this.typeCounts.fill(0);
+    this.discardBatch();
     this.replies = [];
-    this.inflightReplies = [];
+    this.inflightReplies = NO_REPLIES;
     this.parked = false;
-    this.#parkToken = 0;
+    this.parkToken = 0;
     this.epoch = this.host.nextEpoch();
     this.batchSeq = 0;
     this.linkEpoch = this.host.sink.linkEpoch?.(this.peer);
+    // The new epoch is in place before any owner callback runs: a callback that re-opens a slot
+    // at once must find a consistent writer.
+    this.epochEnded(error);
     if (!this.host.peerAlive(this.peer)) return;
     for (let i = 0; i < lost.length; i += 2) {
       if (this.inbox.postReplyCredit(lost[i]!, lost[i + 1]!)) m.creditReposted += lost[i + 1]!;
@@ -248,35 +429,59 @@ export class ReplyLane implements LaneWriter {
     }
   }
 
+  /** The old epoch's staged batch is gone and the new epoch in place (a batcher fails its slots). */
+  protected epochEnded(_error: LanemuxError): void {}
+
+  /** Drop the open batch unsent: its records are not counted as sent. */
+  protected discardBatch(): void {
+    this.enc.discard();
+    this.host.metrics.stagedRecords -= this.gate.staged;
+    this.gate.reset();
+    this.typeCounts.fill(0);
+  }
+
   /**
-   * Stop for good (as `retireBatcher`): `graceful` writes the inbox's last replies; otherwise the
-   * staged batch is discarded and the credit replies it held are handed back for the replacement.
+   * Stop for good. Later posts are refused, so writers re-resolve a fresh one.
+   *
+   * - `graceful` (a `retire` posted to the inbox, applied at a wake) and not parked: the inbox's
+   *   last drain is written in a final flush, so a close or credit posted during retirement is
+   *   never lost.
+   * - otherwise (eviction, cancel, teardown): the staged batch is discarded (its records are not
+   *   counted as sent), and the credit replies it held or that were still in the inbox are
+   *   returned for the caller to re-post to the replacement.
    */
-  retire(_error?: LanemuxError, graceful = false): DrainLeftovers {
+  retire(error?: LanemuxError, graceful = false): DrainLeftovers {
     if (this.retired) return { credit: [] };
     this.retired = true;
-    if (this.#timer !== null) {
-      this.host.runtime.clearTimer(this.#timer);
-      this.#timer = null;
+    if (this.timer !== null) {
+      this.host.runtime.clearTimer(this.timer);
+      this.timer = null;
     }
+    const gracefully = this.retiring(error, graceful);
     const credit = this.leftoverCredit;
     this.leftoverCredit = [];
     const d = this.inbox.close();
-    if (graceful && !this.parked) {
-      stageReplies(this, d);
-      this.flush();
+    if (gracefully) {
+      if (!this.parked) {
+        this.stageReplies(d);
+        this.flush();
+      } else for (const [slot, e] of d.replies) if (e.credit > 0) credit.push(slot, e.credit);
       credit.push(...this.leftoverCredit);
       this.leftoverCredit = [];
       return { credit };
     }
-    const m = this.host.metrics;
-    m.stagedRecords -= this.gate.staged;
-    this.gate.reset();
-    this.enc.discard();
-    this.typeCounts.fill(0);
+    this.discardBatch();
     credit.push(...this.replies);
     this.replies = [];
     for (const [slot, e] of d.replies) if (e.credit > 0) credit.push(slot, e.credit);
     return { credit };
+  }
+
+  /**
+   * Retirement's first step, before the inbox closes (a batcher's slots and waiting opens);
+   * answers whether the last replies are written (graceful and not parked).
+   */
+  protected retiring(_error: LanemuxError | undefined, graceful: boolean): boolean {
+    return graceful && !this.parked;
   }
 }

@@ -141,6 +141,21 @@ describe('peer window, sender side (batcher)', () => {
     expect(pe.sendWindow.inflight).toBe(0);
   });
 
+  it('a parked write refused after an epoch death on the same link still gives its window back', async () => {
+    const { h, pe } = windowed(1_000, { flushPolicy: { kind: 'manual' } });
+    const { slot } = await openSlot(h, 10);
+    h.sink.mode = 'stall';
+    h.batcher.offer(slot, EgressKind.Body, itemBody(60));
+    h.batcher.kick();
+    expect([h.batcher.parked, pe.sendWindow.inflight]).toEqual([true, 60]);
+    // The epoch death voids the parked write's settlement, but not what a refusal gives back.
+    h.batcher.epochDeath(new MuxError('ERR_EPOCH_DEATH', 'test'));
+    expect(pe.sendWindow.inflight).toBe(60);
+    h.sink.refuseStalled();
+    await h.runtime.runMacrotasks();
+    expect(pe.sendWindow.inflight).toBe(0);
+  });
+
   it('a rendezvous singleton counts by its whole batch; one whose descriptor is refused gives it back', async () => {
     const { h, pe } = windowed(10_000, { maxBatchBytes: 256 });
     const { slot } = await openSlot(h, 10);
