@@ -42,7 +42,8 @@ const ALLOWED: Record<string, readonly string[]> = {
   mux: ['messenger', 'credit', 'wire', 'runtime', 'metrics', ...LEAVES],
   stream: ['mux', 'messenger', 'credit', 'wire', 'runtime', 'metrics', 'transport', 'discovery', ...LEAVES],
   ai: ['stream', 'messenger', ...LEAVES],
-  'client.ts': ['stream', 'mux', 'messenger', 'adapters', ...LEAVES],
+  client: ['stream', 'messenger', 'transport', 'wire', 'runtime', ...LEAVES],
+  'client.ts': ['client', 'stream', 'mux', 'messenger', 'adapters', ...LEAVES],
   'index.ts': [
     'discovery',
     'stream',

@@ -13,10 +13,34 @@
  * - the sends of one task are written with one `writer.write()`; `buffered` counts the bytes whose
  *   write has not resolved, so a server that stops reading shows as a growing buffer.
  */
-import type { WebTransportConstructor, WebTransportHashSource } from '../adapters/webtransport.ts';
 import { TransportError, describeThrown } from '../transport/errors.ts';
 import { encodeGoaway } from '../transport/hello.ts';
 import type { Carrier, CarrierFactory } from './carrier.ts';
+
+/** One accepted certificate hash (the same shape as the node adapter's). */
+export interface WebTransportHash {
+  readonly algorithm: 'sha-256';
+  readonly value: BufferSource;
+}
+
+/** Accepted certificate hashes: a list, or a function (sync or async) called before every session. */
+export type WebTransportHashSource =
+  | readonly WebTransportHash[]
+  | (() => readonly WebTransportHash[] | Promise<readonly WebTransportHash[]>);
+
+/** The part of the standard `WebTransport` the carrier uses. */
+export type WebTransportConstructor = new (
+  url: string,
+  init: { allowPooling?: boolean; serverCertificateHashes?: WebTransportHash[] },
+) => {
+  readonly ready: Promise<unknown>;
+  readonly closed: Promise<unknown>;
+  createBidirectionalStream(): Promise<{
+    readonly readable: ReadableStream<Uint8Array>;
+    readonly writable: WritableStream<Uint8Array>;
+  }>;
+  close(info?: { closeCode?: number; reason?: string }): void;
+};
 
 /** Options of {@link webTransportCarrier}. */
 export interface WebTransportCarrierOptions {
