@@ -10,6 +10,8 @@
  * worked, connects stay on WebSocket for `webTransportRetryMs`; a live WebSocket is never torn down
  * to go back.
  */
+import { ConfigError } from '../errors.ts';
+import { type Runtime, systemRuntime } from '../runtime/runtime.ts';
 import { TransportError, describeThrown } from '../transport/errors.ts';
 import {
   type Carrier,
@@ -22,6 +24,7 @@ import { type WebTransportCarrierOptions, webTransportCarrier } from './webtrans
 
 /** What {@link BrowserCarrierOptions.onTransport} is told. */
 export interface TransportEvent {
+  /** The transport the server answered on. */
   readonly transport: 'webtransport' | 'websocket';
   /** The URL that carries the link. */
   readonly url: string;
@@ -41,13 +44,18 @@ export interface BrowserCarrierOptions {
   readonly webTransportTimeoutMs?: number;
   /** After a fallback, how long connects stay on WebSocket (ms). Defaults to 300,000. */
   readonly webTransportRetryMs?: number;
+  /** Clock and timers, of both carriers. Defaults to the current runtime's. */
+  readonly runtime?: Runtime;
   /** Called when the server first answers over a transport other than the last one reported. Defaults to none. */
   readonly onTransport?: (event: TransportEvent) => void;
 }
 
 /** The fallback carrier factory: give it to `connect` as `transport`, with the WebTransport URL. */
 export function browserCarrier(o: BrowserCarrierOptions): CarrierFactory {
-  const wt = webTransportCarrier(o.webTransport);
+  if (!/^wss?:\/\//i.test(String(o?.webSocketUrl)))
+    throw new ConfigError('webSocketUrl', 'webSocketUrl must be a ws:// or wss:// URL', { where: 'browserCarrier' });
+  const rt = o.runtime ?? systemRuntime();
+  const wt = webTransportCarrier({ runtime: rt, ...o.webTransport });
   const ws = webSocketCarrier(o.WebSocket);
   const wsUrl = o.webSocketUrl;
   let fellBackAt = Number.NEGATIVE_INFINITY;
@@ -84,7 +92,7 @@ export function browserCarrier(o: BrowserCarrierOptions): CarrierFactory {
           heard = true;
           early.length = 0;
           if (tried) {
-            fellBackAt = Date.now();
+            fellBackAt = rt.now();
             fallbackWhy = why;
           }
           if (reported !== transport) {
@@ -123,7 +131,7 @@ export function browserCarrier(o: BrowserCarrierOptions): CarrierFactory {
       });
     if (!(o.webTransport?.WebTransport ?? (globalThis as { WebTransport?: unknown }).WebTransport))
       why = 'this page has no WebTransport';
-    else if (Date.now() - fellBackAt < (o.webTransportRetryMs ?? 300_000)) why = fallbackWhy;
+    else if (rt.now() - fellBackAt < (o.webTransportRetryMs ?? 300_000)) why = fallbackWhy;
     else {
       try {
         inner = await wt(url, on('webtransport'), Math.min(o.webTransportTimeoutMs ?? 4000, timeoutMs));

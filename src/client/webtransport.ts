@@ -13,6 +13,8 @@
  * - the sends of one task are written with one `writer.write()`; `buffered` counts the bytes whose
  *   write has not resolved, so a server that stops reading shows as a growing buffer.
  */
+import { ConfigError } from '../errors.ts';
+import { type Runtime, type TimerHandle, systemRuntime } from '../runtime/runtime.ts';
 import { TransportError, describeThrown } from '../transport/errors.ts';
 import { encodeGoaway } from '../transport/hello.ts';
 import type { Carrier, CarrierFactory } from './carrier.ts';
@@ -50,12 +52,14 @@ export interface WebTransportCarrierOptions {
    * is reachable again. Defaults to none: the certificate must be CA-signed.
    */
   readonly serverCertificateHashes?: WebTransportHashSource;
-  /** The largest message the server may send: `connect`'s `maxMessageSize` if you raised it. Defaults to 1 MiB. */
+  /** The largest message the server may send (1..256 MiB): `connect`'s `maxMessageSize` if you raised it. Defaults to 1 MiB. */
   readonly maxMessageSize?: number;
-  /** After a close, how long to wait for the server's END before closing the session (ms). Defaults to 2,000. */
+  /** After a close, how long to wait for the server's END before closing the session (ms, 1..600,000). Defaults to 2,000. */
   readonly closeGraceMs?: number;
   /** The WebTransport constructor. Defaults to the global one. */
   readonly WebTransport?: WebTransportConstructor;
+  /** Clock and timers (the connect timeout, the close grace). Defaults to the current runtime's. */
+  readonly runtime?: Runtime;
 }
 
 /** Bytes a frame may exceed `maxMessageSize` by (the envelope around a maximal message). */
@@ -70,8 +74,19 @@ const noop = (): void => {};
  * timeout.
  */
 export function webTransportCarrier(options: WebTransportCarrierOptions = {}): CarrierFactory {
-  const limit = (options.maxMessageSize ?? 1_048_576) + MARGIN;
+  const max = options.maxMessageSize ?? 1_048_576;
   const graceMs = options.closeGraceMs ?? 2000;
+  for (const [field, v, top] of [
+    ['maxMessageSize', max, 2 ** 28],
+    ['closeGraceMs', graceMs, 600_000],
+  ] as const) {
+    if (!Number.isInteger(v) || v < 1 || v > top)
+      throw new ConfigError(field, `${field} must be an integer in 1..${top}, got ${String(v)}`, {
+        where: 'webTransportCarrier',
+      });
+  }
+  const limit = max + MARGIN;
+  const rt = options.runtime ?? systemRuntime();
   return async (url, events, timeoutMs) => {
     const failed = (why: string, cause?: unknown): TransportError =>
       new TransportError('ERR_CONNECT', `could not open WebTransport to ${url}: ${why}`, { retryable: true, cause });
@@ -91,13 +106,13 @@ export function webTransportCarrier(options: WebTransportCarrierOptions = {}): C
       await session.ready;
       return session.createBidirectionalStream();
     };
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let timer: TimerHandle | undefined;
     let stream: Awaited<ReturnType<typeof open>>;
     try {
       stream = await Promise.race([
         open(),
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(failed(`no session within ${timeoutMs} ms`)), timeoutMs);
+          timer = rt.setTimer(() => reject(failed(`no session within ${timeoutMs} ms`)), timeoutMs);
         }),
       ]);
     } catch (e) {
@@ -109,7 +124,7 @@ export function webTransportCarrier(options: WebTransportCarrierOptions = {}): C
       }
       throw e instanceof TransportError ? e : failed(describeThrown(e), e);
     } finally {
-      clearTimeout(timer);
+      if (timer !== undefined) rt.clearTimer(timer);
     }
     const s = session as NonNullable<typeof session>;
     const reader = stream.readable.getReader();
@@ -119,7 +134,7 @@ export function webTransportCarrier(options: WebTransportCarrierOptions = {}): C
 
     /** 0: open; 1: our END written, reading until the server's; 2: done. */
     let state = 0;
-    let grace: ReturnType<typeof setTimeout> | undefined;
+    let grace: TimerHandle | undefined;
     let batch: Uint8Array[] = [];
     let batchBytes = 0;
     let inflight = 0;
@@ -156,7 +171,7 @@ export function webTransportCarrier(options: WebTransportCarrierOptions = {}): C
     /** Both directions ended (or the session is gone): close the session now. */
     const finish = (): void => {
       state = 2;
-      clearTimeout(grace);
+      if (grace !== undefined) rt.clearTimer(grace);
       try {
         s.close({ closeCode: 0, reason: 'done' });
       } catch {
@@ -194,7 +209,7 @@ export function webTransportCarrier(options: WebTransportCarrierOptions = {}): C
         // END, after what this task sent (a fresh buffer: a runtime may transfer what it writes).
         enqueue(new Uint8Array(4));
         flush();
-        grace = setTimeout(finish, graceMs);
+        grace = rt.setTimer(finish, graceMs);
       },
     };
 

@@ -1,11 +1,11 @@
 // browserCarrier on Node: a fake WebTransport, the page client's real WebSocket path to a `ws` server node.
 import WebSocket from 'ws';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { type TransportEvent, browserCarrier, connect } from '../../src/client.ts';
+import { systemRuntime } from '../../src/runtime/runtime.ts';
 import { closeAll, wsServer } from './support.ts';
 
 afterEach(async () => {
-  vi.restoreAllMocks();
   await closeAll();
 });
 
@@ -87,16 +87,17 @@ describe('browserCarrier', () => {
       return { ready, closed: ready, close() {} };
     });
     const events: TransportEvent[] = [];
+    let now = 0;
+    const runtime = { ...systemRuntime(), now: () => now };
     const transport = browserCarrier({
+      runtime,
       webTransport: { WebTransport },
       webSocketUrl: wsUrl,
       WebSocket: WebSocket as never,
       onTransport: (e) => events.push(e),
     });
-    const t0 = Date.now();
-    const now = vi.spyOn(Date, 'now').mockReturnValue(t0);
     for (const at of [0, 299_000, 300_001]) {
-      now.mockReturnValue(t0 + at);
+      now = at;
       const client = await connect('https://127.0.0.1:1/lanemux', { transport });
       expect(await read(client, 3)).toEqual(toks(3));
       await client.close();
@@ -112,5 +113,9 @@ describe('browserCarrier', () => {
           'WebTransport failed: could not open WebTransport to https://127.0.0.1:1/lanemux: Opening handshake failed.',
       },
     ]);
+  });
+
+  it('a webSocketUrl that is not ws:// or wss:// throws ERR_INVALID_CONFIG', () => {
+    expect(() => browserCarrier({ webSocketUrl: 'https://example.com/lanemux' })).toThrow(/webSocketUrl/);
   });
 });

@@ -221,4 +221,9 @@ describe('webTransportCarrier', () => {
     });
     expect(closed).toBe(1);
   });
+
+  it('a bad option throws ERR_INVALID_CONFIG naming it', () => {
+    expect(() => webTransportCarrier({ maxMessageSize: -1 })).toThrow(/maxMessageSize/);
+    expect(() => webTransportCarrier({ closeGraceMs: Number.NaN })).toThrow(/closeGraceMs/);
+  });
 });

@@ -208,4 +208,29 @@ describe('lanemux/client: browserCarrier falls back to WebSocket (Chromium)', ()
     expect(await call(page, 'callAndRead', 'a', 'count', { n: 200 }, 200)).toEqual(toks(0, 200));
     expect((await call(page, 'state')).events).toEqual([{ transport: 'webtransport', url: wtUrl }]);
   }, 30_000);
+
+  it('a WebTransport server that never answers (UDP dropped): WebSocket after webTransportTimeoutMs (4 s)', async () => {
+    // A UDP socket that swallows every packet: the QUIC handshake never completes.
+    const sink = createSocket('udp4');
+    await new Promise<void>((r) => sink.bind(0, '127.0.0.1', r));
+    let packets = 0;
+    sink.on('message', () => packets++);
+    try {
+      const page = await newPage();
+      const c = await call(page, 'connect', {
+        url: `https://127.0.0.1:${sink.address().port}/lanemux`,
+        hashHex: cert.hashHex,
+        wsUrl: ws.url,
+      });
+      expect(packets).toBeGreaterThan(0);
+      expect(c.connectMs).toBeGreaterThanOrEqual(3_000);
+      expect(c.connectMs).toBeLessThan(8_000);
+      expect(await call(page, 'callAndRead', 'a', 'count', { n: 50 }, 50)).toEqual(toks(0, 50));
+      const s = await call(page, 'state');
+      // Whichever gives up first, our 4 s bound or Chromium's own QUIC handshake timer (about as long).
+      expect(s.events[0]?.reason).toMatch(/no session within 4000 ms|Opening handshake failed/);
+    } finally {
+      await new Promise<void>((r) => sink.close(() => r()));
+    }
+  }, 30_000);
 });
