@@ -18,3 +18,12 @@ export { StreamError, ResumeFailedError } from './stream/errors.ts';
 export type { StreamErrorCode, ResumeFailure } from './stream/errors.ts';
 export { CallError } from './stream/call-envelope.ts';
 export type { CallErrorCode } from './stream/call-envelope.ts';
+export { webTransportCarrier } from './client/webtransport.ts';
+export type {
+  WebTransportCarrierOptions,
+  WebTransportConstructor,
+  WebTransportHash,
+  WebTransportHashSource,
+} from './client/webtransport.ts';
+export { browserCarrier } from './client/fallback.ts';
+export type { BrowserCarrierOptions, TransportEvent } from './client/fallback.ts';
