@@ -11,6 +11,7 @@
  */
 import ReconnectingWebSocket from 'partysocket/ws';
 import { LanemuxError } from '../errors.ts';
+import type { Runtime } from '../runtime/runtime.ts';
 
 /** What a carrier reports. */
 export interface CarrierEvents {
@@ -30,18 +31,29 @@ export interface Carrier {
   close(code: number, reason: string): void;
 }
 
+/** What `connect` tells a carrier it opens. */
+export interface CarrierOpen {
+  /** Time the pipe has to open (`connect`'s `connectTimeoutMs`). */
+  readonly timeoutMs: number;
+  /** The largest message the page accepts (`connect`'s `maxMessageSize`): a carrier that frames refuses larger ones. */
+  readonly maxMessageSize: number;
+  /** The client's clock and timers. */
+  readonly runtime: Runtime;
+}
+
 /**
- * Opens one pipe to `url`. Resolves once it is open; rejects with `ERR_CONNECT` (retryable) when it
- * does not open within `timeoutMs`.
+ * Opens one pipe to `url`. Resolves once it is open; rejects with `ERR_CONNECT` when it does not
+ * open within `open.timeoutMs` (retryable; a carrier that knows a retry cannot help says so with
+ * `retryable: false`, and the client stops dialling).
  */
-export type CarrierFactory = (url: string, events: CarrierEvents, timeoutMs: number) => Promise<Carrier>;
+export type CarrierFactory = (url: string, events: CarrierEvents, open: CarrierOpen) => Promise<Carrier>;
 
 /** A WHATWG-compatible WebSocket constructor. */
 export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => unknown;
 
 /** The WebSocket carrier: `ws://` and `wss://` URLs. `WebSocket` defaults to the global one. */
 export function webSocketCarrier(WebSocket?: WebSocketConstructor): CarrierFactory {
-  return (url, events, timeoutMs) =>
+  return (url, events, { timeoutMs }) =>
     new Promise((resolve, reject) => {
       let open = false;
       let done = false;

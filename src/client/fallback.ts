@@ -11,7 +11,6 @@
  * to go back.
  */
 import { ConfigError } from '../errors.ts';
-import { type Runtime, systemRuntime } from '../runtime/runtime.ts';
 import { TransportError, describeThrown } from '../transport/errors.ts';
 import {
   type Carrier,
@@ -44,8 +43,6 @@ export interface BrowserCarrierOptions {
   readonly webTransportTimeoutMs?: number;
   /** After a fallback, how long connects stay on WebSocket (ms). Defaults to 300,000. */
   readonly webTransportRetryMs?: number;
-  /** Clock and timers, of both carriers. Defaults to the current runtime's. */
-  readonly runtime?: Runtime;
   /** Called when the server first answers over a transport other than the last one reported. Defaults to none. */
   readonly onTransport?: (event: TransportEvent) => void;
 }
@@ -54,14 +51,15 @@ export interface BrowserCarrierOptions {
 export function browserCarrier(o: BrowserCarrierOptions): CarrierFactory {
   if (!/^wss?:\/\//i.test(String(o?.webSocketUrl)))
     throw new ConfigError('webSocketUrl', 'webSocketUrl must be a ws:// or wss:// URL', { where: 'browserCarrier' });
-  const rt = o.runtime ?? systemRuntime();
-  const wt = webTransportCarrier({ runtime: rt, ...o.webTransport });
+  const wt = webTransportCarrier(o.webTransport);
   const ws = webSocketCarrier(o.WebSocket);
   const wsUrl = o.webSocketUrl;
   let fellBackAt = Number.NEGATIVE_INFINITY;
   let fallbackWhy = '';
   let reported = '';
-  return async (url, events, timeoutMs) => {
+  return async (url, events, open) => {
+    const rt = open.runtime;
+    const timeoutMs = open.timeoutMs;
     let inner: Carrier | null = null;
     let heard = false;
     let done = false;
@@ -126,7 +124,7 @@ export function browserCarrier(o: BrowserCarrierOptions): CarrierFactory {
       },
     });
     const viaWebSocket = (): Promise<Carrier> =>
-      ws(wsUrl, on('websocket'), timeoutMs).catch((e: unknown) => {
+      ws(wsUrl, on('websocket'), open).catch((e: unknown) => {
         throw new TransportError('ERR_CONNECT', `${why}; ${describeThrown(e)}`, { retryable: true, cause: e });
       });
     if (!(o.webTransport?.WebTransport ?? (globalThis as { WebTransport?: unknown }).WebTransport))
@@ -134,7 +132,10 @@ export function browserCarrier(o: BrowserCarrierOptions): CarrierFactory {
     else if (rt.now() - fellBackAt < (o.webTransportRetryMs ?? 300_000)) why = fallbackWhy;
     else {
       try {
-        inner = await wt(url, on('webtransport'), Math.min(o.webTransportTimeoutMs ?? 4000, timeoutMs));
+        inner = await wt(url, on('webtransport'), {
+          ...open,
+          timeoutMs: Math.min(o.webTransportTimeoutMs ?? 4000, timeoutMs),
+        });
         return proxy;
       } catch (e) {
         tried = true;

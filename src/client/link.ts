@@ -183,12 +183,13 @@ export class Link {
               this.#lost(errorForClose(code, reason, o.url), TERMINAL_CLOSE_CODES.has(code));
           },
         },
-        o.connectTimeoutMs,
+        { timeoutMs: o.connectTimeoutMs, maxMessageSize: o.maxMessageSize, runtime: this.#rt },
       );
     } catch (e) {
       const error =
         e instanceof LanemuxError ? e : new TransportError('ERR_CONNECT', `could not reach ${o.url}: ${String(e)}`);
-      if (this.#first !== null) this.close(error);
+      // A first connect is not retried, nor a failure the carrier says no retry can change.
+      if (this.#first !== null || !error.retryable) this.close(error);
       else this.#retry();
       return;
     }

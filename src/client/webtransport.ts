@@ -14,7 +14,7 @@
  *   write has not resolved, so a server that stops reading shows as a growing buffer.
  */
 import { ConfigError } from '../errors.ts';
-import { type Runtime, type TimerHandle, systemRuntime } from '../runtime/runtime.ts';
+import type { TimerHandle } from '../runtime/runtime.ts';
 import { TransportError, describeThrown } from '../transport/errors.ts';
 import { encodeGoaway } from '../transport/hello.ts';
 import type { Carrier, CarrierFactory } from './carrier.ts';
@@ -52,14 +52,10 @@ export interface WebTransportCarrierOptions {
    * is reachable again. Defaults to none: the certificate must be CA-signed.
    */
   readonly serverCertificateHashes?: WebTransportHashSource;
-  /** The largest message the server may send (1..256 MiB): `connect`'s `maxMessageSize` if you raised it. Defaults to 1 MiB. */
-  readonly maxMessageSize?: number;
   /** After a close, how long to wait for the server's END before closing the session (ms, 1..600,000). Defaults to 2,000. */
   readonly closeGraceMs?: number;
   /** The WebTransport constructor. Defaults to the global one. */
   readonly WebTransport?: WebTransportConstructor;
-  /** Clock and timers (the connect timeout, the close grace). Defaults to the current runtime's. */
-  readonly runtime?: Runtime;
 }
 
 /** Bytes a frame may exceed `maxMessageSize` by (the envelope around a maximal message). */
@@ -74,20 +70,13 @@ const noop = (): void => {};
  * timeout.
  */
 export function webTransportCarrier(options: WebTransportCarrierOptions = {}): CarrierFactory {
-  const max = options.maxMessageSize ?? 1_048_576;
   const graceMs = options.closeGraceMs ?? 2000;
-  for (const [field, v, top] of [
-    ['maxMessageSize', max, 2 ** 28],
-    ['closeGraceMs', graceMs, 600_000],
-  ] as const) {
-    if (!Number.isInteger(v) || v < 1 || v > top)
-      throw new ConfigError(field, `${field} must be an integer in 1..${top}, got ${String(v)}`, {
-        where: 'webTransportCarrier',
-      });
-  }
-  const limit = max + MARGIN;
-  const rt = options.runtime ?? systemRuntime();
-  return async (url, events, timeoutMs) => {
+  if (!Number.isInteger(graceMs) || graceMs < 1 || graceMs > 600_000)
+    throw new ConfigError('closeGraceMs', `closeGraceMs must be an integer in 1..600000, got ${String(graceMs)}`, {
+      where: 'webTransportCarrier',
+    });
+  return async (url, events, { timeoutMs, maxMessageSize, runtime: rt }) => {
+    const limit = maxMessageSize + MARGIN;
     const failed = (why: string, cause?: unknown): TransportError =>
       new TransportError('ERR_CONNECT', `could not open WebTransport to ${url}: ${why}`, { retryable: true, cause });
     const Ctor = options.WebTransport ?? (globalThis as { WebTransport?: WebTransportConstructor }).WebTransport;

@@ -3,6 +3,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { webSocketServerTransport } from '../../src/adapters/ws-server.ts';
 import { isLanemuxError } from '../../src/client.ts';
+import type { CarrierFactory } from '../../src/client/carrier.ts';
+import { TransportError } from '../../src/transport/errors.ts';
 import { collect } from '../support/collect.ts';
 import { signalled } from '../support/signalled.ts';
 import { waitFor } from '../support/wait-for.ts';
@@ -268,6 +270,24 @@ describe('lanemux/client across connections', () => {
     expect(error).toBeNull();
     expect(items).toEqual(['hello']);
     expect(states).toEqual(['down', 'up']);
+  });
+
+  it('a re-dial the carrier refuses as not retryable closes the client with that error, and dials no more', async () => {
+    const { url } = await wsServer();
+    const net = cuttableCarrier();
+    let dials = 0;
+    const refusal = new TransportError('ERR_CONNECT', 'certificate refused', { retryable: false });
+    const factory: CarrierFactory = async (u, events, open) => {
+      dials++;
+      if (dials > 1) throw refusal;
+      return net.factory(u, events, open);
+    };
+    const client = await page(url, { transport: factory, reconnectDelayMs: 5 });
+    const closed = new Promise<unknown>((resolve) => client.onState((s, e) => s === 'closed' && resolve(e)));
+    net.cut();
+    expect(await closed).toBe(refusal);
+    await expect(client.stream('hi').next()).rejects.toMatchObject({ code: 'ERR_CLOSED' });
+    expect(dials).toBe(2);
   });
 
   it('finished calls leave nothing behind in the client', async () => {

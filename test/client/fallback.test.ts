@@ -90,7 +90,6 @@ describe('browserCarrier', () => {
     let now = 0;
     const runtime = { ...systemRuntime(), now: () => now };
     const transport = browserCarrier({
-      runtime,
       webTransport: { WebTransport },
       webSocketUrl: wsUrl,
       WebSocket: WebSocket as never,
@@ -98,7 +97,7 @@ describe('browserCarrier', () => {
     });
     for (const at of [0, 299_000, 300_001]) {
       now = at;
-      const client = await connect('https://127.0.0.1:1/lanemux', { transport });
+      const client = await connect('https://127.0.0.1:1/lanemux', { transport, runtime });
       expect(await read(client, 3)).toEqual(toks(3));
       await client.close();
     }

@@ -25,8 +25,8 @@ export function cuttableCarrier(): { factory: CarrierFactory; cut(): void; opene
   let current: { carrier: Carrier; closed(code: number, reason: string): void } | null = null;
   let opened = 0;
   return {
-    factory: async (url, events, timeoutMs) => {
-      const carrier = await inner(url, events, timeoutMs);
+    factory: async (url, events, open) => {
+      const carrier = await inner(url, events, open);
       opened++;
       current = { carrier, closed: events.closed };
       return carrier;
