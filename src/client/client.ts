@@ -110,7 +110,18 @@ const TICK_MS = 250;
  * ```
  */
 export async function connect(url: string, options: ClientOptions = {}): Promise<Client> {
-  const client = new Client(url, options);
+  let client: Client;
+  try {
+    client = new Client(url, options);
+  } catch (e) {
+    // zod, loaded only now, words the refusal; if it cannot load, or accepts, the check's own error stands.
+    if (!(e instanceof ConfigError)) throw e;
+    const why = await import('./explain-options.ts')
+      .then((m) => m.explainOptions(LIMITS, options as Record<string, unknown>))
+      .catch(() => undefined);
+    if (why === undefined) throw e;
+    throw new ConfigError(why.field, why.message, { where: 'connect', fields: why.fields, cause: e });
+  }
   await client._start();
   return client;
 }

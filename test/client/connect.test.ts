@@ -252,6 +252,19 @@ describe('lanemux/client over WebSocket', () => {
       field: 'initialCredit',
     });
   });
+
+  it('a refused option is explained by zod, loaded on demand, listing every bad field', async () => {
+    const { connect } = await import('../../src/client.ts');
+    const err = await connect('ws://127.0.0.1:9/x', { initialCredit: 0, heartbeatIntervalMs: 1.5 }).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ code: 'ERR_INVALID_CONFIG', fields: ['initialCredit', 'heartbeatIntervalMs'] });
+    // zod's prettified listing, not the hand-written range check's "must be an integer in 1..65536".
+    const message = (err as Error).message;
+    expect(message).toContain('✖ Too small: expected number to be >=1');
+    expect(message).toContain('→ at heartbeatIntervalMs');
+    expect((err as Error).cause).toMatchObject({ code: 'ERR_INVALID_CONFIG', field: 'initialCredit' });
+  });
 });
 
 describe('lanemux/client across connections', () => {
