@@ -1,5 +1,6 @@
 /**
- * One live ingress slot (docs/protocol.md §10.2, §10.7): the receiver's credit account and hold
+ * One live ingress slot (docs/protocol.md §10.2, §10.7): the receiver's credit account (the slot
+ * is one, so the ingress path reaches its counters without a second object) and hold
  * budget for one claimed bind, its next expected frame_seq, the hold of records ahead of sequence,
  * a close deferred behind a gap, and the counters the watchdog and the drain signal read. Its
  * transitions are its table's (ingress.ts), which owns the shared epoch, budgets and window.
@@ -9,6 +10,7 @@ import { ByteBudget } from '../credit/byte-budget.ts';
 import { ReceiverAccount } from '../credit/receiver-account.ts';
 import type { PeerId } from '../messenger/types.ts';
 import type { Bind, BoundSlot } from './bind.ts';
+import type { SlotBuffer } from './slot-buffer.ts';
 import type { IngressTable } from './ingress.ts';
 import type { IngressWindow } from './ingress-window.ts';
 
@@ -24,12 +26,13 @@ export interface Held {
   charged: boolean;
 }
 
-/** One live ingress slot. */
-export class IngressSlot implements BoundSlot {
+/** One live ingress slot: its own {@link ReceiverAccount}. */
+export class IngressSlot extends ReceiverAccount implements BoundSlot {
   readonly id: number;
   readonly table: IngressTable;
   readonly bind: Bind;
-  readonly account: ReceiverAccount;
+  /** The bind's C+1 slot buffer, held here so delivery reads one field. */
+  readonly buffer: SlotBuffer;
   readonly holdBudget: ByteBudget;
   /** The tuned window (null: static credit C). */
   readonly auto: AutoWindow | null;
@@ -61,18 +64,24 @@ export class IngressSlot implements BoundSlot {
   stagedPending = 0;
 
   constructor(id: number, table: IngressTable, bind: Bind, nextSeq: number) {
+    super(bind.limit, { watermark: bind.slotByteBudget });
     this.id = id;
     this.table = table;
     this.bind = bind;
     this.window = table.window;
     this.nextSeq = nextSeq;
-    this.account = new ReceiverAccount(bind.limit, { watermark: bind.slotByteBudget });
+    this.buffer = bind.buffer;
     this.holdBudget = new ByteBudget(bind.slotByteBudget);
     const clock = table.clock;
     this.auto =
       clock !== null && bind.limit > 0 && bind.owner.fixedCredit !== true
         ? new AutoWindow(bind.limit, clock.now(), { byteBudget: bind.slotByteBudget })
         : null;
+  }
+
+  /** The slot's credit account: the slot itself. */
+  get account(): ReceiverAccount {
+    return this;
   }
 
   /** The peer the slot arrived from. */
@@ -97,6 +106,6 @@ export class IngressSlot implements BoundSlot {
 
   /** True when the sender holds no data credit and nothing waits behind a gap (watchdog exemption). */
   get senderStarved(): boolean {
-    return this.account.remaining === 0 && (this.hold === null || this.hold.size === 0);
+    return this.remaining === 0 && (this.hold === null || this.hold.size === 0);
   }
 }

@@ -113,6 +113,9 @@ export class IngressTable {
    * sender charged the whole singleton batch, so what is not kept is released when it is done.
    */
   #stagedRest = -1;
+  /** The clock reading shared by the current pass over the slots (-1: not read yet), and whether one is open. */
+  #passNow = -1;
+  #inPass = false;
 
   /** The clock of credit auto-tuning, or null when credit is static (`mux.autoCredit: false`). */
   readonly clock: { now(): number } | null;
@@ -145,7 +148,7 @@ export class IngressTable {
   refuseStaged(epoch: bigint, slot: number, session: bigint, message: string): boolean {
     const s = this.#staged(epoch, slot, session);
     if (s === undefined || s.terminalDelivered) return false;
-    s.bind.buffer.pushForced(FrameKind.TransportError, message);
+    s.buffer.pushForced(FrameKind.TransportError, message);
     s.terminalDelivered = true;
     // The producer's slot must close too (its LifecycleSlot{cancel} only signals): as a consumer cancel does.
     this.#host.replyClose(this.peer, this.lane, s.id, CloseReason.UnknownSlot);
@@ -220,13 +223,18 @@ export class IngressTable {
     } else while (reader.next()) this.#apply(reader);
     // Reconcile what this batch touched plus the dirty set: tail credit rides this arrival.
     const touched = this.#touched;
-    for (let i = 0; i < touched.length; i++) {
-      const s = touched[i]!;
-      s.touched = false;
-      if (!s.closed) this.reconcile(s);
+    const outer = this.#beginPass();
+    try {
+      for (let i = 0; i < touched.length; i++) {
+        const s = touched[i]!;
+        s.touched = false;
+        if (!s.closed) this.reconcile(s);
+      }
+      touched.length = 0;
+      if (this.dirty.length > 0) this.visitDirty();
+    } finally {
+      this.#endPass(outer);
     }
-    touched.length = 0;
-    if (this.dirty.length > 0) this.visitDirty();
   }
 
   /** One batch adds at most {@link MAX_PLAUSIBLE_SEQ_GAP} to the gap counter; a larger jump counts once. */
@@ -324,7 +332,7 @@ export class IngressTable {
           return;
         }
         const cls = terminal ? CreditClass.Terminal : CreditClass.Data;
-        if (s.account.admit(cls) !== 'ok') {
+        if (s.admit(cls) !== 'ok') {
           // Ahead of sequence, an overspend is the hold exceeding the credit.
           if (seq !== s.nextSeq) m.holdOverflow++;
           if (charged) this.#drop(w, bytes);
@@ -397,13 +405,13 @@ export class IngressTable {
 
   /** Push into the slot buffer; `charged` bytes (already charged) go back to the window if that fails. */
   #deliver(s: IngressSlot, kind: number, value: unknown, terminal: boolean, bytes: number, charged: boolean): boolean {
-    const buffer = s.bind.buffer;
+    const buffer = s.buffer;
     const direct = buffer.direct;
     if (direct !== null && kind === FrameKind.Item && buffer.length === 0 && direct._direct(buffer, value)) {
       // A push-mode consumer waiting on the empty buffer took it. To the credit laws it was buffered
       // and taken at once (the take is reconciled with this batch: the slot is touched); the peer
       // window gets its bytes back now. If the consumer cancelled meanwhile, the slot is retired.
-      s.account.addBuffered(bytes);
+      s.addBuffered(bytes);
       s.arrivals++;
       s.nextSeq = (s.nextSeq + 1) >>> 0;
       s.drained++;
@@ -417,7 +425,7 @@ export class IngressTable {
       this.fault(s, CloseReason.ProtocolError);
       return false;
     }
-    s.account.addBuffered(bytes);
+    s.addBuffered(bytes);
     s.arrivals++;
     s.nextSeq = (s.nextSeq + 1) >>> 0;
     if (terminal) s.terminalDelivered = true;
@@ -510,13 +518,13 @@ export class IngressTable {
     const b = s.drainedBytes;
     s.drained = 0;
     s.drainedBytes = 0;
-    if (n > 0) s.account.release(n, b);
+    if (n > 0) s.release(n, b);
     const auto = s.auto;
     if (auto !== null) {
       this.#tune(s, auto, n, b);
       return;
     }
-    const grant = s.account.takeDueGrant();
+    const grant = s.takeDueGrant();
     if (grant > 0) this.#host.replyCredit(this.peer, this.lane, s.id, grant);
   }
 
@@ -526,44 +534,79 @@ export class IngressTable {
    * pressure can keep it), and the clock is read only when it is used.
    */
   #tune(s: IngressSlot, auto: AutoWindow, n: number, b: number): void {
-    const clock = this.clock!;
     if (s.arrivals !== s.tunedArrivals) {
       s.tunedArrivals = s.arrivals;
-      if (auto.probing) auto.arrived(clock.now());
+      if (auto.probing) auto.arrived(this.#now());
     }
-    const a = s.account;
-    if (n > 0 || a.grantDue) {
+    if (n > 0 || s.grantDue) {
       if (n > 0) auto.consumed(n, b);
       const w = s.window;
-      const target = auto.retarget(clock.now(), w.fill?.() ?? 0, w.sizeBytes ?? Number.POSITIVE_INFINITY);
-      if (target !== a.limit) s.bind.buffer.grow(a.resize(target) + 1);
+      const target = auto.retarget(this.#now(), w.fill?.() ?? 0, w.sizeBytes ?? Number.POSITIVE_INFINITY);
+      if (target !== s.limit) s.buffer.grow(s.resize(target) + 1);
     }
-    const starved = a.remaining === 0;
-    const grant = a.takeDueGrant();
+    const starved = s.remaining === 0;
+    const grant = s.takeDueGrant();
     if (grant > 0) {
-      if (starved) auto.granted(clock.now(), true);
+      if (starved) auto.granted(this.#now(), true);
       this.#host.replyCredit(this.peer, this.lane, s.id, grant);
     }
+  }
+
+  /**
+   * The clock, read at most once per pass over the slots (an arrival, a doorbell visit, a sweep):
+   * one pass reconciles up to every slot, and all of it happens at one instant as far as tuning can
+   * tell. Outside a pass (a lone {@link reconcile}) it is read each time.
+   */
+  #now(): number {
+    let t = this.#passNow;
+    if (t < 0) {
+      t = this.clock!.now();
+      if (this.#inPass) this.#passNow = t;
+    }
+    return t;
+  }
+
+  /** Start a pass: later clock reads in it share one reading; returns whether an outer pass is open. */
+  #beginPass(): boolean {
+    const outer = this.#inPass;
+    this.#inPass = true;
+    return outer;
+  }
+
+  #endPass(outer: boolean): void {
+    if (outer) return;
+    this.#inPass = false;
+    this.#passNow = -1;
   }
 
   /** Reconcile every listed slot (doorbell visit or arrival path). */
   visitDirty(): void {
     const dirty = this.dirty;
     this.dirty = [];
-    for (let i = 0; i < dirty.length; i++) {
-      const s = dirty[i]!;
-      if (!s.closed && s.listed) this.reconcile(s);
+    const outer = this.#beginPass();
+    try {
+      for (let i = 0; i < dirty.length; i++) {
+        const s = dirty[i]!;
+        if (!s.closed && s.listed) this.reconcile(s);
+      }
+    } finally {
+      this.#endPass(outer);
     }
   }
 
   /** Periodic walk: reconcile every live slot. Returns the number of slots visited. */
   sweep(): number {
     let n = 0;
-    for (const s of this.#slots.values()) {
-      this.reconcile(s);
-      n++;
+    const outer = this.#beginPass();
+    try {
+      for (const s of this.#slots.values()) {
+        this.reconcile(s);
+        n++;
+      }
+      if (this.#aside !== null) for (const s of this.#aside.values()) this.reconcile(s);
+    } finally {
+      this.#endPass(outer);
     }
-    if (this.#aside !== null) for (const s of this.#aside.values()) this.reconcile(s);
     return n;
   }
 
@@ -588,7 +631,7 @@ export class IngressTable {
     if (s.closed) return;
     // An MPSC anchor's senders never count firings (docs/protocol.md §10.8): bit 63 of the anchor id marks MPSC.
     if ((s.bind.anchorId & MPSC_ANCHOR_BIT) === 0n) this.#host.metrics.watchdogFirings++;
-    s.bind.buffer.clear();
+    s.buffer.clear();
     this.#host.replyClose(this.peer, this.lane, s.id, CloseReason.UnknownSlot);
     this.#retire(s, true, null);
   }
