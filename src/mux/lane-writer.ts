@@ -38,6 +38,8 @@ export interface LaneWriter {
   slots(): Iterable<EgressSlot>;
   /** `flushBatch()`: write now (synchronous; never throws). */
   kick(): void;
+  /** An inbound batch from this (peer, lane) was handled: write what is due by now (never throws). */
+  afterIngress(): void;
   /** Epoch death (docs/protocol.md §3.5, §10.1). */
   epochDeath(error: LanemuxError): void;
   /** Stop for good; the credit replies it still held are handed back (see `ReplyLane.retire`). */

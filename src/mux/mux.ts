@@ -215,6 +215,8 @@ export class Mux implements BatcherHost, IngressHost {
     }
     this.#lanes.table(from, lane).handleBatch(r, staged ? payload.byteLength : 0);
     if (r.error) this.metrics.decodeErrors++;
+    // The grants this batch freed go out within the reply linger, even while the socket keeps the loop reading.
+    this.#lanes.batcher(from, lane)?.afterIngress();
   }
 
   // ───────────────────────── peer windows (peer-windows.ts) ─────────────────────────

@@ -89,7 +89,12 @@ export class ReplyLane implements LaneWriter {
   #wakeScheduled = false;
   #wakeSource: number = WakeSource.frame;
   #timerAt = Number.NaN;
-  #scheduleWake = (): void => this.#runWake();
+  /** The clock when the inbox last went from empty to pending: its oldest reply's post. */
+  #postedAt = Number.NaN;
+  // A wake run early by afterIngress leaves its macrotask behind: that one then finds nothing to do.
+  #scheduleWake = (): void => {
+    if (this.#wakeScheduled) this.#runWake();
+  };
   #onTimer = (): void => {
     this.timer = null;
     this.#timerAt = Number.NaN;
@@ -106,7 +111,10 @@ export class ReplyLane implements LaneWriter {
     this.cap = batchCap(host.config.maxBatchBytes, host.sink.maxMessageSize(peer));
     this.enc = new BatchEncoder({ maxBytes: this.cap, initialBytes: Math.min(this.cap, 16_384) });
     this.gate = new FlushGate(host.config.flushPolicy, host.config.replyLinger);
-    this.inbox.onNotify = () => this.wake(WakeSource.control);
+    this.inbox.onNotify = () => {
+      this.#postedAt = host.runtime.now();
+      this.wake(WakeSource.control);
+    };
   }
 
   /** Records staged in the open batch. */
@@ -142,6 +150,22 @@ export class ReplyLane implements LaneWriter {
   kick(): void {
     this.kicked = true;
     if (!this.parked && !this.inWake) this.#runWake();
+  }
+
+  /**
+   * An inbound batch from this lane's peer was handled: what the reply linger or a timer would
+   * write by now is written at once. A busy socket holds the event loop in its reads for many
+   * batches (libuv takes up to 32 chunks per readiness) before the wake's macrotask or the timer
+   * runs, and a credit grant held that long leaves its sender without credit.
+   */
+  afterIngress(): void {
+    if (this.parked || this.retired || this.inWake) return;
+    if (!this.#wakeScheduled && this.timer === null) return;
+    const now = this.host.runtime.now();
+    const replyDue = this.#wakeScheduled && this.inbox.pending && now >= this.#postedAt + this.host.config.replyLinger;
+    if (!replyDue && !(now >= this.#timerAt)) return;
+    this.#wakeSource = WakeSource.linger;
+    this.#runWake();
   }
 
   /** Schedule one wake (a macrotask) unless one is scheduled or running; `source` is what is counted. */
@@ -330,7 +354,9 @@ export class ReplyLane implements LaneWriter {
    * then applies both in one drain, lifecycle first, even when the replies fill several batches.
    */
   stageReplies(d: InboxDrain): void {
-    const now = this.host.runtime.now();
+    // The linger counts from the oldest reply's post, not from the wake that stages it.
+    const clock = this.host.runtime.now();
+    const now = this.#postedAt <= clock ? this.#postedAt : clock;
     for (const [peerSlot, e] of d.replies)
       if (e.credit > 0) this.#stageControl(now, RecordType.CreditUpdate, peerSlot, e.credit, 0n);
     const lifecycles = d.lifecycleReplies;

@@ -48,3 +48,46 @@ describe('credit replies coalesce per slot per batch', () => {
     expect(credits(h, mark).flat()).toEqual([[sid(3, 0), 8]]);
   });
 });
+
+describe('credit replies leave within the reply linger while the event loop is busy reading', () => {
+  // A socket that stays readable keeps the loop in its reads (libuv takes up to 32 chunks per
+  // readiness): neither the wake's macrotask nor the linger timer runs. The end of each inbound batch
+  // is the point the writer is still reached at.
+  it('a grant posted by an inbound batch goes out at the first later batch past the linger, with no macrotask or timer run', () => {
+    const h = egress({ replyLinger: 1 });
+    h.batcher.inbox.postReplyCredit(sid(5, 0), 16);
+    h.runtime.time = 0.5;
+    h.batcher.afterIngress();
+    expect(h.sink.sent).toHaveLength(0); // still within the linger: it waits for company
+    h.batcher.inbox.postReplyCredit(sid(6, 0), 16);
+    h.runtime.time = 1;
+    h.batcher.afterIngress();
+    expect(credits(h)).toEqual([
+      [
+        [sid(5, 0), 16],
+        [sid(6, 0), 16],
+      ],
+    ]);
+  });
+
+  it('a grant staged by its wake goes out at the first batch past its deadline even when the timer has not fired', async () => {
+    const h = egress({ replyLinger: 2 });
+    h.batcher.inbox.postReplyCredit(sid(9, 1), 4);
+    await h.runtime.runMacrotasks(); // staged, the linger timer armed
+    expect(h.sink.sent).toHaveLength(0);
+    h.runtime.time = 2; // the timer is due but the loop has not reached it
+    h.batcher.afterIngress();
+    expect(credits(h)).toEqual([[[sid(9, 1), 4]]]);
+  });
+
+  it('the wake run early leaves nothing for its queued macrotask: one batch, one wake', async () => {
+    const h = egress({ replyLinger: 1 });
+    h.batcher.inbox.postReplyCredit(sid(5, 0), 3);
+    h.runtime.time = 1;
+    h.batcher.afterIngress();
+    const wakes = h.metrics.batcherWakes.reduce((a, b) => a + b, 0);
+    await h.runtime.advance(10);
+    expect(h.sink.sent).toHaveLength(1);
+    expect(h.metrics.batcherWakes.reduce((a, b) => a + b, 0)).toBe(wakes);
+  });
+});
