@@ -4,9 +4,10 @@
  * or the encoded body), numbered from 1 in send order, so that after a lost link the records the
  * consumer did not receive can be sent again. No copy is made of a value: a `Uint8Array` given to
  * `send()` must not be modified afterwards. Bounded by a per-stream and a node-wide byte cap; the
- * oldest records go first. Two parallel arrays made on first use and doubled while the byte cap
- * allows (never an object per record): the payloads, and one number per record for its kind and its
- * bytes (`bytes × 4 + kind`), so a record stored or dropped touches two arrays, not three.
+ * oldest records go first. One array made on first use and doubled while the byte cap allows (never
+ * an object per record) holds each record as a pair: its payload, then one small integer for its
+ * kind and its bytes (`bytes × 4 + kind`). A record stored or dropped touches one array, and
+ * usually one cache line of it: with thousands of streams each token's ring is cold memory.
  */
 
 /** Bytes a record counts for besides its payload, so that empty items are bounded too. */
@@ -31,9 +32,9 @@ export class ReplayRing {
   readonly #maxBytes: number;
   readonly #budget: ReplayBudget;
   readonly #initial: number;
-  /** Per record `bytes × 4 + kind` (exact in a double for any byte count the caps allow). */
-  #meta: Float64Array | null = null;
-  #values: unknown[] = [];
+  /** Per record, at `2i` its payload and at `2i + 1` its `bytes × 4 + kind` (exact for any byte count the caps allow). */
+  #pairs: unknown[] = [];
+  /** Records the ring has room for (0 until the first push; then a power of two). */
   #size = 0;
   #head = 0;
   #length = 0;
@@ -83,9 +84,10 @@ export class ReplayRing {
   }
 
   #store(kind: number, payload: unknown, bytes: number): void {
-    const i = (this.#head + this.#length) & (this.#size - 1);
-    this.#meta![i] = bytes * 4 + kind;
-    this.#values[i] = payload;
+    const i = ((this.#head + this.#length) & (this.#size - 1)) << 1;
+    const pairs = this.#pairs;
+    pairs[i] = payload;
+    pairs[i + 1] = bytes * 4 + kind;
     this.#length++;
     this.#bytes += bytes;
     this.#budget.used += bytes;
@@ -93,7 +95,7 @@ export class ReplayRing {
 
   #pushSlow(kind: number, payload: unknown, bytes: number): void {
     const budget = this.#budget;
-    if (this.#meta === null) this.#alloc(this.#initial);
+    if (this.#size === 0) this.#alloc(this.#initial);
     else if (this.#length === this.#size) {
       if (this.#bytes + bytes <= this.#maxBytes) this.#grow();
       else this.#dropOldest();
@@ -112,12 +114,12 @@ export class ReplayRing {
 
   /** The kind of record `n` (held: see {@link holdsFrom}). */
   kindAt(n: number): number {
-    return this.#meta![(this.#head + n - this.#first) & (this.#size - 1)]! % 4;
+    return (this.#pairs[(((this.#head + n - this.#first) & (this.#size - 1)) << 1) + 1] as number) % 4;
   }
 
   /** The payload of record `n`. */
   payloadAt(n: number): unknown {
-    return this.#values[(this.#head + n - this.#first) & (this.#size - 1)];
+    return this.#pairs[((this.#head + n - this.#first) & (this.#size - 1)) << 1];
   }
 
   /**
@@ -150,14 +152,13 @@ export class ReplayRing {
 
   /** Drop the oldest `count` records (1..length), the budget charged back once. */
   #drop(count: number): void {
-    const meta = this.#meta!;
-    const values = this.#values;
+    const pairs = this.#pairs;
     const mask = this.#size - 1;
     let i = this.#head;
     let b = 0;
     for (let k = 0; k < count; k++) {
-      values[i] = undefined;
-      b += Math.floor(meta[i]! / 4);
+      pairs[i << 1] = undefined;
+      b += Math.floor((pairs[(i << 1) + 1] as number) / 4);
       i = (i + 1) & mask;
     }
     this.#bytes -= b;
@@ -168,22 +169,21 @@ export class ReplayRing {
   }
 
   #alloc(n: number): void {
-    this.#meta = new Float64Array(n);
-    this.#values = new Array<unknown>(n).fill(undefined);
+    // Holes-free from the start (fill), so the array keeps one elements kind as records come and go.
+    this.#pairs = new Array<unknown>(2 * n).fill(undefined);
     this.#size = n;
     this.#head = 0;
   }
 
   #grow(): void {
-    const meta = this.#meta!;
-    const values = this.#values;
+    const pairs = this.#pairs;
     const size = this.#size;
     const head = this.#head;
     this.#alloc(size * 2);
     for (let k = 0; k < this.#length; k++) {
       const j = (head + k) & (size - 1);
-      this.#meta![k] = meta[j]!;
-      this.#values[k] = values[j];
+      this.#pairs[k << 1] = pairs[j << 1];
+      this.#pairs[(k << 1) + 1] = pairs[(j << 1) + 1];
     }
   }
 }
