@@ -81,6 +81,12 @@ export class AutoWindow {
     return this.#window;
   }
 
+  /** Records still to be consumed before the current epoch ends (a window's worth is drained): 0 when it has. */
+  get epochLeft(): number {
+    const left = this.#window - this.#epochRecords;
+    return left > 0 ? left : 0;
+  }
+
   /** Smoothed credit round trip in ms, or -1 before the first sample. */
   get rtt(): number {
     return this.#srtt;

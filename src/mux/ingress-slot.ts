@@ -38,6 +38,13 @@ export class IngressSlot extends ReceiverAccount implements BoundSlot {
   readonly auto: AutoWindow | null;
   /** {@link arrivals} at the last tuning: a change closes a round-trip probe. */
   tunedArrivals = 0;
+  /** `auto.probing`, kept here so an arrival reads the tuning state only while a probe is open. */
+  probing = false;
+  /** Records (and their bytes) the consumer took since the window was last decided. */
+  untunedRecords = 0;
+  untunedBytes = 0;
+  /** `auto.epochLeft` when the window was last decided: that many more records taken end its epoch. */
+  epochLeft = 0;
   /** The peer window this slot's records are charged to (its link's; outlives the slot in its buffer). */
   readonly window: IngressWindow;
   nextSeq: number;
@@ -77,6 +84,7 @@ export class IngressSlot extends ReceiverAccount implements BoundSlot {
       clock !== null && bind.limit > 0 && bind.owner.fixedCredit !== true
         ? new AutoWindow(bind.limit, clock.now(), { byteBudget: bind.slotByteBudget })
         : null;
+    this.epochLeft = this.auto?.epochLeft ?? 0;
   }
 
   /** The slot's credit account: the slot itself. */

@@ -530,24 +530,39 @@ export class IngressTable {
 
   /**
    * Auto-tuned reconcile (per drain visit or batch, never per record): retarget, resize, grant. The window is
-   * decided when the consumer took records, or when credit taken earlier falls due (so a shrink under memory
-   * pressure can keep it), and the clock is read only when it is used.
+   * decided when a grant falls due (growth rides it; a shrink under memory pressure keeps credit instead of
+   * granting it) or when the consumer has drained a window's worth (the moment growth is judged). In between the
+   * slot only counts what the consumer took, so with thousands of streams a token does not also touch its
+   * stream's tuning state; the clock is read only when it is used.
    */
   #tune(s: IngressSlot, auto: AutoWindow, n: number, b: number): void {
     if (s.arrivals !== s.tunedArrivals) {
       s.tunedArrivals = s.arrivals;
-      if (auto.probing) auto.arrived(this.#now());
+      if (s.probing) {
+        auto.arrived(this.#now());
+        s.probing = auto.probing;
+      }
     }
-    if (n > 0 || s.grantDue) {
-      if (n > 0) auto.consumed(n, b);
+    s.untunedRecords += n;
+    s.untunedBytes += b;
+    if (s.untunedRecords >= s.epochLeft || s.grantDue) {
+      if (s.untunedRecords > 0) {
+        auto.consumed(s.untunedRecords, s.untunedBytes);
+        s.untunedRecords = 0;
+        s.untunedBytes = 0;
+      }
       const w = s.window;
       const target = auto.retarget(this.#now(), w.fill?.() ?? 0, w.sizeBytes ?? Number.POSITIVE_INFINITY);
       if (target !== s.limit) s.buffer.grow(s.resize(target) + 1);
+      s.epochLeft = auto.epochLeft;
     }
     const starved = s.remaining === 0;
     const grant = s.takeDueGrant();
     if (grant > 0) {
-      if (starved) auto.granted(this.#now(), true);
+      if (starved) {
+        auto.granted(this.#now(), true);
+        s.probing = auto.probing;
+      }
       this.#host.replyCredit(this.peer, this.lane, s.id, grant);
     }
   }
