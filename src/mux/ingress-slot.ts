@@ -45,6 +45,8 @@ export class IngressSlot extends ReceiverAccount implements BoundSlot {
   untunedBytes = 0;
   /** `auto.epochLeft` when the window was last decided: that many more records taken end its epoch. */
   epochLeft = 0;
+  /** `auto.recordBytes` when the window was last decided: larger records taken decide it again at once. */
+  tunedSize = 0;
   /** The peer window this slot's records are charged to (its link's; outlives the slot in its buffer). */
   readonly window: IngressWindow;
   nextSeq: number;

@@ -543,18 +543,21 @@ export class IngressTable {
         s.probing = auto.probing;
       }
     }
-    s.untunedRecords += n;
-    s.untunedBytes += b;
-    if (s.untunedRecords >= s.epochLeft || s.grantDue) {
-      if (s.untunedRecords > 0) {
-        auto.consumed(s.untunedRecords, s.untunedBytes);
-        s.untunedRecords = 0;
-        s.untunedBytes = 0;
-      }
+    // Records larger than the size the window was last capped with count at once (the byte cap must hold for them).
+    const rising = b > n * s.tunedSize;
+    if (rising || s.untunedRecords + n >= s.epochLeft || s.grantDue) {
+      if (s.untunedRecords > 0) auto.consumed(s.untunedRecords, s.untunedBytes);
+      if (n > 0) auto.consumed(n, b);
+      s.untunedRecords = 0;
+      s.untunedBytes = 0;
       const w = s.window;
       const target = auto.retarget(this.#now(), w.fill?.() ?? 0, w.sizeBytes ?? Number.POSITIVE_INFINITY);
       if (target !== s.limit) s.buffer.grow(s.resize(target) + 1);
       s.epochLeft = auto.epochLeft;
+      s.tunedSize = auto.recordBytes;
+    } else {
+      s.untunedRecords += n;
+      s.untunedBytes += b;
     }
     const starved = s.remaining === 0;
     const grant = s.takeDueGrant();

@@ -165,7 +165,14 @@ export class ReplyLane implements LaneWriter {
     const replyDue = this.#wakeScheduled && this.inbox.pending && now >= this.#postedAt + this.host.config.replyLinger;
     if (!replyDue && !(now >= this.#timerAt)) return;
     this.#wakeSource = WakeSource.linger;
-    this.#runWake();
+    try {
+      this.#runWake();
+    } catch (e) {
+      // What throws in a wake throws where the wake would have run (a macrotask), not into the ingress path.
+      this.host.runtime.macrotask(() => {
+        throw e;
+      });
+    }
   }
 
   /** Schedule one wake (a macrotask) unless one is scheduled or running; `source` is what is counted. */

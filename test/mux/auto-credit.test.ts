@@ -55,6 +55,22 @@ function run(auto: boolean, rounds: number): { perRound: number[]; limit: number
 }
 
 describe('ingress credit auto-tuning', () => {
+  it('records larger than the window was capped with count at once, though no grant is due and no window was drained', () => {
+    const s = slowStream(true);
+    const { h, b, id } = s;
+    for (let r = 0; r < 6; r++) s.round();
+    const slot = h.table.slotAt(1)!;
+    const small = slot.auto!.recordBytes;
+    expect(slot.limit).toBeGreaterThan(64);
+    // One large record, read at once: far from a grant (the sender holds most of a grown window) or an epoch's end.
+    h.send(rec.item(id, s.nextSeq(), 'y'.repeat(16_384)));
+    read(b);
+    h.doorbell();
+    expect(slot.grantDue).toBe(false);
+    expect(slot.auto!.recordBytes).toBeGreaterThan(16_384);
+    expect(slot.auto!.recordBytes).toBeGreaterThan(100 * small);
+  });
+
   it("a slow-RTT stream's granted window grows past C with auto-tuning on", () => {
     const { perRound, limit } = run(true, 12);
     expect(perRound[0]).toBe(32);

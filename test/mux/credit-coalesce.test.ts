@@ -3,7 +3,7 @@
 // delta is their sum; a batch that is refused at admission re-posts exactly that sum.
 import { describe, expect, it } from 'vitest';
 import { RecordType } from '../../src/wire/constants.ts';
-import { egress, sid } from './harness.ts';
+import { egress, openSlot, sid } from './harness.ts';
 
 const credits = (h: ReturnType<typeof egress>, from = 0) =>
   h.sink.sent
@@ -78,6 +78,19 @@ describe('credit replies leave within the reply linger while the event loop is b
     h.runtime.time = 2; // the timer is due but the loop has not reached it
     h.batcher.afterIngress();
     expect(credits(h)).toEqual([[[sid(9, 1), 4]]]);
+  });
+
+  it('what throws in a wake run early is thrown from a macrotask, as the wake would have, never into the inbound batch', async () => {
+    const h = egress({ replyLinger: 1 });
+    const { slot, owner } = await openSlot(h, 0, 0xc1n, 0x7001n);
+    owner.onLifecycle = () => {
+      throw new Error('owner failed');
+    };
+    h.batcher.inbox.postLifecycle(slot.id, 0x7001n, true);
+    h.batcher.inbox.postReplyCredit(sid(5, 0), 2);
+    h.runtime.time += 1;
+    expect(() => h.batcher.afterIngress()).not.toThrow();
+    await expect(h.runtime.runMacrotasks()).rejects.toThrow('owner failed');
   });
 
   it('the wake run early leaves nothing for its queued macrotask: one batch, one wake', async () => {
