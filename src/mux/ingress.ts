@@ -113,9 +113,8 @@ export class IngressTable {
    * sender charged the whole singleton batch, so what is not kept is released when it is done.
    */
   #stagedRest = -1;
-  /** The clock reading shared by the current pass over the slots (-1: not read yet), and whether one is open. */
+  /** The clock reading shared by the current pass over the slots (-1: not read yet in this pass). */
   #passNow = -1;
-  #inPass = false;
 
   /** The clock of credit auto-tuning, or null when credit is static (`mux.autoCredit: false`). */
   readonly clock: { now(): number } | null;
@@ -223,18 +222,14 @@ export class IngressTable {
     } else while (reader.next()) this.#apply(reader);
     // Reconcile what this batch touched plus the dirty set: tail credit rides this arrival.
     const touched = this.#touched;
-    const outer = this.#beginPass();
-    try {
-      for (let i = 0; i < touched.length; i++) {
-        const s = touched[i]!;
-        s.touched = false;
-        if (!s.closed) this.reconcile(s);
-      }
-      touched.length = 0;
-      if (this.dirty.length > 0) this.visitDirty();
-    } finally {
-      this.#endPass(outer);
+    this.#passNow = -1;
+    for (let i = 0; i < touched.length; i++) {
+      const s = touched[i]!;
+      s.touched = false;
+      if (!s.closed) this.reconcile(s);
     }
+    touched.length = 0;
+    if (this.dirty.length > 0) this.visitDirty();
   }
 
   /** One batch adds at most {@link MAX_PLAUSIBLE_SEQ_GAP} to the gap counter; a larger jump counts once. */
@@ -511,7 +506,7 @@ export class IngressTable {
     // No CreditUpdate on open: the sender already holds C.
   }
 
-  /** Turn drains into a grant (clear the listing, then swap the count). */
+  /** Turn drains into a grant (clear the listing, then swap the count). Runs within a pass over the slots. */
   reconcile(s: IngressSlot): void {
     s.listed = false;
     const n = s.drained;
@@ -571,60 +566,35 @@ export class IngressTable {
   }
 
   /**
-   * The clock, read at most once per pass over the slots (an arrival, a doorbell visit, a sweep):
-   * one pass reconciles up to every slot, and all of it happens at one instant as far as tuning can
-   * tell. Outside a pass (a lone {@link reconcile}) it is read each time.
+   * The clock, read at most once per pass over the slots: one pass reconciles up to every slot, and
+   * all of it happens at one instant as far as tuning can tell. Every {@link reconcile} runs in a pass
+   * (an arrival, a doorbell visit, a sweep), and each pass starts by forgetting the last reading.
    */
   #now(): number {
-    let t = this.#passNow;
-    if (t < 0) {
-      t = this.clock!.now();
-      if (this.#inPass) this.#passNow = t;
-    }
-    return t;
-  }
-
-  /** Start a pass: later clock reads in it share one reading; returns whether an outer pass is open. */
-  #beginPass(): boolean {
-    const outer = this.#inPass;
-    this.#inPass = true;
-    return outer;
-  }
-
-  #endPass(outer: boolean): void {
-    if (outer) return;
-    this.#inPass = false;
-    this.#passNow = -1;
+    if (this.#passNow < 0) this.#passNow = this.clock!.now();
+    return this.#passNow;
   }
 
   /** Reconcile every listed slot (doorbell visit or arrival path). */
   visitDirty(): void {
     const dirty = this.dirty;
     this.dirty = [];
-    const outer = this.#beginPass();
-    try {
-      for (let i = 0; i < dirty.length; i++) {
-        const s = dirty[i]!;
-        if (!s.closed && s.listed) this.reconcile(s);
-      }
-    } finally {
-      this.#endPass(outer);
+    this.#passNow = -1;
+    for (let i = 0; i < dirty.length; i++) {
+      const s = dirty[i]!;
+      if (!s.closed && s.listed) this.reconcile(s);
     }
   }
 
   /** Periodic walk: reconcile every live slot. Returns the number of slots visited. */
   sweep(): number {
     let n = 0;
-    const outer = this.#beginPass();
-    try {
-      for (const s of this.#slots.values()) {
-        this.reconcile(s);
-        n++;
-      }
-      if (this.#aside !== null) for (const s of this.#aside.values()) this.reconcile(s);
-    } finally {
-      this.#endPass(outer);
+    this.#passNow = -1;
+    for (const s of this.#slots.values()) {
+      this.reconcile(s);
+      n++;
     }
+    if (this.#aside !== null) for (const s of this.#aside.values()) this.reconcile(s);
     return n;
   }
 
