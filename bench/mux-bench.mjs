@@ -81,7 +81,12 @@ async function makeNode(listenOn) {
 const M = 'velo_streaming_mux_';
 const sent = (node) => {
   const m = node.metrics();
-  return { batches: m[`${M}batches_total{direction="sent"}`], data: m[`${M}records_sent_total{record_type="data"}`] };
+  return {
+    batches: m[`${M}batches_total{direction="sent"}`],
+    data: m[`${M}records_sent_total{record_type="data"}`],
+    // A slot that ran out of credit with a record to send (it then waits for a grant).
+    exhausted: m['velo_streaming_slot_credit_exhausted_total'] ?? 0,
+  };
 };
 
 async function recv() {
@@ -201,6 +206,7 @@ async function send(peer) {
         ...r,
         tokens_per_write: round(data / batches, 2),
         writes_per_pass: round(batches / passes, 3),
+        credit_waits_per_1k_tokens: perStream ? 0 : round(((c.exhausted - c0.exhausted) / data) * 1000, 3),
         manual_rescue_flushes: rescues,
       });
     },
