@@ -41,6 +41,7 @@ import { EgressKind, type EgressSlot, Offer } from './egress-slot.ts';
 import type { EgressSlotOwner, SlotBatcher } from './egress-slot.ts';
 import { StagedKind } from './flush-gate.ts';
 import { ReplyLane } from './reply-lane.ts';
+import { ReusedList } from './reused-list.ts';
 import { SlotTable } from './slot-table.ts';
 import {
   appendRecord,
@@ -93,7 +94,8 @@ export class Batcher extends ReplyLane implements SlotBatcher {
   readonly onStageRoom = (): void => stageRoomReturned(this);
 
   // Only this file's.
-  #dataSlotList: EgressSlot[] = [];
+  /** Slots with Data records in the open batch. */
+  readonly #dataSlotList = new ReusedList<EgressSlot>();
 
   constructor(host: BatcherHost, peer: PeerId, lane: number, ended: EndedSlots = new EndedSlots()) {
     super(host, peer, lane);
@@ -406,8 +408,8 @@ export class Batcher extends ReplyLane implements SlotBatcher {
   /** Forget which slots the open batch carries Data for. */
   resetDataSlots(): void {
     const list = this.#dataSlotList;
-    for (let i = 0; i < list.length; i++) list[i]!.stagedInBatch = false;
-    list.length = 0;
+    for (let i = 0; i < list.length; i++) list.at(i).stagedInBatch = false;
+    list.clear();
   }
 
   // ───────────────────────── failure and retirement (batcher-retire.ts) ─────────────────────────

@@ -28,6 +28,7 @@ import { IngressSlot } from './ingress-slot.ts';
 import { HEARTBEAT_BODY, INERT_WINDOW, type IngressWindow, releaseRecord, releaseUnkept } from './ingress-window.ts';
 import { MAX_QUEUED_TRANSFERS } from './rendezvous.ts';
 import { SlotTable } from './slot-table.ts';
+import { ReusedList } from './reused-list.ts';
 
 /** Receiver bound: indices per (peer, lane) table. */
 export const MAX_INGRESS_SLOTS_PER_PEER = 65_536;
@@ -105,7 +106,8 @@ export class IngressTable {
   doorbellPending = false;
   /** Time of the last doorbell visit (for the floor). */
   lastVisit = Number.NEGATIVE_INFINITY;
-  #touched: IngressSlot[] = [];
+  /** Slots the batch being applied touched (reconciled after it). */
+  readonly #touched = new ReusedList<IngressSlot>();
   /** The peer's receive window on its current link (the mux keeps it current). */
   window: IngressWindow = INERT_WINDOW;
   /**
@@ -224,11 +226,11 @@ export class IngressTable {
     const touched = this.#touched;
     this.#passNow = -1;
     for (let i = 0; i < touched.length; i++) {
-      const s = touched[i]!;
+      const s = touched.at(i);
       s.touched = false;
       if (!s.closed) this.reconcile(s);
     }
-    touched.length = 0;
+    touched.clear();
     if (this.dirty.length > 0) this.visitDirty();
   }
 
