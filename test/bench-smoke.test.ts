@@ -130,4 +130,18 @@ describe('npm run bench -- --quick', () => {
     }
     expect(readFileSync(join(work, 'scale-quick.svg'), 'utf8').match(/<polyline /g)).toHaveLength(12);
   });
+
+  it('bench/alloc.mjs reports the bytes allocated per token, by call site', { timeout: 120_000 }, () => {
+    ensureBuild();
+    const r = spawnSync(
+      process.execPath,
+      [join(root, 'bench', 'alloc.mjs'), '--slots', '16', '--window', '2', '--passes', '100', '--top', '5'],
+      { cwd: root, encoding: 'utf8', timeout: 110_000 },
+    );
+    expect(r.status, `alloc exited ${r.status}:\n${r.stderr.slice(-3000)}`).toBe(0);
+    const row = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(row.bytes_per_token > 0 && Number.isFinite(row.bytes_per_token)).toBe(true);
+    expect(row.sites.length).toBeGreaterThan(0);
+    for (const site of row.sites) expect(typeof site.site === 'string' && site.bytes_per_token > 0).toBe(true);
+  });
 });

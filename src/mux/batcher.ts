@@ -236,8 +236,12 @@ export class Batcher extends ReplyLane implements SlotBatcher {
       this.#dataSlotList.push(slot);
     }
     // The clock is read only when the gate needs it (first record of a batch, or a terminal).
-    const now = this.gate.staged === 0 || terminal ? this.host.runtime.now() : this.gate.since;
-    this.gate.onStage(now, terminal ? StagedKind.Urgent : StagedKind.Data);
+    const gate = this.gate;
+    let now = 0;
+    if (gate.staged === 0 || terminal) {
+      now = this.host.runtime.now();
+      gate.onStage(now, terminal ? StagedKind.Urgent : StagedKind.Data);
+    } else gate.onStageData();
     this.host.metrics.stagedRecords++;
     if (terminal) {
       this.enc.appendCloseSlot(slot.id, slot.nextSeq, CloseReason.TerminalSent);

@@ -16,6 +16,18 @@ describe('FlushGate: Auto{onAdmission: false} conditions', () => {
     expect(g.shouldFlush(12, false, 100)).toBe(true);
   });
 
+  it('a data record counted without a time keeps the window of the oldest record, and counts as data', () => {
+    const g = windowed();
+    g.onStage(10, StagedKind.Data);
+    g.onStageData();
+    g.onStageData();
+    expect(g.staged).toBe(3);
+    expect(g.stagedData).toBe(3);
+    expect(g.deadline()).toBe(12);
+    expect(g.shouldFlush(11.9, false, 100)).toBe(false);
+    expect(g.shouldFlush(12, false, 100)).toBe(true);
+  });
+
   it('onComplete: writes once every live slot has data in the batch, not sooner than a window after the last data write', () => {
     const g = windowed({ onComplete: true });
     g.onWrite(0, true); // last write that carried data at t=0
