@@ -26,7 +26,8 @@ export function applyOwned(b: Batcher, d: InboxDrain): boolean {
     }
   }
   // Owned control: closes dominate; grants release withheld records.
-  for (const [id, e] of d.owned) {
+  for (const e of d.owned.values()) {
+    const id = e.slot;
     const slot = b.slotFor(id);
     if (!slot) continue;
     if (e.close >= 0) {

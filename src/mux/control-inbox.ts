@@ -12,6 +12,8 @@ export const MAX_PENDING_REJECTS = 8_192;
 
 /** Coalesced control for one owned slot. */
 export interface OwnedEntry {
+  /** The slot's full SlotId (its key: a drain is walked by value, as entries() makes an array per entry). */
+  readonly slot: number;
   credit: number;
   /** First close reason wins (-1: none). A close dominates credit. */
   close: number;
@@ -24,6 +26,8 @@ export interface OwnedEntry {
 
 /** Coalesced reply for one peer slot (a slot this side's ingress holds). */
 export interface ReplyEntry {
+  /** The peer's full SlotId (its key). */
+  readonly slot: number;
   credit: number;
   close: number;
 }
@@ -123,7 +127,7 @@ export class ControlInbox {
   #owned_(slot: number): OwnedEntry {
     let e = this.#owned.get(slot);
     if (!e) {
-      e = { credit: 0, close: -1, resolution: 0, resolutionError: '', resolutionId: 0 };
+      e = { slot, credit: 0, close: -1, resolution: 0, resolutionError: '', resolutionId: 0 };
       this.#owned.set(slot, e);
     }
     return e;
@@ -209,7 +213,7 @@ export class ControlInbox {
     if (this.#closed) return false;
     const e = this.#replies.get(peerSlot);
     if (e) e.credit = sat(e.credit, delta);
-    else this.#replies.set(peerSlot, { credit: delta > MAX_CREDIT ? MAX_CREDIT : delta, close: -1 });
+    else this.#replies.set(peerSlot, { slot: peerSlot, credit: delta > MAX_CREDIT ? MAX_CREDIT : delta, close: -1 });
     this.#notify();
     return true;
   }
@@ -220,7 +224,7 @@ export class ControlInbox {
     const e = this.#replies.get(peerSlot);
     if (e) {
       if (e.close < 0) e.close = reason;
-    } else this.#replies.set(peerSlot, { credit: 0, close: reason });
+    } else this.#replies.set(peerSlot, { slot: peerSlot, credit: 0, close: reason });
     this.#notify();
     return true;
   }

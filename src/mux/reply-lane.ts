@@ -364,8 +364,9 @@ export class ReplyLane implements LaneWriter {
     // The linger counts from the oldest reply's post, not from the wake that stages it.
     const clock = this.host.runtime.now();
     const now = this.#postedAt <= clock ? this.#postedAt : clock;
-    for (const [peerSlot, e] of d.replies)
-      if (e.credit > 0) this.#stageControl(now, RecordType.CreditUpdate, peerSlot, e.credit, 0n);
+    // By value (an entry holds its key): entries() would make an array per reply.
+    for (const e of d.replies.values())
+      if (e.credit > 0) this.#stageControl(now, RecordType.CreditUpdate, e.slot, e.credit, 0n);
     const lifecycles = d.lifecycleReplies;
     if (lifecycles.size > 0 && d.replies.size > 0) {
       for (const [key, l] of lifecycles) {
@@ -377,8 +378,8 @@ export class ReplyLane implements LaneWriter {
         lifecycles.delete(key);
       }
     }
-    for (const [peerSlot, e] of d.replies)
-      if (e.close >= 0) this.#stageControl(now, RecordType.CloseSlot, peerSlot, e.close, 0n);
+    for (const e of d.replies.values())
+      if (e.close >= 0) this.#stageControl(now, RecordType.CloseSlot, e.slot, e.close, 0n);
     for (const [peerSlot, reason] of d.rejects) this.#stageControl(now, RecordType.CloseSlot, peerSlot, reason, 0n);
     for (const l of lifecycles.values()) {
       this.#stageControl(
@@ -498,7 +499,7 @@ export class ReplyLane implements LaneWriter {
       if (!this.parked) {
         this.stageReplies(d);
         this.flush();
-      } else for (const [slot, e] of d.replies) if (e.credit > 0) credit.push(slot, e.credit);
+      } else for (const e of d.replies.values()) if (e.credit > 0) credit.push(e.slot, e.credit);
       credit.push(...this.leftoverCredit);
       this.leftoverCredit = [];
       return { credit };
@@ -506,7 +507,7 @@ export class ReplyLane implements LaneWriter {
     this.discardBatch();
     credit.push(...this.replies);
     this.replies = [];
-    for (const [slot, e] of d.replies) if (e.credit > 0) credit.push(slot, e.credit);
+    for (const e of d.replies.values()) if (e.credit > 0) credit.push(e.slot, e.credit);
     return { credit };
   }
 

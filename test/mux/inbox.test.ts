@@ -101,7 +101,7 @@ describe('J. Control inbox', () => {
     expect(notes()).toBe(1);
     const d = box.drain();
     expect([...d.owned.entries()]).toEqual([
-      [sid(0), { credit: 10_000, close: -1, resolution: 0, resolutionError: '', resolutionId: 0 }],
+      [sid(0), { slot: sid(0), credit: 10_000, close: -1, resolution: 0, resolutionError: '', resolutionId: 0 }],
     ]);
   });
 
@@ -244,7 +244,7 @@ describe('J. Control inbox', () => {
     const d = box.drain();
     expect(d.replies.size).toBe(256);
     for (let g = 0; g < 256; g++)
-      expect(d.replies.get(sid(9, g))).toEqual({ credit: g + 1, close: CloseReason.UnknownSlot });
+      expect(d.replies.get(sid(9, g))).toEqual({ slot: sid(9, g), credit: g + 1, close: CloseReason.UnknownSlot });
   });
 
   it('INBOX-13 a flood of bogus open rejections is capped: 8,192 pending and 10,000 refused; a repeat of a pending key is not counted; grants are unaffected', () => {
@@ -368,8 +368,8 @@ describe('J. Control inbox', () => {
     expect(d.kicked).toBe(true);
     expect(d.owned.get(sid(0))?.credit).toBe(7);
     expect([...d.ownedLifecycle.values()]).toEqual([{ slot: sid(0), session: 1n, cancel: true }]);
-    expect(d.replies.get(sid(1))).toEqual({ credit: 2, close: -1 });
-    expect(d.replies.get(sid(2))).toEqual({ credit: 0, close: CloseReason.UnknownSlot });
+    expect(d.replies.get(sid(1))).toEqual({ slot: sid(1), credit: 2, close: -1 });
+    expect(d.replies.get(sid(2))).toEqual({ slot: sid(2), credit: 0, close: CloseReason.UnknownSlot });
     expect([...d.lifecycleReplies.values()]).toEqual([{ slot: sid(3), session: 9n, cancel: false }]);
     expect([...d.rejects.entries()]).toEqual([[sid(70_000), CloseReason.ProtocolError]]);
     expect(box.closed).toBe(true);
