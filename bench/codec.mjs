@@ -9,9 +9,11 @@
 //   encode appendItemBytes   Item(50 bytes): msgpack bin written straight into the batch
 //   decode BatchReader       next() + body() over a batch of ~900 records
 //   decodeFrame Item(str)    the Item(string) fast path, per frame (and decodeFrameInto, used by ingress)
+//   decodeFrameAt Item(str)  the mux ingress path over a batch: 40-char tokens, and LLM-sized ones (1–8 characters)
 //   @msgpack/msgpack         encode({Item: token}) per record (and decode), for comparison
 // Decoder fuzz throughput is printed by test/wire/fuzz.test.ts.
 import { BatchEncoder, BatchReader, decodeFrame, decodeFrameInto, encodeFrame, slotId } from '../dist/wire/index.js';
+import { decodeFrameAt } from '../dist/wire/frame.js';
 import { Encoder, decode as msgpackDecode, encode as msgpackEncode } from '@msgpack/msgpack';
 
 const RUNS = 5;
@@ -127,6 +129,47 @@ function decodeFramesInto() {
   return RECORDS_PER_BATCH;
 }
 
+// A batch of LLM-sized tokens (1–8 characters, as a tokenizer's pieces of English text are).
+const words = [
+  ' the',
+  ' of',
+  'ing',
+  ' and',
+  ' a',
+  ' to',
+  'ed',
+  ' model',
+  ' is',
+  ',',
+  ' token',
+  's',
+  ' in',
+  ' it',
+  '.',
+  ' ça',
+];
+const shortBatch = (() => {
+  const enc = new BatchEncoder();
+  enc.begin(1n, 1);
+  for (let i = 0; i < RECORDS_PER_BATCH; i++) enc.appendItemString(slots[i & 255], 1, words[i % words.length]);
+  return enc.finish().slice();
+})();
+const shortRecord = Math.round((shortBatch.byteLength - 16) / RECORDS_PER_BATCH);
+
+/** The mux ingress path: each record's body decoded where it lies in the batch. */
+function decodeAt(payload) {
+  return () => {
+    reader.reset(payload);
+    let n = 0;
+    while (reader.next()) {
+      decodeFrameAt(reader.payload, reader.bodyOffset, reader.bodyOffset + reader.bodyLength, scratchFrame);
+      sink += scratchFrame.value.length;
+      n++;
+    }
+    return n;
+  };
+}
+
 function msgpackEncodeFresh() {
   for (let i = 0; i < RECORDS_PER_BATCH; i++) sink += msgpackEncode({ Item: tokens[(k + i) & 1023] }).byteLength;
   k++;
@@ -153,7 +196,9 @@ const rows = [
   bench(`encode appendItemBytes (${BYTES_LEN} B)`, bytesRecord, encodeItemBytes),
   bench(`decode BatchReader next()+body() (${RECORDS_PER_BATCH}/batch)`, strRecord, decodeReader),
   bench('decodeFrame Item(string) fast path', strRecord - 13, decodeFrames),
-  bench('decodeFrameInto Item(string) (ingress path)', strRecord - 13, decodeFramesInto),
+  bench('decodeFrameInto Item(string) (per-stream path)', strRecord - 13, decodeFramesInto),
+  bench(`decodeFrameAt Item(${TOKEN_CHARS}-char string) (mux ingress)`, strRecord, decodeAt(batch)),
+  bench('decodeFrameAt Item(1–8 char string) (mux ingress)', shortRecord, decodeAt(shortBatch)),
   bench('@msgpack/msgpack encode({Item: token})', strRecord - 13, msgpackEncodeFresh),
   bench('@msgpack/msgpack Encoder#encode reused', strRecord - 13, msgpackEncodeReused),
   bench('@msgpack/msgpack decode(Item body)', strRecord - 13, msgpackDecodeFrames),

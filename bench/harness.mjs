@@ -73,12 +73,35 @@ export const tokenPass = (u, off = 0) => ((u[off] << 24) | (u[off + 1] << 16) | 
 /** Pass start stamp of a token (any Uint8Array). */
 export const tokenStart = (u, off = 0) => new DataView(u.buffer, u.byteOffset + off, 16).getFloat64(8);
 
+// ── String token: 64 ASCII characters = [8 hex pass][16-char pass start, ms since BASE][40 × 'a'] ──
+// One per pass, sent on every stream (the slot is the stream's own), so the sender builds one string
+// per pass rather than one per token: the bench's own cost stays as small as fillToken's.
+const STR_PAD = 'a'.repeat(40);
+/** The string token of a pass (a flat string, as a tokenizer's output would be). */
+export function stringToken(pass, tStart) {
+  const stamp = tStart.toFixed(6).padStart(16, '0').slice(-16);
+  // Array#join yields a flat string: a concatenation would be a rope the encoder flattens per token.
+  return [pass.toString(16).padStart(8, '0'), stamp, STR_PAD].join('');
+}
+/** Pass number of a string token. */
+export const stringTokenPass = (t) => {
+  // By hand: a slice and parseInt per token would bill the bench's own garbage to the receiver.
+  let n = 0;
+  for (let i = 0; i < 8; i++) {
+    const c = t.charCodeAt(i);
+    n = n * 16 + (c <= 57 ? c - 48 : c - 87);
+  }
+  return n;
+};
+/** Pass start stamp of a string token. */
+export const stringTokenStart = (t) => Number.parseFloat(t.slice(8, 24));
+
 /**
  * Receiver side: a pass is complete when `slots` tokens of it have arrived; the tracker then acks it
  * and, after the last pass, reports throughput, pass latency (completion − start stamp) and the
  * receiver's CPU over the timed passes (from the end of warm-up).
  */
-export function passTracker({ slots, warm, passes, onAck, onDone }) {
+export function passTracker({ slots, warm, passes, onAck, onDone, startOf = tokenStart }) {
   const total = warm + passes;
   const counts = new Int32Array(total);
   const tStart = new Float64Array(total);
@@ -91,7 +114,7 @@ export function passTracker({ slots, warm, passes, onAck, onDone }) {
       if (c < slots) return;
       if (c > slots) throw new Error(`pass ${pass}: ${c} tokens for ${slots} slots`);
       tDone[pass] = now();
-      tStart[pass] = tokenStart(tok, off);
+      tStart[pass] = startOf(tok, off);
       if (pass === warm - 1) cpu0 = process.cpuUsage();
       onAck(pass);
       if (pass !== total - 1) return;

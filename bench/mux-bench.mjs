@@ -11,7 +11,8 @@
 //
 // Usage (after `npm run build`):
 //   node bench/mux-bench.mjs [--impl auto|manual|per-stream] [--slots 256] [--peers 1] [--window 8]
-//        [--passes 2000] [--warm 2000] [--credit 32] [--lanes 1] [--read iter|take|push]
+//        [--passes 2000] [--warm 2000] [--credit 32] [--lanes 1] [--read iter|take|push] [--item bytes|string]
+// --item string: each token is a 64-character ASCII string (an LLM's text) instead of 64 bytes.
 // --read take: the consumer uses takeAvailable()/waitAvailable() instead of `for await`;
 // --read push: anchor.consume({ item }) (push mode: no promise per token).
 // Prints one JSON line; lanemux rows add tokens_per_write (data records per batch the engine wrote
@@ -33,7 +34,11 @@ import {
   passDriver,
   passTracker,
   round,
+  stringToken,
+  stringTokenPass,
+  stringTokenStart,
   tokenPass,
+  tokenStart,
   watchdog,
 } from './harness.mjs';
 
@@ -47,6 +52,9 @@ const window = Number(args.window ?? 8);
 const credit = Number(args.credit ?? 32);
 const lanes = Number(args.lanes ?? 1);
 const read = args.read ?? 'iter';
+const item = args.item ?? 'bytes';
+if (!['bytes', 'string'].includes(item)) throw new Error(`--item bytes|string, got ${item}`);
+const strings = item === 'string';
 const timeoutMs = Number(args.timeout ?? 55_000);
 // `--resume off` measures the nodes without stream resume (its steady-state cost, paired with bench/ab.mjs).
 const resume = (args.resume ?? 'on') !== 'off';
@@ -99,6 +107,7 @@ async function recv() {
     slots,
     warm,
     passes,
+    startOf: strings ? stringTokenStart : tokenStart,
     onAck: acks.ack,
     // Batches the receiver wrote (credit grants, mostly), per pass over the whole run (warm-up included).
     onDone: (r) =>
@@ -113,7 +122,7 @@ async function recv() {
     (async () => {
       let expect = 0;
       const check = (tok) => {
-        const pass = tokenPass(tok);
+        const pass = strings ? stringTokenPass(tok) : tokenPass(tok);
         if (pass !== expect++ || tok.length !== TOKEN)
           throw new Error(`stream ${s}: got pass ${pass} (${tok.length} B), expected ${expect - 1}`);
         tracker.add(pass, 1, tok, 0);
@@ -172,10 +181,15 @@ async function send(peer) {
       c0 = sent(engine);
       w0 = engine.perStreamWrites;
     }
-    const { buf, views } = ring[pass % ring.length];
-    for (let s = 0; s < slots; s++) fillToken(buf, s * TOKEN, pass, s, tS);
-    // The shared resolved promise is not awaited: the window bounds what is in flight.
-    for (let s = 0; s < slots; s++) senders[s].send(views[s]);
+    if (strings) {
+      const tok = stringToken(pass, tS);
+      for (let s = 0; s < slots; s++) senders[s].send(tok);
+    } else {
+      const { buf, views } = ring[pass % ring.length];
+      for (let s = 0; s < slots; s++) fillToken(buf, s * TOKEN, pass, s, tS);
+      // The shared resolved promise is not awaited: the window bounds what is in flight.
+      for (let s = 0; s < slots; s++) senders[s].send(views[s]);
+    }
     if (manual) engine.flushBatch();
   };
   // Manual has no timer for application records: a credit grant that lands after a pass's
@@ -232,6 +246,8 @@ const common = [
   String(lanes),
   '--read',
   read,
+  '--item',
+  item,
   // The children build the nodes: every node option the parent was given goes to them.
   ...(resume ? [] : ['--resume', 'off']),
   ...(autoCredit === undefined ? [] : ['--auto-credit', autoCredit ? 'on' : 'off']),
@@ -239,5 +255,5 @@ const common = [
 await pairMain(fileURLToPath(import.meta.url), args, common, {
   recv,
   send,
-  extra: { bench: `lanemux-${impl}`, impl, read, credit, lanes, slots, peers, passes, warm, window },
+  extra: { bench: `lanemux-${impl}`, impl, read, item, credit, lanes, slots, peers, passes, warm, window },
 });

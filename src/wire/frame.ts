@@ -9,7 +9,7 @@
 import { WireError } from './errors.ts';
 import { decodeBoundedItem } from './msgpack.ts';
 import { encodeItemValue } from './item.ts';
-import { utf8Decode, utf8Length, utf8Write } from './utf8.ts';
+import { utf8Decode, utf8DecodeAt, utf8Length, utf8Write } from './utf8.ts';
 
 /** A frame on a stream: the user's items plus the sender's lifecycle signals. */
 export type StreamFrame<T = unknown> =
@@ -461,7 +461,7 @@ export function decodeFrameAt(buf: Uint8Array, start: number, end: number, out: 
   ) {
     if (scratch.str) {
       try {
-        out.value = utf8Decode(buf.subarray(scratch.start, scratch.end));
+        out.value = utf8DecodeAt(buf, scratch.start, scratch.end);
       } catch {
         out.kind = FrameKind.Undecodable;
         out.value = 'Item string is not valid UTF-8';

@@ -68,3 +68,65 @@ export function utf8Encode(str: string): Uint8Array {
 export function utf8Decode(bytes: Uint8Array): string {
   return decoder.decode(bytes);
 }
+
+/**
+ * Bytes up to which a string is decoded by hand. The platform decoder costs about 100–125 ns a call
+ * whatever the length (Node 20); the loop 10 ns for one byte to 87 ns for ten, and more than the call
+ * past twelve (each character copies the string so far). An LLM token is a few characters.
+ */
+export const HAND_DECODE_LIMIT = 10;
+
+/**
+ * Decode `buf[start, end)` as UTF-8, exactly as {@link utf8Decode} would (the same string, or the same
+ * TypeError), without a view of the range when it is short.
+ */
+export function utf8DecodeAt(buf: Uint8Array, start: number, end: number): string {
+  if (end - start <= HAND_DECODE_LIMIT) {
+    const s = decodeShort(buf, start, end);
+    if (s !== null) return s;
+  }
+  return decoder.decode(buf.subarray(start, end));
+}
+
+/**
+ * Well-formed UTF-8 decoded by hand, or null for anything that is not (the platform decoder then
+ * throws its error): no overlong form, no surrogate, nothing past U+10FFFF, no cut sequence.
+ */
+function decodeShort(buf: Uint8Array, start: number, end: number): string | null {
+  let out = '';
+  let i = start;
+  while (i < end) {
+    const a = buf[i] as number;
+    if (a < 0x80) {
+      out += String.fromCharCode(a);
+      i += 1;
+    } else if (a >= 0xc2 && a <= 0xdf) {
+      if (i + 1 >= end) return null;
+      const b = buf[i + 1] as number;
+      if ((b & 0xc0) !== 0x80) return null;
+      out += String.fromCharCode(((a & 0x1f) << 6) | (b & 0x3f));
+      i += 2;
+    } else if (a >= 0xe0 && a <= 0xef) {
+      if (i + 2 >= end) return null;
+      const b = buf[i + 1] as number;
+      const c = buf[i + 2] as number;
+      if ((b & 0xc0) !== 0x80 || (c & 0xc0) !== 0x80) return null;
+      // E0 needs A0.., or it is overlong; ED stops at 9F, past it are surrogates.
+      if ((a === 0xe0 && b < 0xa0) || (a === 0xed && b > 0x9f)) return null;
+      out += String.fromCharCode(((a & 0x0f) << 12) | ((b & 0x3f) << 6) | (c & 0x3f));
+      i += 3;
+    } else if (a >= 0xf0 && a <= 0xf4) {
+      if (i + 3 >= end) return null;
+      const b = buf[i + 1] as number;
+      const c = buf[i + 2] as number;
+      const d = buf[i + 3] as number;
+      if ((b & 0xc0) !== 0x80 || (c & 0xc0) !== 0x80 || (d & 0xc0) !== 0x80) return null;
+      // F0 needs 90.., or it is overlong; F4 stops at 8F, past it is beyond U+10FFFF.
+      if ((a === 0xf0 && b < 0x90) || (a === 0xf4 && b > 0x8f)) return null;
+      const cp = (((a & 0x07) << 18) | ((b & 0x3f) << 12) | ((c & 0x3f) << 6) | (d & 0x3f)) - 0x10000;
+      out += String.fromCharCode(0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+      i += 4;
+    } else return null;
+  }
+  return out;
+}
