@@ -144,7 +144,8 @@ export class ControlInbox {
     this.onNotify?.();
   }
 
-  #postOwned(slot: number, apply: (e: OwnedEntry) => void): boolean {
+  /** The entry to post owned control for `slot` into, or why not: false (refused) or true (stale: dropped). */
+  #ownedEntry(slot: number): OwnedEntry | boolean {
     if (this.#closed) return false;
     const k = this.#ownedKey(slot);
     if (k === 'refused') {
@@ -152,23 +153,26 @@ export class ControlInbox {
       return false;
     }
     if (k === 'stale') return true; // ordinary close-then-reopen race: never credits the live entry
-    apply(this.#owned_(slot));
-    this.#notify();
-    return true;
+    return this.#owned_(slot);
   }
 
   /** A CreditUpdate for an owned slot. Returns false if refused. */
   postCredit(slot: number, delta: number): boolean {
-    return this.#postOwned(slot, (e) => {
-      e.credit = sat(e.credit, delta);
-    });
+    // No callback per post: a grant is the commonest control record.
+    const e = this.#ownedEntry(slot);
+    if (typeof e === 'boolean') return e;
+    e.credit = sat(e.credit, delta);
+    this.#notify();
+    return true;
   }
 
   /** A peer close (UnknownSlot / ProtocolError) for an owned slot: first reason wins. */
   postClose(slot: number, reason: number): boolean {
-    return this.#postOwned(slot, (e) => {
-      if (e.close < 0) e.close = reason;
-    });
+    const e = this.#ownedEntry(slot);
+    if (typeof e === 'boolean') return e;
+    if (e.close < 0) e.close = reason;
+    this.#notify();
+    return true;
   }
 
   /** A singleton admission result for an owned slot. Never refused (not even at the reject cap). */
