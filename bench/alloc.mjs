@@ -7,14 +7,13 @@
 //
 // Usage (after `npm run build`): node bench/alloc.mjs [--slots 256] [--window 4] [--passes 2000] [--top 20]
 import { Session } from 'node:inspector/promises';
-import { dist, emitAndExit, parseArgs, round, watchdog } from './harness.mjs';
+import { TOKEN, dist, emitAndExit, parseArgs, round, watchdog } from './harness.mjs';
 
 const args = parseArgs();
 const X = Number(args.slots ?? 256);
 const W = Number(args.window ?? 4);
 const passes = Number(args.passes ?? 2000);
 const top = Number(args.top ?? 20);
-const TOKEN = 64;
 watchdog(Number(args.timeout ?? 110_000), 'alloc');
 
 const { createNode } = await dist('index.js');

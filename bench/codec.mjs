@@ -154,7 +154,8 @@ const shortBatch = (() => {
   for (let i = 0; i < RECORDS_PER_BATCH; i++) enc.appendItemString(slots[i & 255], 1, words[i % words.length]);
   return enc.finish().slice();
 })();
-const shortRecord = Math.round((shortBatch.byteLength - 16) / RECORDS_PER_BATCH);
+const BATCH_HEADER_LEN = 16;
+const shortRecord = Math.round((shortBatch.byteLength - BATCH_HEADER_LEN) / RECORDS_PER_BATCH);
 
 /** The mux ingress path: each record's body decoded where it lies in the batch. */
 function decodeAt(payload) {
