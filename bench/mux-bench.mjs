@@ -12,6 +12,7 @@
 // Usage (after `npm run build`):
 //   node bench/mux-bench.mjs [--impl auto|manual|per-stream] [--slots 256] [--peers 1] [--window 8]
 //        [--passes 2000] [--warm 2000] [--credit 32] [--lanes 1] [--read iter|take|push] [--item bytes|string]
+//        [--resume on|off] [--auto-credit on|off] [--reply-linger MS]
 // --item string: each token is a 64-character ASCII string (an LLM's text) instead of 64 bytes.
 // --read take: the consumer uses takeAvailable()/waitAvailable() instead of `for await`;
 // --read push: anchor.consume({ item }) (push mode: no promise per token).
@@ -60,6 +61,8 @@ const timeoutMs = Number(args.timeout ?? 55_000);
 const resume = (args.resume ?? 'on') !== 'off';
 // `--auto-credit on|off` sets `mux.autoCredit` (absent: the node's default), for a paired A/B of its cost.
 const autoCredit = args['auto-credit'] === undefined ? undefined : args['auto-credit'] !== 'off';
+// `--reply-linger MS` sets `mux.replyLinger` (absent: the node's default, 1 ms), to measure what the grants' linger costs.
+const replyLinger = args['reply-linger'] === undefined ? undefined : Number(args['reply-linger']);
 if (!['iter', 'take', 'push'].includes(read)) throw new Error(`--read iter|take|push, got ${read}`);
 if (!['auto', 'manual', 'per-stream'].includes(impl)) throw new Error(`--impl auto|manual|per-stream, got ${impl}`);
 const perStream = impl === 'per-stream';
@@ -70,6 +73,7 @@ const mux = perStream
       initialCredit: credit,
       flushPolicy: impl === 'manual' ? { kind: 'manual' } : { kind: 'auto', onAdmission: true },
       ...(autoCredit === undefined ? {} : { autoCredit }),
+      ...(replyLinger === undefined ? {} : { replyLinger }),
     };
 
 async function makeNode(listenOn) {
@@ -251,6 +255,7 @@ const common = [
   // The children build the nodes: every node option the parent was given goes to them.
   ...(resume ? [] : ['--resume', 'off']),
   ...(autoCredit === undefined ? [] : ['--auto-credit', autoCredit ? 'on' : 'off']),
+  ...(replyLinger === undefined ? [] : ['--reply-linger', String(replyLinger)]),
 ];
 await pairMain(fileURLToPath(import.meta.url), args, common, {
   recv,

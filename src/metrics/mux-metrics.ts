@@ -139,6 +139,11 @@ export class MuxMetrics {
    * the consumer is known to have their terminal or the resume window passes (docs/protocol.md §8.3).
    */
   lingeringStreams = 0;
+  /**
+   * `replay_bytes` (gauge): bytes kept to send again after a lost link — the lanes' replay logs and
+   * the streams' replay rings, against `maxReplayBytes` (docs/protocol.md §8.3). Read at snapshot.
+   */
+  replayBytes: (() => number) | null = null;
   /** `resume_failed_total{reason}`: streams that lost their link and could not be resumed, by reason. */
   readonly resumeFailures = new Map<string, number>();
   /** `anchor_operations_total{operation, outcome, transport_scheme}` (not per record). */
@@ -289,6 +294,7 @@ export class MuxMetrics {
     for (const [labels, v] of this.anchorOperations) s[`${p}streaming_anchor_operations_total{${labels}}`] = v;
     s[`${p}streaming_resumed_streams_total`] = this.resumedStreams;
     s[`${p}streaming_lingering_streams`] = this.lingeringStreams;
+    s[`${p}streaming_replay_bytes`] = this.replayBytes?.() ?? 0;
     for (const [reason, v] of this.resumeFailures) s[`${p}streaming_resume_failed_total{reason="${reason}"}`] = v;
     return s;
   }

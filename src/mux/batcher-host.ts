@@ -9,6 +9,7 @@ import type { Runtime } from '../runtime/runtime.ts';
 import { COALESCE_THRESHOLD, MIN_BATCH_CAP } from '../wire/constants.ts';
 import type { ResolvedMuxConfig } from './config.ts';
 import type { PeerEgress } from './peer-egress.ts';
+import type { ReplayHooks } from './replay-log.ts';
 
 /** The transport as a batcher uses it. */
 export interface BatchSink {
@@ -41,6 +42,8 @@ export interface BatcherHost {
   peerEgress?(peer: PeerId): PeerEgress;
   /** The receive window `peer` advertised for its current link (absent or `Infinity`: no limit). */
   sendWindow?(peer: PeerId): number;
+  /** The replay logs' budget and PING (replay-log.ts); null until the node's resume is on. */
+  readonly replay?: ReplayHooks | null;
 }
 
 /** Batch cap: max(29, min(maxBatchBytes, eager budget, 65,536)) (docs/protocol.md §8.1). */

@@ -9,6 +9,7 @@ import type { LanemuxError } from '../errors.ts';
 import { WakeSource } from '../metrics/mux-metrics.ts';
 import { CloseReason } from '../wire/constants.ts';
 import type { Batcher } from './batcher.ts';
+import { recoverReplay } from './batcher-replay.ts';
 import { closeSlotLocally, emitClose } from './batcher-slots.ts';
 import { clearWindowBlocked, syncWindow } from './batcher-window.ts';
 import type { EgressSlot } from './egress-slot.ts';
@@ -32,6 +33,8 @@ export function endEpoch(b: Batcher, error: LanemuxError): void {
   b.readySlots = [];
   syncWindow(b);
   clearWindowBlocked(b);
+  // What the lost link took goes back to its streams before any slot closes (and suspends its stream).
+  recoverReplay(b);
   const live: EgressSlot[] = [];
   for (const s of b.slotTable.values()) live.push(s);
   for (const g of guards) g.owner.onRetired('Discarded');
@@ -53,6 +56,7 @@ export function retireSlots(b: Batcher, error: LanemuxError | undefined, gracefu
   // Waiting opens re-resolve a fresh batcher (the mux retries ERR_CLOSED).
   const room = b.openRoom;
   b.openRoom = [];
+  recoverReplay(b);
   for (const w of room) w.reject(new MuxError('ERR_CLOSED', 'batcher retired; re-resolve', { retryable: true }));
   for (const s of b.pendingOpens) closeSlotLocally(b, s, err, false);
   b.pendingOpens = [];

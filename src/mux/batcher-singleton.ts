@@ -9,6 +9,7 @@ import { DropReason, WakeSource } from '../metrics/mux-metrics.ts';
 import { CloseReason, RecordType } from '../wire/constants.ts';
 import { BatchEncoder } from '../wire/encoder.ts';
 import type { Batcher } from './batcher.ts';
+import { leaveReplayLog } from './batcher-replay.ts';
 import { closeSlotLocally, emitClose } from './batcher-slots.ts';
 import { windowBlock } from './batcher-window.ts';
 import { appendRecord, EMIT_OK, EMIT_PARKED, EMIT_TOO_LARGE } from './egress-record.ts';
@@ -56,6 +57,8 @@ export function emitSingleton(
   if (b.parked) return EMIT_PARKED;
   if (terminal) slot.ledger.spendTerminal();
   else if (slot.ledger.spendData() !== 'ok') return EMIT_PARKED;
+  // A PING on the lane says nothing of a pull: the stream keeps its records in its own ring from here.
+  leaveReplayLog(b, slot);
   const enc = new BatchEncoder({ maxBytes: total, initialBytes: total });
   enc.begin(b.epoch, b.batchSeq, b.lane & 0x0f);
   const seq = slot.nextSeq;

@@ -31,6 +31,7 @@ import { FRAME_HEARTBEAT, isHeartbeatFrame, itemStringLength } from '../wire/fra
 import type { BatcherHost } from './batcher-host.ts';
 import { closeSlotLocally, emitClose, OPEN_FENCE, openEgressSlot, writeWaitingOpens } from './batcher-slots.ts';
 import { applyOwned } from './batcher-control.ts';
+import { logRecord, replayWritten } from './batcher-replay.ts';
 import { endEpoch, retireSlots } from './batcher-retire.ts';
 import { emitSingleton, stageRoomReturned } from './batcher-singleton.ts';
 import { syncWindow, windowBlock, windowRoom } from './batcher-window.ts';
@@ -40,6 +41,7 @@ import { EndedSlots } from './ended-slots.ts';
 import { EgressKind, type EgressSlot, Offer } from './egress-slot.ts';
 import type { EgressSlotOwner, SlotBatcher } from './egress-slot.ts';
 import { StagedKind } from './flush-gate.ts';
+import type { ReplayLog } from './replay-log.ts';
 import { ReplyLane } from './reply-lane.ts';
 import { ReusedList } from './reused-list.ts';
 import { SlotTable } from './slot-table.ts';
@@ -90,6 +92,14 @@ export class Batcher extends ReplyLane implements SlotBatcher {
   windowHead = 0;
   /** Registered with the peer egress for the next release. */
   windowWaiting = false;
+  /** The lane's replay log (batcher-replay.ts): made at the first record of a resumable stream. */
+  replayLog: ReplayLog | null = null;
+  /** A PING behind written batches is out (batcher-replay.ts). */
+  replayPinging = false;
+  /** The log position the next PING confirms (0: none waits). */
+  replayNextMark = 0;
+  /** The log position the open batch's records end at, once it is written; its admission confirms up to it. */
+  writeReplayMark = 0;
   readonly onWindowRoom = (): void => windowRoom(this);
   readonly onStageRoom = (): void => stageRoomReturned(this);
 
@@ -139,6 +149,9 @@ export class Batcher extends ReplyLane implements SlotBatcher {
     if (slot.queued === 0 && !slot.fenced && !slot.opening && !this.parked && this.#affordable(slot, kind)) {
       const r = this.#emit(slot, kind, value);
       if (r === EMIT_OK) {
+        // Read after the emit: a record that went by rendezvous took its stream off the log.
+        const replay = slot.replay;
+        if (replay !== null && kind !== EgressKind.Terminal) logRecord(this, replay, kind, value);
         if (!this.inWake) this.wake(WakeSource.frame);
         return Offer.Ok;
       }
@@ -266,6 +279,8 @@ export class Batcher extends ReplyLane implements SlotBatcher {
       const r = this.#emit(slot, kind, value);
       if (r === EMIT_PARKED || r === EMIT_WINDOW) break;
       if (r === EMIT_TOO_LARGE) return;
+      const replay = slot.replay;
+      if (replay !== null && kind !== EgressKind.Terminal) logRecord(this, replay, kind, value);
       if (!slot.closed) {
         slot.shift();
         m.withheldRecords--;
@@ -355,9 +370,15 @@ export class Batcher extends ReplyLane implements SlotBatcher {
     this.writeWindowBytes = this.openWindowBytes;
     this.writeWindowEpoch = this.windowEpoch;
     this.openWindowBytes = 0;
+    if (this.replayLog !== null) this.writeReplayMark = this.replayLog.appended;
   }
 
   protected override admitted(): void {
+    if (this.writeReplayMark > 0) {
+      const mark = this.writeReplayMark;
+      this.writeReplayMark = 0;
+      replayWritten(this, mark);
+    }
     const guards = this.inflightGuards;
     const opens = this.inflightOpens;
     this.inflightGuards = NO_SLOTS;

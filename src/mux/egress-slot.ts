@@ -2,6 +2,7 @@
  * The producer side of one slot (docs/protocol.md §10.2, §10.7): credit ledger, next frame_seq, the withheld
  * FIFO bounded by the slot byte budget, and the state the producer's `send` waits on.
  */
+import type { ReplayOwner } from './replay-log.ts';
 import { slotIndex } from '../wire/slot-id.ts';
 import { UNBOUNDED_EGRESS, type PeerEgress } from './peer-egress.ts';
 import { SenderLedger } from '../credit/sender-ledger.ts';
@@ -124,6 +125,11 @@ export class EgressSlot extends SenderLedger {
   terminalStaged = false;
   /** A record went by rendezvous (docs/protocol.md §8.1): its arrival is not ordered with the lane's. */
   rendezvous = false;
+  /**
+   * The resumable stream whose staged records the lane's replay log keeps (replay-log.ts), or null:
+   * a stream that is not resumable, or one that keeps its own ring.
+   */
+  replay: ReplayOwner | null = null;
   closeError: LanemuxError | null = null;
   /** Data records staged in the open batch (for `onComplete`). */
   stagedInBatch = false;

@@ -10,6 +10,7 @@
  * windows both ways (peer-windows.ts), the stream watchdogs (watchdog.ts), rendezvous
  * (rendezvous.ts).
  */
+import type { ReplayHooks } from './replay-log.ts';
 import type { SenderLedger } from '../credit/sender-ledger.ts';
 import type { LanemuxError } from '../errors.ts';
 import { LanemuxError as LanemuxErrorClass } from '../errors.ts';
@@ -70,6 +71,8 @@ export class Mux implements BatcherHost, IngressHost {
   readonly metrics: MuxMetrics;
   readonly runtime: Runtime;
   readonly sink: BatchSink;
+  /** The lanes' replay logs' budget and PING (replay-log.ts): set by the node when resume is on. */
+  replay: ReplayHooks | null = null;
   readonly #messenger: Messenger;
   readonly #lanes: PeerLanes;
   readonly #binds: BindRegistry;

@@ -169,8 +169,12 @@ export class ProducerSide implements ResumeTransport {
     this.#s = state;
     this.findPeer = (peer, options) => waitForPeer(state.messenger, peer, options);
     const o = state.resumeOptions;
-    if (o !== null && state.resumePeers !== null)
-      state.resume = new ResumeRegistry(o, state.resumePeers, state.messenger, state.runtime, state.metrics, this);
+    if (o !== null && state.resumePeers !== null) {
+      const resume = new ResumeRegistry(o, state.resumePeers, state.messenger, state.runtime, state.metrics, this);
+      state.resume = resume;
+      // The lanes' replay logs keep live streams' records against the same budget as the rings.
+      if (state.mux !== null) state.mux.replay = { budget: resume.budget, ping: resume.lanePing };
+    }
   }
 
   /** See `LanemuxNode.attachAnchor`. */

@@ -130,6 +130,11 @@ export class ReplayRing {
     if (this.#length > n) this.#drop(this.#length - n);
   }
 
+  /** Number the records held so that the newest is `last` (a ring refilled from a lane's replay log). */
+  renumber(last: number): void {
+    this.#first = last + 1 - this.#length;
+  }
+
   /** Records held. */
   get length(): number {
     return this.#length;

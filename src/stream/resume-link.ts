@@ -1,16 +1,19 @@
 /**
  * The producer's end of a resumable mux stream (docs/protocol.md §8.3): the sender's port
- * and its slot's owner in one. Records the stream's items in a replay ring as its slot takes them;
- * when the slot is lost with its link, the stream is suspended instead of failed (sends go on into
- * the ring, bounded), and when the same peer links again the attach is made again naming the old
- * session: the consumer answers how many items it has, and the rest is sent again on the new slot.
- * After its terminal the stream lingers (its ring kept) for the resume window, as the terminal may
- * be lost with the link too.
+ * and its slot's owner in one. While live, the records its slot stages are kept by the lane's
+ * replay log (mux/replay-log.ts) until the consumer is known to have them, and handed back here
+ * when the link is lost; a stream with history, or one that sent a record by rendezvous, keeps them
+ * in its own replay ring as its slot takes them. When the slot is lost with its link, the stream is
+ * suspended instead of failed (sends go on into the ring, bounded), and when the same peer links
+ * again the attach is made again naming the old session: the consumer answers how many items it
+ * has, and the rest is sent again on the new slot. After its terminal the stream lingers for the
+ * resume window, as the terminal may be lost with the link too.
  */
 import type { LanemuxError } from '../errors.ts';
 import type { PeerId, PeerInfo } from '../messenger/types.ts';
 import { EgressKind, Offer } from '../mux/egress-slot.ts';
 import { closedOnPurpose } from '../mux/errors.ts';
+import type { ReplayOwner } from '../mux/replay-log.ts';
 import type { EgressSlot, EgressSlotOwner, Retirement } from '../mux/egress-slot.ts';
 import { FRAME_DETACHED, FRAME_FINALIZED, FrameKind, encodeFrame } from '../wire/frame.ts';
 import { ResumeFailedError, StreamError, type ResumeFailure } from './errors.ts';
@@ -77,13 +80,20 @@ export interface ResumeHost {
   failed(reason: ResumeFailure): void;
 }
 
-/** One slot's callbacks: a slot the stream has left behind is ignored. */
-class SlotOwner implements EgressSlotOwner {
+/** One slot's callbacks, and its records in the lane's replay log: a slot the stream has left behind is ignored. */
+class SlotOwner implements EgressSlotOwner, ReplayOwner {
   readonly #link: ResumeLink;
   readonly gen: number;
+  replayRound = 0;
   constructor(link: ResumeLink, gen: number) {
     this.#link = link;
     this.gen = gen;
+  }
+  recover(kind: number, payload: unknown): void {
+    this.#link._replayRecover(this.gen, kind, payload);
+  }
+  recovered(live: boolean): void {
+    this.#link._replayRecovered(this.gen, live);
   }
   onSlotClosed(error: LanemuxError | null): void {
     this.#link._slotClosed(this.gen, error);
@@ -122,6 +132,19 @@ export class ResumeLink implements SenderPort {
   token: string | null = null;
   /** History is kept: the ring is trimmed by its byte cap only, never to what the consumer has. */
   readonly #history: boolean;
+  /**
+   * The live slot's records are kept by its lane's replay log, not by the ring (empty meanwhile):
+   * never with history, nor after a record went by rendezvous.
+   */
+  #logMode = false;
+  /** The slot generation whose records the log keeps. */
+  #logGen = -1;
+  /** A record went by rendezvous: the ring keeps the records from then on. */
+  #ringOnly = false;
+  /** Items handed over so far. */
+  #sent = 0;
+  /** The first slot's owner (its records go to the log). */
+  #firstOwner: SlotOwner | null = null;
   /** The link epoch the stream's latest slot was opened on. */
   epoch: number | undefined;
   readonly #host: ResumeHost;
@@ -178,13 +201,23 @@ export class ResumeLink implements SenderPort {
 
   /** The owner to open the first slot with. */
   firstOwner(): EgressSlotOwner {
-    return new SlotOwner(this, this.#gen);
+    return (this.#firstOwner = new SlotOwner(this, this.#gen));
   }
 
   /** The first slot opened. */
   bindSlot(slot: EgressSlot, epoch: number | undefined): void {
     this.#slot = slot;
     this.epoch = epoch;
+    const owner = this.#firstOwner;
+    if (owner !== null && !this.#history && owner.gen === this.#gen) this.#useLog(slot, owner);
+  }
+
+  /** The lane's replay log keeps `slot`'s records from here; the ring holds none meanwhile. */
+  #useLog(slot: EgressSlot, owner: SlotOwner): void {
+    slot.replay = owner;
+    this.#logGen = owner.gen;
+    this.#logMode = true;
+    this.#ring.trim(this.#sent);
   }
 
   /** The stream's current session (the old one while it is suspended). */
@@ -194,7 +227,7 @@ export class ResumeLink implements SenderPort {
 
   /** Items handed over so far. */
   get sent(): number {
-    return this.#ring.next - 1;
+    return this.#sent;
   }
 
   /** True while the stream waits for its link to come back. */
@@ -278,6 +311,9 @@ export class ResumeLink implements SenderPort {
       const slot = this.#slot;
       const r = slot.batcher.offer(slot, ek, payload);
       if (r === Offer.Ok || r === Offer.Wait) {
+        this.#sent++;
+        // The lane's replay log has it (or the slot's withheld queue, which a lost link hands back too).
+        if (this.#logMode) return r;
         const ring = this.#ring;
         ring.push(ek, payload, size);
         // A lost link takes at most the records whose credit has not come back (the consumer reads,
@@ -295,6 +331,7 @@ export class ResumeLink implements SenderPort {
     // Suspended: into the ring only, C+1 records at most (the inlet's depth).
     if (this.#down > this.#credit) return Offer.Refused;
     this.#ring.push(ek, payload, size);
+    this.#sent++;
     this.#down++;
     return this.#down > this.#credit ? Offer.Wait : Offer.Ok;
   }
@@ -339,6 +376,29 @@ export class ResumeLink implements SenderPort {
   }
 
   // ───────────── slot callbacks ─────────────
+
+  /** @internal A record of slot `gen` the consumer may lack, from the lane's replay log or the slot's queue, oldest first. */
+  _replayRecover(gen: number, kind: number, payload: unknown): void {
+    if (gen !== this.#logGen || !this.#logMode || this.#state === ENDED) return;
+    this.#ring.push(kind, payload, typeof payload === 'string' ? payload.length : (payload as Uint8Array).byteLength);
+  }
+
+  /**
+   * @internal Every record of slot `gen` the consumer may lack is in the ring, which keeps them from
+   * here; `live`: the slot goes on (a record went by rendezvous), so it does for the stream's life.
+   */
+  _replayRecovered(gen: number, live: boolean): void {
+    if (gen !== this.#logGen || !this.#logMode) return;
+    if (live) this.#ringOnly = true;
+    this.#leaveLog();
+  }
+
+  #leaveLog(): void {
+    this.#logMode = false;
+    // What the log gave back is the newest records the stream handed over (older ones arrived).
+    this.#ring.renumber(this.#sent);
+    this.#slot.replay = null;
+  }
 
   /** @internal The slot closes under waiting producers: a lost link keeps them waiting for the resume. */
   _adoptWaiters(
@@ -487,6 +547,9 @@ export class ResumeLink implements SenderPort {
   async #resume(info: PeerInfo): Promise<void> {
     this.#state = RESUMING;
     const gen = this.#gen;
+    // Nothing was handed back (nothing of the stream's was unconfirmed or withheld): the ring is
+    // empty and numbered past the last item sent.
+    if (this.#logMode) this.#leaveLog();
     let answer: Awaited<ReturnType<ResumeHost['reattach']>>;
     try {
       answer = await this.#host.reattach(this, this.#session, this.sent, this.#ring.first);
@@ -540,6 +603,10 @@ export class ResumeLink implements SenderPort {
     slot.withholdDepth = this.#depth;
     this.#session = answer.session;
     this.epoch = info.epoch;
+    // What is sent again goes to the new lane's log as well; the ring stays the stream's record
+    // until all of it is handed over.
+    const logged = !this.#history && !this.#ringOnly;
+    if (logged) slot.replay = owner;
     // Send again what the consumer lacks, then what was sent meanwhile (the loop reads `next` afresh).
     for (let n = r + 1; n < this.#ring.next; n++) {
       let o = slot.batcher.offer(slot, this.#ring.kindAt(n), this.#ring.payloadAt(n));
@@ -557,6 +624,8 @@ export class ResumeLink implements SenderPort {
     this.#state = LIVE;
     this.#down = 0;
     this.#lossError = null;
+    if (logged && slot.replay === owner) this.#useLog(slot, owner);
+    else slot.replay = null;
     if (this.#timer !== null) {
       this.#host.clearTimer(this.#timer);
       this.#timer = null;

@@ -15,7 +15,7 @@ import { ReplayBudget } from './replay-ring.ts';
 import type { ResumeAnswer, ResumeHost, ResumeLink } from './resume-link.ts';
 import type { ResolvedResume } from './resume-options.ts';
 import { randomHex } from '../runtime/runtime.ts';
-import { TerminalConfirmations } from './terminal-confirm.ts';
+import { type LanePing, TerminalConfirmations } from './terminal-confirm.ts';
 
 /** How the producer side makes a resume attach and opens its slot. */
 export interface ResumeTransport {
@@ -27,6 +27,8 @@ export class ResumeRegistry implements ResumeHost {
   readonly windowMs: number;
   readonly maxReplayBytesPerStream: number;
   readonly budget: ReplayBudget;
+  /** A PING on a lane, for terminal confirmations and the lanes' replay logs (docs/protocol.md §8.3). */
+  readonly lanePing: LanePing;
   /** Per-stream history for re-attaching (docs/protocol.md §8.4), or null when off. */
   readonly history: ResolvedResume['history'];
   /** How long a stream keeps its ring after its terminal: the resume window, or the history's keep time. */
@@ -59,11 +61,13 @@ export class ResumeRegistry implements ResumeHost {
     this.budget = new ReplayBudget(options.maxReplayBytes);
     this.history = options.history;
     this.lingerMs = Math.max(options.windowMs, options.history?.keepMs ?? 0);
-    this.#confirmations = new TerminalConfirmations((peer, lane) => {
+    this.lanePing = (peer, lane) => {
       const info = messenger.peer(peer);
       return info === undefined ? undefined : { epoch: info.epoch, answer: messenger.ping(peer, { lane }) };
-    });
+    };
+    this.#confirmations = new TerminalConfirmations(this.lanePing);
     this.budget.evict = () => this.#evictOldestFinished();
+    metrics.replayBytes = () => this.budget.used;
     this.#messenger = messenger;
     this.#runtime = runtime;
     this.#metrics = metrics;

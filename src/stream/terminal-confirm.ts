@@ -8,6 +8,7 @@
  * wait for the next one, so a busy lane costs one round trip of PINGs, not one per stream.
  */
 import type { PeerId } from '../messenger/types.ts';
+import type { LanePing } from '../mux/replay-log.ts';
 
 /** A stream waiting for its terminal to be confirmed. */
 export interface ConfirmableStream {
@@ -28,11 +29,8 @@ interface LaneQueue {
   inFlight: Waiter[] | null;
 }
 
-/**
- * Sends a PING on `lane` toward `peer` now: the epoch of the link it went on, and its answer (rejected
- * if it is not answered); undefined when the peer has no link.
- */
-export type LanePing = (peer: PeerId, lane: number) => { epoch: number; answer: Promise<unknown> } | undefined;
+/** A PING on a lane now (the replay logs send the same: mux/replay-log.ts). */
+export type { LanePing };
 
 export class TerminalConfirmations {
   readonly #ping: LanePing;

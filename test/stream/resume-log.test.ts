@@ -1,0 +1,114 @@
+// A live resumable stream's items are kept by its lane's replay log (docs/protocol.md §8.3), not by a
+// ring of its own: let go once a PING behind their batch is answered, handed back to the stream when
+// the link is lost. Two nodes over a memory link the test cuts at an exact message.
+import { afterEach, describe, expect, it } from 'vitest';
+import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
+import { Kind } from '../../src/messenger/envelope.ts';
+import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
+import { collect } from '../support/collect.ts';
+import { type CutTrap, cuttable } from '../support/cuttable-memory.ts';
+import { waitFor } from '../support/wait-for.ts';
+
+const nodes: LanemuxNode[] = [];
+afterEach(async () => {
+  await Promise.all(nodes.splice(0).map((n) => n.close()));
+});
+
+const metric = (n: LanemuxNode, name: string): number => n.metrics()[`velo_${name}`] ?? 0;
+
+/** The next message of `kind` the producer sends (outbound) or receives (inbound), once armed, is lost with the link. */
+function lose(kind: number, direction: 'inbound' | 'outbound') {
+  const state = { armed: false, fired: 0 };
+  const hit = (b: Uint8Array): boolean => {
+    if (!state.armed || b[0] !== kind) return false;
+    state.armed = false;
+    state.fired++;
+    return true;
+  };
+  const trap: CutTrap = direction === 'inbound' ? { inbound: hit } : { outbound: (head) => hit(head) };
+  return { state, trap };
+}
+
+async function pair(trap?: CutTrap, options: Partial<NodeOptions> = {}) {
+  const network = createMemoryNetwork();
+  const { adapter, cut } = cuttable(network, 'network cut', trap);
+  const consumer = await createNode({ transports: [memoryTransport({ network, name: 'consumer' })], ...options });
+  const producer = await createNode({ transports: [adapter], ...options });
+  nodes.push(consumer, producer);
+  await producer.connect('memory://consumer');
+  return { consumer, producer, cut, reconnect: () => producer.connect('memory://consumer') };
+}
+
+const numbered = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `${from + i}`);
+
+describe('the lane replay log', () => {
+  it('lets a live stream’s items go once the consumer is known to have them: replay_bytes falls to 0 while the stream stays open', async () => {
+    const { consumer, producer } = await pair();
+    const anchor = consumer.createAnchor<string>();
+    const sender = await producer.attachAnchor<string>(anchor.handle);
+    const got: string[] = [];
+    anchor.consume({ item: (v) => void got.push(v) });
+    for (const v of numbered(0, 200)) await sender.send(v);
+    await waitFor(() => got.length === 200, 5_000, 'every item read');
+    await waitFor(() => metric(producer, 'streaming_replay_bytes') === 0, 5_000, 'nothing kept for replay');
+    expect(sender.closed).toBe(false);
+    await sender.finalize();
+  });
+
+  it('a batch lost with the link: its items, kept in the log, are sent again and read exactly once, in order', async () => {
+    const { state, trap } = lose(Kind.Batch, 'outbound');
+    const { consumer, producer, reconnect } = await pair(trap);
+    const anchors = Array.from({ length: 8 }, () => consumer.createAnchor<string>());
+    const reads = anchors.map((a) => collect(a));
+    const senders = await Promise.all(anchors.map((a) => producer.attachAnchor<string>(a.handle)));
+    for (const s of senders) for (const v of numbered(0, 10)) await s.send(v);
+    await waitFor(() => metric(producer, 'streaming_replay_bytes') === 0, 5_000, 'the first items confirmed');
+    // The next batch (every stream's items 10..19) is lost, and the link with it.
+    state.armed = true;
+    for (const s of senders) for (const v of numbered(10, 20)) await s.send(v);
+    await waitFor(() => state.fired === 1, 5_000, 'the batch lost');
+    await reconnect();
+    await Promise.all(senders.map((s) => s.finalize()));
+    for (const r of await Promise.all(reads)) expect(r).toEqual({ items: numbered(0, 20), error: null });
+    expect(metric(producer, 'streaming_resumed_streams_total')).toBe(8);
+  });
+
+  it('a PONG lost with the link confirms nothing, and nothing the consumer had is sent twice', async () => {
+    const { state, trap } = lose(Kind.Pong, 'inbound');
+    const { consumer, producer, reconnect } = await pair(trap);
+    const anchor = consumer.createAnchor<string>();
+    const read = collect(anchor);
+    const sender = await producer.attachAnchor<string>(anchor.handle);
+    state.armed = true;
+    for (const v of numbered(0, 30)) await sender.send(v);
+    await waitFor(() => state.fired === 1, 5_000, 'the PONG lost');
+    await reconnect();
+    for (const v of numbered(30, 40)) await sender.send(v);
+    await sender.finalize();
+    expect(await read).toEqual({ items: numbered(0, 40), error: null });
+    expect(metric(producer, 'streaming_resumed_streams_total')).toBe(1);
+  });
+
+  it('a stream whose record goes by rendezvous takes its items from the log into its own ring: a cut after it loses nothing', async () => {
+    const { state, trap } = lose(Kind.Batch, 'outbound');
+    const { consumer, producer, reconnect } = await pair(trap);
+    const anchor = consumer.createAnchor<Uint8Array>();
+    const read = collect(anchor);
+    const sender = await producer.attachAnchor<Uint8Array>(anchor.handle);
+    const small = (n: number) => new Uint8Array(8).fill(n);
+    for (let i = 0; i < 5; i++) await sender.send(small(i));
+    await sender.send(new Uint8Array(100_000).fill(9)); // over the 64 KiB batch cap
+    state.armed = true;
+    for (let i = 10; i < 15; i++) await sender.send(small(i));
+    await waitFor(() => state.fired === 1, 5_000, 'a batch lost');
+    await reconnect();
+    await sender.finalize();
+    const { items, error } = await read;
+    expect(error).toBeNull();
+    expect(items.map((v) => `${v.byteLength}:${v[0]}`)).toEqual([
+      ...[0, 1, 2, 3, 4].map((i) => `8:${i}`),
+      '100000:9',
+      ...[10, 11, 12, 13, 14].map((i) => `8:${i}`),
+    ]);
+  });
+});
