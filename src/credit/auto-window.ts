@@ -20,6 +20,12 @@ export const DEFAULT_AUTO_MAX_RECORDS = 65_536;
 export const AUTO_SHRINK_FILL = 0.75;
 /** Receive-window fill below which windows may grow. */
 export const AUTO_GROW_FILL = 0.5;
+/**
+ * A window its consumer drains in less than this many ms grows too, round trip or not: such a stream
+ * costs a grant (a CreditUpdate each way to encode, apply and write) every few ms, and a window twice
+ * as large halves them. Memory stays bounded by the caps and by the receive window (which shrinks it).
+ */
+export const AUTO_FAST_EPOCH_MS = 8;
 
 /** Options of {@link AutoWindow}. */
 export interface AutoWindowOptions {
@@ -160,7 +166,8 @@ export class AutoWindow {
       this.#newEpoch(now);
     } else if (this.#epochRecords >= w) {
       const elapsed = now - this.#epochStart;
-      if (fill < AUTO_GROW_FILL && this.#srtt >= 0 && elapsed < 2 * this.#srtt) w = w * 2;
+      if (fill < AUTO_GROW_FILL && ((this.#srtt >= 0 && elapsed < 2 * this.#srtt) || elapsed < AUTO_FAST_EPOCH_MS))
+        w = w * 2;
       this.#newEpoch(now);
     }
     if (w > cap) w = cap;

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AutoWindow } from '../../src/credit/auto-window.ts';
+import { AUTO_FAST_EPOCH_MS, AutoWindow } from '../../src/credit/auto-window.ts';
 import { CreditClass } from '../../src/credit/classify.ts';
 import { ReceiverAccount } from '../../src/credit/receiver-account.ts';
 import { SenderLedger } from '../../src/credit/sender-ledger.ts';
@@ -128,10 +128,25 @@ describe('AutoWindow: receive-window auto-tuning (pure)', () => {
     expect(r.window).toBe(32);
   });
 
-  it('does not grow without a round-trip sample', () => {
+  it('does not grow without a round-trip sample a consumer that takes AUTO_FAST_EPOCH_MS or more per window', () => {
     const w = new AutoWindow(4, 0, { byteBudget: big });
     w.consumed(100, 100);
-    expect(w.retarget(1, 0, Number.POSITIVE_INFINITY)).toBe(4);
+    expect(w.retarget(AUTO_FAST_EPOCH_MS, 0, Number.POSITIVE_INFINITY)).toBe(4);
+  });
+
+  it('doubles, round trip or not, a window its consumer drains in under AUTO_FAST_EPOCH_MS: half the grants for a fast stream', () => {
+    const w = new AutoWindow(32, 0, { byteBudget: big });
+    w.consumed(32, 32 * 64);
+    // Leaving C takes it to 2C + 1 (the grant lifts the sender past C).
+    expect(w.retarget(AUTO_FAST_EPOCH_MS / 2, 0, Number.POSITIVE_INFINITY)).toBe(65);
+    w.consumed(65, 65 * 64);
+    expect(w.retarget(AUTO_FAST_EPOCH_MS / 2 + AUTO_FAST_EPOCH_MS / 2, 0, Number.POSITIVE_INFINITY)).toBe(130);
+    // Drained in AUTO_FAST_EPOCH_MS or more: it stays.
+    w.consumed(130, 130 * 64);
+    expect(w.retarget(AUTO_FAST_EPOCH_MS * 2, 0, Number.POSITIVE_INFINITY)).toBe(130);
+    // Not while the receive window is half full.
+    w.consumed(130, 130 * 64);
+    expect(w.retarget(AUTO_FAST_EPOCH_MS * 2 + 1, 0.6, Number.POSITIVE_INFINITY)).toBe(130);
   });
 
   it('resize never takes back credit the sender holds', () => {
