@@ -26,6 +26,7 @@
 import type { LanemuxError } from '../errors.ts';
 import { WakeSource } from '../metrics/mux-metrics.ts';
 import type { PeerId } from '../messenger/types.ts';
+import type { TimerHandle } from '../runtime/runtime.ts';
 import { BATCH_HEADER_LEN, CLOSE_RECORD_LEN, CloseReason, RECORD_HEADER_LEN, RecordType } from '../wire/constants.ts';
 import { FRAME_HEARTBEAT, isHeartbeatFrame, itemStringLength } from '../wire/frame.ts';
 import type { BatcherHost } from './batcher-host.ts';
@@ -98,6 +99,10 @@ export class Batcher extends ReplyLane implements SlotBatcher {
   replayPinging = false;
   /** The log position the next PING confirms (0: none waits). */
   replayNextMark = 0;
+  /** When the last PING went (the spacing's clock). */
+  replayPingAt = Number.NEGATIVE_INFINITY;
+  /** The timer of a PING held back by the spacing. */
+  replayTimer: TimerHandle | null = null;
   /** The log position the open batch's records end at, once it is written; its admission confirms up to it. */
   writeReplayMark = 0;
   readonly onWindowRoom = (): void => windowRoom(this);

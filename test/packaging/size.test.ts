@@ -81,7 +81,7 @@ const PRODUCER_ONLY = [
  * `node bench/codec.mjs`) and the token path's garbage removed (reused batch lists, inbox entries walked by value,
  * 357 → 301 bytes per token in `node bench/alloc.mjs`); 82.0 kB (2026-12-05) with the lanes' replay logs (a live
  * resumable stream's items kept by its lane and let go behind an answered PING, not in a ring of its own: sender
- * CPU 0.92× at 1,024 streams) and the `replay_bytes` gauge (+1.3 kB); plus ~0.5 %
+ * CPU 0.92× at 1,024 streams) and the `replay_bytes` gauge (+1.3 kB); 82.1 kB with its PINGs spaced (+0.1 kB); plus ~0.5 %
  * slack for unrelated edits. Lower it as the bundle shrinks; the consumer-only entry, `lanemux/client`, has
  * its own ceiling, {@link CLIENT_CEILING}.
  */

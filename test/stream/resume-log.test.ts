@@ -4,6 +4,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
 import { Kind } from '../../src/messenger/envelope.ts';
+import { REPLAY_PING_SPACING_MS } from '../../src/mux/batcher-replay.ts';
 import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
 import { collect } from '../support/collect.ts';
 import { type CutTrap, cuttable } from '../support/cuttable-memory.ts';
@@ -52,6 +53,41 @@ describe('the lane replay log', () => {
     await waitFor(() => got.length === 200, 5_000, 'every item read');
     await waitFor(() => metric(producer, 'streaming_replay_bytes') === 0, 5_000, 'nothing kept for replay');
     expect(sender.closed).toBe(false);
+    await sender.finalize();
+  });
+
+  it('a lane whose batches each carry a few items PINGs at most once per REPLAY_PING_SPACING_MS, not once per batch', async () => {
+    const seen = { batches: 0, pings: 0 };
+    const trap: CutTrap = {
+      outbound: (head) => {
+        if (head[0] === Kind.Batch) seen.batches++;
+        else if (head[0] === Kind.Ping) seen.pings++;
+        return false;
+      },
+    };
+    const { consumer, producer } = await pair(trap);
+    const anchor = consumer.createAnchor<string>();
+    const got: string[] = [];
+    let arrived: () => void = () => {};
+    anchor.consume({
+      item: (v) => {
+        got.push(v);
+        arrived();
+      },
+    });
+    const sender = await producer.attachAnchor<string>(anchor.handle);
+    const start = { batches: seen.batches, pings: seen.pings, at: performance.now() };
+    for (const v of numbered(0, 200)) {
+      // Each item is its own batch: the next is sent once the consumer has read this one.
+      const read = new Promise<void>((r) => (arrived = r));
+      await sender.send(v);
+      await read;
+    }
+    const elapsed = performance.now() - start.at;
+    expect(seen.batches - start.batches).toBeGreaterThanOrEqual(200);
+    expect(seen.pings - start.pings).toBeLessThanOrEqual(1 + Math.ceil(elapsed / REPLAY_PING_SPACING_MS));
+    // The last items are let go by a PING the spacing held back, not kept until the next batch.
+    await waitFor(() => metric(producer, 'streaming_replay_bytes') === 0, 5_000, 'nothing kept for replay');
     await sender.finalize();
   });
 
