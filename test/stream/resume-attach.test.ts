@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryNetwork, memoryTransport } from '../../src/adapters/memory.ts';
 import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
 import { collect } from '../support/collect.ts';
-import { type CutTrap, cuttable } from '../support/cuttable-memory.ts';
+import { type CutTrap, cuttable, loseNext } from '../support/cuttable-memory.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 const nodes: LanemuxNode[] = [];
@@ -32,25 +32,12 @@ async function pair(trap: CutTrap, options: Partial<NodeOptions> = {}, redial = 
   return { consumer, producer };
 }
 
-/** Lose the next message of `kind` (once armed), cutting the link there. */
-function once(kind: number, direction: 'inbound' | 'outbound') {
-  const state = { armed: false, fired: 0 };
-  const hit = (b: Uint8Array): boolean => {
-    if (!state.armed || b[0] !== kind) return false;
-    state.armed = false;
-    state.fired++;
-    return true;
-  };
-  const trap: CutTrap = direction === 'inbound' ? { inbound: hit } : { outbound: (head) => hit(head) };
-  return { state, trap };
-}
-
 /**
  * An anchor on the consumer being read, and the producer's attach to it, whose next message of
  * `kind` (the attach's request or answer) is lost with the link; resolves once it was.
  */
 async function attachAcrossLostMessage(kind: number, direction: 'inbound' | 'outbound') {
-  const { state, trap } = once(kind, direction);
+  const { state, trap } = loseNext(kind, direction);
   const { consumer, producer } = await pair(trap);
   const anchor = consumer.createAnchor<string>();
   const read = collect(anchor);
@@ -114,7 +101,7 @@ describe('attach across a lost link', () => {
   });
 
   it('a link that does not come back fails the attach retryable', async () => {
-    const { state, trap } = once(RESPONSE, 'inbound');
+    const { state, trap } = loseNext(RESPONSE, 'inbound');
     const { consumer, producer } = await pair(trap, {}, false);
     const anchor = consumer.createAnchor<string>();
     state.armed = true;
@@ -127,7 +114,7 @@ describe('attach across a lost link', () => {
   });
 
   it('without resume the attach fails at once with the lost link, as before', async () => {
-    const { state, trap } = once(RESPONSE, 'inbound');
+    const { state, trap } = loseNext(RESPONSE, 'inbound');
     const { consumer, producer } = await pair(trap, { resume: false });
     const anchor = consumer.createAnchor<string>();
     state.armed = true;

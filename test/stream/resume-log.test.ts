@@ -7,7 +7,7 @@ import { Kind } from '../../src/messenger/envelope.ts';
 import { REPLAY_PING_SPACING_MS } from '../../src/mux/batcher-replay.ts';
 import { createNode, type LanemuxNode, type NodeOptions } from '../../src/stream/node.ts';
 import { collect } from '../support/collect.ts';
-import { type CutTrap, cuttable } from '../support/cuttable-memory.ts';
+import { type CutTrap, cuttable, loseNext } from '../support/cuttable-memory.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 const nodes: LanemuxNode[] = [];
@@ -16,19 +16,6 @@ afterEach(async () => {
 });
 
 const metric = (n: LanemuxNode, name: string): number => n.metrics()[`velo_${name}`] ?? 0;
-
-/** The next message of `kind` the producer sends (outbound) or receives (inbound), once armed, is lost with the link. */
-function lose(kind: number, direction: 'inbound' | 'outbound') {
-  const state = { armed: false, fired: 0 };
-  const hit = (b: Uint8Array): boolean => {
-    if (!state.armed || b[0] !== kind) return false;
-    state.armed = false;
-    state.fired++;
-    return true;
-  };
-  const trap: CutTrap = direction === 'inbound' ? { inbound: hit } : { outbound: (head) => hit(head) };
-  return { state, trap };
-}
 
 async function pair(trap?: CutTrap, options: Partial<NodeOptions> = {}) {
   const network = createMemoryNetwork();
@@ -92,7 +79,7 @@ describe('the lane replay log', () => {
   });
 
   it('a batch lost with the link: its items, kept in the log, are sent again and read exactly once, in order', async () => {
-    const { state, trap } = lose(Kind.Batch, 'outbound');
+    const { state, trap } = loseNext(Kind.Batch, 'outbound');
     const { consumer, producer, reconnect } = await pair(trap);
     const anchors = Array.from({ length: 8 }, () => consumer.createAnchor<string>());
     const reads = anchors.map((a) => collect(a));
@@ -110,7 +97,7 @@ describe('the lane replay log', () => {
   });
 
   it('a PONG lost with the link confirms nothing, and nothing the consumer had is sent twice', async () => {
-    const { state, trap } = lose(Kind.Pong, 'inbound');
+    const { state, trap } = loseNext(Kind.Pong, 'inbound');
     const { consumer, producer, reconnect } = await pair(trap);
     const anchor = consumer.createAnchor<string>();
     const read = collect(anchor);
@@ -126,7 +113,7 @@ describe('the lane replay log', () => {
   });
 
   it('a stream whose record goes by rendezvous takes its items from the log into its own ring: a cut after it loses nothing', async () => {
-    const { state, trap } = lose(Kind.Batch, 'outbound');
+    const { state, trap } = loseNext(Kind.Batch, 'outbound');
     const { consumer, producer, reconnect } = await pair(trap);
     const anchor = consumer.createAnchor<Uint8Array>();
     const read = collect(anchor);

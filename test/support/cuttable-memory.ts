@@ -15,6 +15,28 @@ export interface CutTrap {
   outbound?(head: Uint8Array, body: Uint8Array | undefined): boolean;
 }
 
+/**
+ * A trap that loses the next message of envelope `kind` the dialled side receives (`inbound`) or
+ * sends (`outbound`), once `state.armed` is set, cutting the link there; `state.fired` counts it.
+ */
+export function loseNext(
+  kind: number,
+  direction: 'inbound' | 'outbound',
+): {
+  state: { armed: boolean; fired: number };
+  trap: CutTrap;
+} {
+  const state = { armed: false, fired: 0 };
+  const hit = (b: Uint8Array): boolean => {
+    if (!state.armed || b[0] !== kind) return false;
+    state.armed = false;
+    state.fired++;
+    return true;
+  };
+  const trap: CutTrap = direction === 'inbound' ? { inbound: hit } : { outbound: (head) => hit(head) };
+  return { state, trap };
+}
+
 /** A dialling memory adapter on `network`, and `cut()`, which aborts every connection it opened so far. */
 export function cuttable(
   network: ReturnType<typeof createMemoryNetwork>,
