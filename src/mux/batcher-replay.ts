@@ -70,10 +70,11 @@ function pingNow(b: Batcher): void {
   const mark = b.replayNextMark;
   const hooks = b.host.replay;
   if (log === null || mark <= log.first || hooks == null || b.retired) return;
-  b.replayNextMark = 0;
   const sent = hooks.ping(b.peer, b.lane);
-  // Only a PING on the link that carried the batches speaks for them.
+  // Only a PING on the link that carried the batches speaks for them. Without one, the mark waits
+  // for the next write (or the link's end hands the records back).
   if (sent === undefined || (b.linkEpoch !== undefined && sent.epoch !== b.linkEpoch)) return;
+  b.replayNextMark = 0;
   b.replayPinging = true;
   b.replayPingAt = b.host.runtime.now();
   const generation = log.generation;
@@ -109,8 +110,16 @@ export function recoverReplay(b: Batcher): void {
     b.replayTimer = null;
   }
   b.writeReplayMark = 0;
-  for (const s of b.slotTable.values()) recoverQueue(s, round, reached);
-  for (const s of b.pendingOpens) recoverQueue(s, round, reached);
+  // Every live slot is in the table, those whose OpenSlot waits for a parked write too.
+  for (const s of b.slotTable.values()) {
+    const owner = s.replay;
+    if (owner === null || s.closed) continue;
+    if (owner.replayRound !== round) {
+      owner.replayRound = round;
+      reached.push(owner);
+    }
+    recoverQueue(s, owner);
+  }
   for (const o of reached) o.recovered(false);
 }
 
@@ -120,17 +129,13 @@ export function leaveReplayLog(b: Batcher, slot: EgressSlot): void {
   if (owner === null) return;
   slot.replay = null;
   b.replayLog?.handOutOne(owner);
-  recoverQueue(slot, nextReplayRound(), []);
+  // Then what waits behind the rendezvous record (that record too, when it comes from the queue).
+  recoverQueue(slot, owner);
   owner.recovered(true);
 }
 
-function recoverQueue(s: EgressSlot, round: number, reached: ReplayOwner[]): void {
-  const owner = s.replay;
-  if (owner === null || s.closed) return;
-  if (owner.replayRound !== round) {
-    owner.replayRound = round;
-    reached.push(owner);
-  }
+/** `s`'s withheld records, oldest first, to `owner` (its terminal is the stream's own to send again). */
+function recoverQueue(s: EgressSlot, owner: ReplayOwner): void {
   for (let i = s.qHead; i < s.qKind.length; i++) {
     const kind = s.qKind[i]!;
     if (kind !== EgressKind.Terminal) owner.recover(kind, s.qValue[i]);

@@ -230,6 +230,11 @@ export class ResumeLink implements SenderPort {
     return this.#sent;
   }
 
+  /** Bytes its own ring holds (0 while the lane's replay log keeps its records). */
+  get ringBytes(): number {
+    return this.#ring.bytes;
+  }
+
   /** True while the stream waits for its link to come back. */
   get suspended(): boolean {
     return this.#state === SUSPENDED || this.#state === RESUMING;

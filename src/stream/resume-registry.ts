@@ -140,9 +140,14 @@ export class ResumeRegistry implements ResumeHost {
     this.#confirmations.add(link.peer, lane, epoch, gen, link);
   }
 
-  /** The node-wide replay budget is full: the stream that finished first lets its ring go. */
+  /**
+   * The node-wide replay budget is full: the stream that finished first and holds a ring lets it go.
+   * A finished stream whose records are still in its lane's replay log holds none: ending it would
+   * free nothing (the log drops its own oldest records instead).
+   */
   #evictOldestFinished(): boolean {
     for (const link of this.#lingering.keys()) {
+      if (link.ringBytes === 0) continue;
       this.#lingering.delete(link);
       this.#metrics.lingeringStreams = this.#lingering.size;
       link.lingerDone();

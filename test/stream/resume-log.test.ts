@@ -78,6 +78,31 @@ describe('the lane replay log', () => {
     await sender.finalize();
   });
 
+  it('a full replay budget ends only finished streams that hold a ring: those whose items wait in the log stay kept', async () => {
+    // No PONG ever reaches the producer: nothing is confirmed, finished streams linger, the log only grows.
+    const trap: CutTrap = { swallow: (b) => b[0] === Kind.Pong };
+    const { consumer, producer } = await pair(trap, { resume: { windowMs: 600_000, maxReplayBytes: 8192 } });
+    for (let i = 0; i < 4; i++) {
+      const anchor = consumer.createAnchor<string>();
+      anchor.consume({ item: () => {} });
+      const sender = await producer.attachAnchor<string>(anchor.handle);
+      await sender.send('x');
+      await sender.finalize();
+    }
+    await waitFor(() => metric(producer, 'streaming_lingering_streams') === 4, 5_000, 'four finished streams kept');
+    const anchor = consumer.createAnchor<Uint8Array>();
+    const got: number[] = [];
+    anchor.consume({ item: (v) => void got.push(v[0]!) });
+    const sender = await producer.attachAnchor<Uint8Array>(anchor.handle);
+    for (let i = 0; i < 400; i++) await sender.send(new Uint8Array(64).fill(i & 0xff));
+    await waitFor(() => got.length === 400, 5_000, 'every item read');
+    // The log dropped its own oldest items to stay within the budget; ending the finished streams
+    // would have freed nothing.
+    expect(metric(producer, 'streaming_replay_bytes')).toBeLessThanOrEqual(8192 + 64 + 16);
+    expect(metric(producer, 'streaming_lingering_streams')).toBe(4);
+    await sender.finalize();
+  });
+
   it('a batch lost with the link: its items, kept in the log, are sent again and read exactly once, in order', async () => {
     const { state, trap } = loseNext(Kind.Batch, 'outbound');
     const { consumer, producer, reconnect } = await pair(trap);
@@ -111,6 +136,45 @@ describe('the lane replay log', () => {
     expect(await read).toEqual({ items: numbered(0, 40), error: null });
     expect(metric(producer, 'streaming_resumed_streams_total')).toBe(1);
   });
+
+  it.each([1, 3, 6])(
+    'a rendezvous record released from a backlog takes what waits behind it into the ring too: batch %i after it lost, nothing lost or repeated',
+    async (n) => {
+      // Credit 4 (static): most items wait in the slot's queue when the big one is released from it.
+      const state = { big: false, batches: 0, fired: 0 };
+      const trap: CutTrap = {
+        outbound: (head, body) => {
+          const len = head.byteLength + (body?.byteLength ?? 0);
+          if (len > 50_000) state.big = true;
+          else if (state.big && state.fired === 0 && head[0] === Kind.Batch && len > 60 && ++state.batches === n) {
+            state.fired++;
+            return true;
+          }
+          return false;
+        },
+      };
+      const { consumer, producer, reconnect } = await pair(trap, { mux: { initialCredit: 4, autoCredit: false } });
+      const anchor = consumer.createAnchor<Uint8Array>();
+      const read = collect(anchor);
+      const sender = await producer.attachAnchor<Uint8Array>(anchor.handle);
+      const small = (i: number) => new Uint8Array(8).fill(i);
+      const sends: Promise<void>[] = [];
+      for (let i = 0; i < 30; i++) sends.push(sender.send(small(i)));
+      sends.push(sender.send(new Uint8Array(100_000).fill(200)));
+      for (let i = 30; i < 60; i++) sends.push(sender.send(small(i)));
+      await waitFor(() => state.fired === 1, 5_000, 'a batch lost');
+      await reconnect();
+      await Promise.all(sends);
+      await sender.finalize();
+      const { items, error } = await read;
+      expect(error).toBeNull();
+      expect(items.map((v) => (v.byteLength > 8 ? 'big' : String(v[0])))).toEqual([
+        ...numbered(0, 30),
+        'big',
+        ...numbered(30, 60),
+      ]);
+    },
+  );
 
   it('a stream whose record goes by rendezvous takes its items from the log into its own ring: a cut after it loses nothing', async () => {
     const { state, trap } = loseNext(Kind.Batch, 'outbound');

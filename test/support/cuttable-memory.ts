@@ -13,6 +13,8 @@ export interface CutTrap {
   inbound?(bytes: Uint8Array): boolean;
   /** A message the dialled side is about to send (`head`, then `body` if any). */
   outbound?(head: Uint8Array, body: Uint8Array | undefined): boolean;
+  /** A message the dialled side is about to receive: true loses it and keeps the link (a peer that never answers). */
+  swallow?(bytes: Uint8Array): boolean;
 }
 
 /**
@@ -74,7 +76,7 @@ function trapped(c: Connection, trap: CutTrap, cut: () => void): Connection {
       c.start({
         message: (bytes) => {
           if (trap.inbound?.(bytes) === true) cut();
-          else receiver.message(bytes);
+          else if (trap.swallow?.(bytes) !== true) receiver.message(bytes);
         },
         closed: (error) => receiver.closed(error),
       }),
