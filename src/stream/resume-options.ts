@@ -41,11 +41,15 @@ export interface ResumeOptions {
    */
   readonly windowMs?: number;
   /**
-   * Bytes of sent items a producer keeps per stream to replay after a resume (at least the last
-   * C+1 records are needed: C is the stream's credit). Defaults to the slot byte budget (`mux.slotByteBudget`).
+   * Bytes of sent items a producer keeps per stream in its replay ring, to send again after a resume
+   * (filled from its lane's replay log when a link is lost, or kept from the start with history).
+   * Defaults to the slot byte budget (`mux.slotByteBudget`).
    */
   readonly maxReplayBytesPerStream?: number;
-  /** Bytes of sent items a producer keeps over all its streams (oldest evicted first). Defaults to 64 MiB. */
+  /**
+   * Bytes of sent items a producer keeps over all its streams, in the lanes' replay logs and the
+   * streams' rings (the oldest go first; `replay_bytes` reports it). Defaults to 64 MiB.
+   */
   readonly maxReplayBytes?: number;
   /**
    * Keep a bounded history per stream for re-attaching after a page reload (`true`: the defaults of
