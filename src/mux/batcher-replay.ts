@@ -84,7 +84,8 @@ function pingNow(b: Batcher): void {
     if (ok) log.confirm(mark);
     // Unanswered (the peer slow past the deadline): the next PING speaks for these records too.
     else if (b.replayNextMark < mark) b.replayNextMark = mark;
-    if (b.replayNextMark > (ok ? mark : 0)) replayWritten(b, b.replayNextMark);
+    // Batches written meanwhile (a mark already confirmed is a no-op there).
+    if (b.replayNextMark > 0) replayWritten(b, b.replayNextMark);
   };
   sent.answer.then(
     () => settle(true),

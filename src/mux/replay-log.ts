@@ -51,8 +51,11 @@ export interface ReplayHooks {
   readonly ping: LanePing;
 }
 
-/** Bytes a record counts for besides its payload, as in a stream's ring, so empty items are bounded too. */
-const RECORD_OVERHEAD = 16;
+/**
+ * Bytes a record counts for besides its payload, so that empty items are bounded too: in a lane's log
+ * and in a stream's ring alike, since both charge one budget and a record moves from one to the other.
+ */
+export const REPLAY_RECORD_OVERHEAD = 16;
 /** Array slots per entry: owner, payload, `bytes × 4 + kind`. */
 const STRIDE = 3;
 /** Entries a log starts with. */
@@ -108,7 +111,7 @@ export class ReplayLog {
    * from before them); a record is always kept, so the log passes its budget by one record at most.
    */
   append(owner: ReplayOwner, kind: number, payload: unknown, size: number): void {
-    const bytes = size + RECORD_OVERHEAD;
+    const bytes = size + REPLAY_RECORD_OVERHEAD;
     const budget = this.#budget;
     if (budget.used + bytes > budget.max) this.#makeRoom(bytes);
     if (this.#length === this.#size) this.#grow();

@@ -9,14 +9,12 @@
  * kind and its bytes (`bytes × 4 + kind`). A record stored or dropped touches one array, and
  * usually one cache line of it: with thousands of streams each token's ring is cold memory.
  */
-
-/** Bytes a record counts for besides its payload, so that empty items are bounded too. */
-const RECORD_OVERHEAD = 16;
+import { REPLAY_RECORD_OVERHEAD } from '../mux/replay-log.ts';
 
 /** The node-wide replay byte budget every ring of a node charges. */
 export class ReplayBudget {
   readonly max: number;
-  /** Bytes held by every ring. */
+  /** Bytes held by every ring and every lane's replay log. */
   used = 0;
   /**
    * Free another stream's ring when the budget is full (its owner sets it: the oldest finished
@@ -73,7 +71,7 @@ export class ReplayRing {
 
   /** Keep record `next`: `size` is its payload's length (a string's, or the bytes'). */
   push(kind: number, payload: unknown, size: number): void {
-    const bytes = size + RECORD_OVERHEAD;
+    const bytes = size + REPLAY_RECORD_OVERHEAD;
     const budget = this.#budget;
     // The common case: room in the ring and under both caps.
     if (this.#length < this.#size && this.#bytes + bytes <= this.#maxBytes && budget.used + bytes <= budget.max) {

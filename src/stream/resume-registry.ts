@@ -11,11 +11,12 @@ import type { EgressSlot, EgressSlotOwner } from '../mux/egress-slot.ts';
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
 import type { ResumeFailure } from './errors.ts';
 import { closedOnPurpose } from '../mux/errors.ts';
+import type { LanePing } from '../mux/replay-log.ts';
 import { ReplayBudget } from './replay-ring.ts';
 import type { ResumeAnswer, ResumeHost, ResumeLink } from './resume-link.ts';
 import type { ResolvedResume } from './resume-options.ts';
 import { randomHex } from '../runtime/runtime.ts';
-import { type LanePing, TerminalConfirmations } from './terminal-confirm.ts';
+import { TerminalConfirmations } from './terminal-confirm.ts';
 
 /** How the producer side makes a resume attach and opens its slot. */
 export interface ResumeTransport {

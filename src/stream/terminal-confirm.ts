@@ -29,9 +29,6 @@ interface LaneQueue {
   inFlight: Waiter[] | null;
 }
 
-/** A PING on a lane now (the replay logs send the same: mux/replay-log.ts). */
-export type { LanePing };
-
 export class TerminalConfirmations {
   readonly #ping: LanePing;
   /** By peer, then by lane (at most 16). */
