@@ -35,6 +35,20 @@ export abstract class AnchorReader<E> implements AsyncIterableIterator<E> {
    */
   protected stamped = false;
   #readable: ReadableStream<E> | null = null;
+  /**
+   * A read parked on an empty feed (see {@link armParked}): the subclass hands it the next value or
+   * settles it when something else changes. One promise per value read, with no async function and
+   * no second promise behind it (a `for await` loop over a stream that gets one token per pass waits
+   * on every value).
+   */
+  // Typed loosely so that an anchor of T stays assignable to an anchor of unknown.
+  #parkedResolve: ((r: unknown) => void) | null = null;
+  #parkedReject: ((e: unknown) => void) | null = null;
+  #parkedLoop: AsyncIterableIterator<E> | null = null;
+  readonly #park = (resolve: (r: IteratorResult<E>) => void, reject: (e: unknown) => void): void => {
+    this.#parkedResolve = resolve as (r: unknown) => void;
+    this.#parkedReject = reject;
+  };
 
   /**
    * Advance to the next value (left for {@link take}), the end, or "nothing now": one of
@@ -49,6 +63,73 @@ export abstract class AnchorReader<E> implements AsyncIterableIterator<E> {
   abstract cancel(): void;
   /** What the one-reader error calls this anchor ("the anchor", "the MPSC anchor"). */
   protected abstract readonly readerNoun: string;
+
+  /**
+   * Arrange for {@link handParked} or {@link settleParked} to follow the next change of what
+   * `step()` would find; false when the subclass cannot, and the read waits with `waitAvailable()`.
+   * Called after `step()` found nothing.
+   */
+  protected armParked(): boolean {
+    return false;
+  }
+
+  /** True while a read is parked (see {@link armParked}). */
+  protected get readParked(): boolean {
+    return this.#parkedResolve !== null;
+  }
+
+  /** Give the parked read `value`, the next value in order (the subclass counted it as read). */
+  protected handParked(value: E): void {
+    const resolve = this.#parkedResolve!;
+    this.#unpark();
+    resolve({ done: false, value });
+  }
+
+  /** Something changed under the parked read: settle it with what `step()` finds, or park it again. */
+  protected settleParked(): void {
+    const resolve = this.#parkedResolve;
+    if (resolve === null) return;
+    const reject = this.#parkedReject!;
+    const loop = this.#parkedLoop;
+    let r: number;
+    try {
+      r = this.step();
+    } catch (e) {
+      this.#unpark();
+      this.#release(loop);
+      reject(e);
+      return;
+    }
+    if (r === STEP_NONE && this.armParked()) return;
+    this.#unpark();
+    if (r === STEP_VALUE) resolve({ done: false, value: this.take() });
+    else if (r === STEP_DONE) {
+      this.#release(loop);
+      resolve(DONE);
+    } else resolve(this.#nextSlow(loop));
+  }
+
+  /** Another reader took the anchor (push mode): the parked read is refused with `error`. */
+  protected refuseParked(error: StreamError): void {
+    const reject = this.#parkedReject;
+    if (reject === null) return;
+    const loop = this.#parkedLoop;
+    this.#unpark();
+    this.#release(loop);
+    reject(error);
+  }
+
+  #parkHere(loop: AsyncIterableIterator<E> | null): Promise<IteratorResult<E>> {
+    const p = new Promise<IteratorResult<E>>(this.#park);
+    this.#parkedLoop = loop;
+    return p;
+  }
+
+  #unpark(): void {
+    this.#parkedResolve = null;
+    this.#parkedReject = null;
+    this.#parkedLoop = null;
+  }
 
   /** True while a push-mode reader holds the anchor (only `StreamAnchor` has one). */
   protected pushReader(): boolean {
@@ -90,6 +171,8 @@ export abstract class AnchorReader<E> implements AsyncIterableIterator<E> {
       this.#release(loop);
       return Promise.resolve(DONE);
     }
+    // A second read while one is parked (two next() calls at once) waits the general way.
+    if (this.#parkedResolve === null && this.armParked()) return this.#parkHere(loop);
     return this.#nextSlow(loop);
   }
 
@@ -105,6 +188,8 @@ export abstract class AnchorReader<E> implements AsyncIterableIterator<E> {
           this.#release(loop);
           return DONE;
         }
+        // A feed arrived (the read began before any sender attached): park on it from now on.
+        if (this.#parkedResolve === null && this.armParked()) return this.#parkHere(loop);
       }
     } catch (e) {
       this.#release(loop);

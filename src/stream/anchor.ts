@@ -178,6 +178,12 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
     this.#armed = false;
     this.#schedule();
   };
+  /** The feed a parked read's wake-up is armed on (at most one: the wake-up outlives a direct hand-off). */
+  #readArmedOn: SlotBuffer | null = null;
+  readonly #readWake = (): void => {
+    this.#readArmedOn = null;
+    if (this.readParked) this.#schedule();
+  };
 
   /**
    * @internal The stream's credit window stays at C (a relay's source: see `BindOwner.fixedCredit`). Set before the
@@ -414,6 +420,10 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
 
   /** The feed changed under a push-mode reader: a wake-up armed on the old one may never come. */
   #rearm(): void {
+    if (this.readParked) {
+      this.#readArmedOn = null;
+      this.#schedule();
+    }
     if (this.#consumer === null || !this.#armed) return;
     this.#armed = false;
     this.#schedule();
@@ -429,6 +439,7 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   }
 
   #wakeFeedWaiter(): void {
+    if (this.readParked) this.#schedule();
     const w = this.#feedWaiters;
     if (w.length === 0) return;
     this.#feedWaiters = [];
@@ -441,6 +452,23 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
 
   protected override pushReader(): boolean {
     return this.#consumer !== null;
+  }
+
+  /**
+   * Park a read on the feed being read when ingress can hand it the next item (as to a push-mode
+   * consumer waiting on an empty buffer), and have any other change wake it through the drain queue.
+   */
+  protected override armParked(): boolean {
+    const f = this.#feed;
+    if (f === null || this.#consumer !== null || this.#onTake !== null || this.#gapNext !== null || this.stamped)
+      return false;
+    if (this.finished || this.#parked(f)) return false;
+    f.direct = this;
+    if (this.#readArmedOn !== f) {
+      this.#readArmedOn = f;
+      f.notifyReadable(this.#readWake);
+    }
+    return true;
   }
 
   /** Resolves when `takeAvailable` has something to return, or the stream ended or failed. */
@@ -471,6 +499,8 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   consume(consumer: AnchorConsumer<T>): AnchorConsumption {
     if (this.#consumer !== null) throw readerActive();
     if (this.looping) throw this.loopActive();
+    // A next() parked on the feed is refused, not fed: the consumer reads every item.
+    this.refuseParked(readerActive());
     this.#consumer = consumer;
     if (this.#feed !== null) this.#feed.direct = this;
     this.#schedule();
@@ -514,6 +544,14 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
    */
   _direct(buffer: SlotBuffer, value: unknown): boolean {
     const c = this.#consumer;
+    if (c === null) {
+      // A read parked on this (empty) feed takes it: it resolves with the item, and its loop runs next.
+      if (!this.readParked || this.#feed !== buffer || this.#gapNext !== null || this.stamped || this.#onTake !== null)
+        return false;
+      this.#feedRead++;
+      this.handParked(value as T);
+      return true;
+    }
     if (
       this.#feed !== buffer ||
       c === null ||
@@ -543,7 +581,11 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
   drain(): void {
     this.#queued = false;
     const c = this.#consumer;
-    if (c === null || this.#paused || c === ENDED) return;
+    if (c === null) {
+      this.settleParked();
+      return;
+    }
+    if (this.#paused || c === ENDED) return;
     for (;;) {
       let r: number;
       try {
