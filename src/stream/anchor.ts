@@ -540,30 +540,22 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
    * next value this reader delivers, at once: the push-mode consumer waits on this (empty) feed, is
    * not paused, is not delivering an item taken this way, and no gap marker or take hook applies. A live consumer
    * that is neither paused nor inside a callback is queued or armed, so with nothing unread the
-   * item is next either way. False: nothing happened, the item goes into the buffer.
+   * item is next either way. A read (`next()`, `for await`) parked on this feed takes it the same
+   * way. False: nothing happened, the item goes into the buffer.
    */
   _direct(buffer: SlotBuffer, value: unknown): boolean {
+    // Either reader takes it only as the next value of the feed read now, with no gap to stamp or take hook.
+    if (this.#feed !== buffer || this.#gapNext !== null || this.stamped || this.#onTake !== null || this.finished)
+      return false;
     const c = this.#consumer;
     if (c === null) {
-      // A read parked on this (empty) feed takes it: it resolves with the item, and its loop runs next.
-      if (!this.readParked || this.#feed !== buffer || this.#gapNext !== null || this.stamped || this.#onTake !== null)
-        return false;
+      // A read parked on this (empty) feed: it resolves with the item, and its loop runs next.
+      if (!this.readParked) return false;
       this.#feedRead++;
       this.handParked(value as T);
       return true;
     }
-    if (
-      this.#feed !== buffer ||
-      c === null ||
-      c === ENDED ||
-      this.#paused ||
-      this.#delivering ||
-      this.#gapNext !== null ||
-      this.stamped ||
-      this.#onTake !== null ||
-      this.finished
-    )
-      return false;
+    if (c === ENDED || this.#paused || this.#delivering) return false;
     this.#feedRead++;
     this.#delivering = true;
     try {

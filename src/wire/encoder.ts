@@ -109,23 +109,8 @@ export class BatchEncoder {
 
   /** Append a Data record carrying `Item(bytes)`, msgpack written straight into the batch. */
   appendItemBytes(slot: number, frameSeq: number, bytes: Uint8Array): void {
-    // The decode engine's one record per token: checks, header and body fused in one body, since
-    // the general path (#record, then writeItemBytes) cost about half again as much per token.
-    const body = itemBytesLength(bytes.byteLength);
-    const p = this.#len;
-    const end = p + RECORD_HEADER_LEN + body;
-    if (end > this.#buf.byteLength || this.#count >= MAX_RECORDS_PER_BATCH || !this.#open) {
-      this.#checkRoom(body);
-      this.#ensure(end);
-    }
-    const v = this.#view;
-    v.setUint8(p, RecordType.Data);
-    v.setUint32(p + 1, slot >>> 0);
-    v.setUint32(p + 5, frameSeq >>> 0);
-    v.setUint32(p + 9, body);
-    writeItemBytes(this.#buf, p + RECORD_HEADER_LEN, bytes);
-    this.#len = end;
-    this.#count++;
+    const at = this.#record(RecordType.Data, slot, frameSeq, itemBytesLength(bytes.byteLength));
+    writeItemBytes(this.#buf, at, bytes);
   }
 
   /** Append a Data record carrying `Item(str)`, msgpack and UTF-8 written straight into the batch. */
@@ -229,9 +214,13 @@ export class BatchEncoder {
   }
 
   #record(type: number, slot: number, frameSeq: number, bodyLength: number): number {
-    this.#checkRoom(bodyLength);
-    this.#ensure(this.#len + RECORD_HEADER_LEN + bodyLength);
     const at = this.#len + RECORD_HEADER_LEN;
+    // One comparison for the usual record: the buffer never outgrows maxBytes, so a record that
+    // fits the buffer of an open batch with room for one more record fits the cap too.
+    if (at + bodyLength > this.#buf.byteLength || this.#count >= MAX_RECORDS_PER_BATCH || !this.#open) {
+      this.#checkRoom(bodyLength);
+      this.#ensure(at + bodyLength);
+    }
     this.#header(type, slot, frameSeq, bodyLength);
     return at;
   }
