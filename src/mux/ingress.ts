@@ -350,8 +350,15 @@ export class IngressTable {
           m.heldRecords++;
           return;
         }
-        if (charged) this.#charge(w, bytes);
-        if (!this.#deliver(s, kind, value, terminal, bytes, charged)) return;
+        // In order: a reader waiting on the empty slot takes it at once (charged and released in one
+        // step), else it is charged and buffered.
+        if (kind === FrameKind.Item && this.#direct(s, value, bytes)) {
+          if (charged) this.#passed(w, bytes);
+          if (s.closed) return;
+        } else {
+          if (charged) this.#charge(w, bytes);
+          if (!this.#deliver(s, kind, value, terminal, bytes, charged)) return;
+        }
         this.#drainHold(s);
       }
     }
@@ -390,6 +397,12 @@ export class IngressTable {
     if (this.#stagedRest >= 0) this.#stagedRest -= bytes;
   }
 
+  /** A record taken at once by a waiting reader: charged and released in one step. */
+  #passed(w: IngressWindow, bytes: number): void {
+    w.passThrough(bytes);
+    if (this.#stagedRest >= 0) this.#stagedRest -= bytes;
+  }
+
   /** A charged-class record not kept: released now (in a staged batch, with the batch's remainder). */
   #drop(w: IngressWindow, bytes: number): void {
     if (this.#stagedRest < 0) w.dropped(bytes);
@@ -400,22 +413,31 @@ export class IngressTable {
     if (this.#stagedRest < 0) releaseRecord(r, w);
   }
 
-  /** Push into the slot buffer; `charged` bytes (already charged) go back to the window if that fails. */
-  #deliver(s: IngressSlot, kind: number, value: unknown, terminal: boolean, bytes: number, charged: boolean): boolean {
+  /**
+   * The next Item of `s`, handed to a reader waiting on its empty buffer, if there is one and it
+   * takes it. To the credit laws it was buffered and taken at once (the take is reconciled with
+   * this batch: the slot is touched). The caller settles the peer window; if the consumer
+   * cancelled meanwhile, the slot is retired.
+   */
+  #direct(s: IngressSlot, value: unknown, bytes: number): boolean {
     const buffer = s.buffer;
     const direct = buffer.direct;
-    if (direct !== null && kind === FrameKind.Item && buffer.length === 0 && direct._direct(buffer, value)) {
-      // A push-mode consumer waiting on the empty buffer took it. To the credit laws it was buffered
-      // and taken at once (the take is reconciled with this batch: the slot is touched); the peer
-      // window gets its bytes back now. If the consumer cancelled meanwhile, the slot is retired.
-      s.addBuffered(bytes);
-      s.arrivals++;
-      s.nextSeq = (s.nextSeq + 1) >>> 0;
-      s.drained++;
-      s.drainedBytes += bytes;
+    if (direct === null || buffer.length !== 0 || !direct._direct(buffer, value)) return false;
+    s.addBuffered(bytes);
+    s.arrivals++;
+    s.nextSeq = (s.nextSeq + 1) >>> 0;
+    s.drained++;
+    s.drainedBytes += bytes;
+    return true;
+  }
+
+  /** Into the slot buffer (or a waiting reader); `charged` bytes (already charged) go back to the window if that fails. */
+  #deliver(s: IngressSlot, kind: number, value: unknown, terminal: boolean, bytes: number, charged: boolean): boolean {
+    if (kind === FrameKind.Item && this.#direct(s, value, bytes)) {
       if (charged) s.window.release(bytes);
       return !s.closed;
     }
+    const buffer = s.buffer;
     if (!buffer.push(kind, value, bytes, charged)) {
       if (charged) s.window.release(bytes);
       this.#host.metrics.readerStall++;

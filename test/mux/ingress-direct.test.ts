@@ -28,15 +28,19 @@ class FakeReader implements DirectReader {
   }
 }
 
-/** A peer window that counts what is held in it. */
-function countingWindow(): IngressWindow & { held: number; charged: number } {
+/** A peer window that counts what is held in it, and what passed straight through. */
+function countingWindow(): IngressWindow & { held: number; charged: number; passed: number } {
   return {
     held: 0,
     charged: 0,
+    passed: 0,
     overruns: () => false,
     charge(bytes: number) {
       this.held += bytes;
       this.charged += bytes;
+    },
+    passThrough(bytes: number) {
+      this.passed += bytes;
     },
     release(bytes: number) {
       this.held -= bytes;
@@ -83,7 +87,9 @@ describe('direct delivery to a waiting push-mode reader', () => {
     expect(a.remaining).toBe(4);
     // Two of C = 4 taken: the grant is due, and goes out with this arrival, not at a doorbell.
     expect(h.host.replies).toEqual([{ kind: 'credit', slot: id2, value: 2 }]);
-    expect(w.charged).toBeGreaterThan(0);
+    // Taken at once: the window counts them in one step, never as held.
+    expect(w.passed).toBeGreaterThan(0);
+    expect(w.charged).toBe(0);
     expect(w.held).toBe(0);
     expect(h.table.slotAt(2)!.arrivals).toBe(2);
     // The slot goes on at the next frame_seq: a duplicate of seq 2 is dropped, seq 3 delivered.
