@@ -156,17 +156,6 @@ export class ReceiveWindow {
     return u > 0 && held + u > this.#tight;
   }
 
-  /**
-   * `bytes` arrived and were taken at once (a reader waiting on an empty slot): {@link charge} and
-   * {@link release} in one step, `held` unchanged. Returns true when a report is due.
-   */
-  passThrough(bytes: number): boolean {
-    const held = this.held + bytes;
-    if (held > this.peak) this.peak = held;
-    this.unreported += bytes;
-    return this.due;
-  }
-
   /** `bytes` held left (taken by the consumer or discarded). Returns true when a report is due. */
   release(bytes: number): boolean {
     this.held = bytes < this.held ? this.held - bytes : 0;
@@ -174,7 +163,10 @@ export class ReceiveWindow {
     return this.due;
   }
 
-  /** `bytes` arrived and were not kept (dropped on arrival). Returns true when a report is due. */
+  /**
+   * `bytes` arrived and were not kept: dropped on arrival, or taken at once by a reader waiting on
+   * an empty slot (never held). Returns true when a report is due.
+   */
   dropped(bytes: number): boolean {
     this.unreported += bytes;
     return this.due;

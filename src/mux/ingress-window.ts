@@ -20,9 +20,8 @@ export interface IngressWindow extends WindowSink {
   /** Holding `bytes` more would exceed the window plus one batch (a sender that ignores the window). */
   overruns(bytes: number): boolean;
   charge(bytes: number): void;
-  /** `bytes` arrived and were taken at once: charged and released in one step. */
-  passThrough(bytes: number): void;
   release(bytes: number): void;
+  /** `bytes` arrived and were never held: dropped, or taken at once by a waiting reader. */
   dropped(bytes: number): void;
   /** The window's fill, held / size (0 when it limits nothing), and its size in bytes: credit auto-tuning reads them. */
   fill?(): number;
@@ -33,7 +32,6 @@ export interface IngressWindow extends WindowSink {
 export const INERT_WINDOW: IngressWindow = Object.freeze({
   overruns: () => false,
   charge: () => {},
-  passThrough: () => {},
   release: () => {},
   dropped: () => {},
 });

@@ -350,10 +350,10 @@ export class IngressTable {
           m.heldRecords++;
           return;
         }
-        // In order: a reader waiting on the empty slot takes it at once (charged and released in one
-        // step), else it is charged and buffered.
+        // In order: a reader waiting on the empty slot takes it at once (never held: the window gets
+        // its bytes back as for a record not kept), else it is charged and buffered.
         if (kind === FrameKind.Item && this.#direct(s, value, bytes)) {
-          if (charged) this.#passed(w, bytes);
+          if (charged) this.#drop(w, bytes);
           if (s.closed) return;
         } else {
           if (charged) this.#charge(w, bytes);
@@ -397,13 +397,7 @@ export class IngressTable {
     if (this.#stagedRest >= 0) this.#stagedRest -= bytes;
   }
 
-  /** A record taken at once by a waiting reader: charged and released in one step. */
-  #passed(w: IngressWindow, bytes: number): void {
-    w.passThrough(bytes);
-    if (this.#stagedRest >= 0) this.#stagedRest -= bytes;
-  }
-
-  /** A charged-class record not kept: released now (in a staged batch, with the batch's remainder). */
+  /** A charged-class record not kept or never held: released now (in a staged batch, with the batch's remainder). */
   #drop(w: IngressWindow, bytes: number): void {
     if (this.#stagedRest < 0) w.dropped(bytes);
   }

@@ -105,13 +105,6 @@ export class PeerWindowIn implements IngressWindow {
     if (due) this.#due();
   }
 
-  passThrough(bytes: number): void {
-    const a = this.account;
-    const m = this.#metrics;
-    if (a.held + bytes > m.receiveWindowPeakBytes) m.receiveWindowPeakBytes = a.held + bytes;
-    if (a.passThrough(bytes)) this.#due();
-  }
-
   release(bytes: number): void {
     const a = this.account;
     const before = a.held;
