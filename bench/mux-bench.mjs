@@ -12,7 +12,7 @@
 // Usage (after `npm run build`):
 //   node bench/mux-bench.mjs [--impl auto|manual|per-stream] [--slots 256] [--peers 1] [--window 8]
 //        [--passes 2000] [--warm 2000] [--credit 32] [--lanes 1] [--read iter|take|push] [--item bytes|string]
-//        [--resume on|off] [--auto-credit on|off] [--reply-linger MS]
+//        [--resume on|off] [--auto-credit on|off] [--reply-linger MS] [--max-batch BYTES]
 // --item string: each token is a 64-character ASCII string (an LLM's text) instead of 64 bytes.
 // --read take: the consumer uses takeAvailable()/waitAvailable() instead of `for await`;
 // --read push: anchor.consume({ item }) (push mode: no promise per token).
@@ -63,6 +63,8 @@ const resume = (args.resume ?? 'on') !== 'off';
 const autoCredit = args['auto-credit'] === undefined ? undefined : args['auto-credit'] !== 'off';
 // `--reply-linger MS` sets `mux.replyLinger` (absent: the node's default, 1 ms), to measure what the grants' linger costs.
 const replyLinger = args['reply-linger'] === undefined ? undefined : Number(args['reply-linger']);
+// `--max-batch BYTES` sets `mux.maxBatchBytes` (absent: the node's default), to measure what the batch cap costs.
+const maxBatch = args['max-batch'] === undefined ? undefined : Number(args['max-batch']);
 if (!['iter', 'take', 'push'].includes(read)) throw new Error(`--read iter|take|push, got ${read}`);
 if (!['auto', 'manual', 'per-stream'].includes(impl)) throw new Error(`--impl auto|manual|per-stream, got ${impl}`);
 const perStream = impl === 'per-stream';
@@ -74,6 +76,7 @@ const mux = perStream
       flushPolicy: impl === 'manual' ? { kind: 'manual' } : { kind: 'auto', onAdmission: true },
       ...(autoCredit === undefined ? {} : { autoCredit }),
       ...(replyLinger === undefined ? {} : { replyLinger }),
+      ...(maxBatch === undefined ? {} : { maxBatchBytes: maxBatch }),
     };
 
 async function makeNode(listenOn) {
@@ -256,6 +259,7 @@ const common = [
   ...(resume ? [] : ['--resume', 'off']),
   ...(autoCredit === undefined ? [] : ['--auto-credit', autoCredit ? 'on' : 'off']),
   ...(replyLinger === undefined ? [] : ['--reply-linger', String(replyLinger)]),
+  ...(maxBatch === undefined ? [] : ['--max-batch', String(maxBatch)]),
 ];
 await pairMain(fileURLToPath(import.meta.url), args, common, {
   recv,
