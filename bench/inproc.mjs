@@ -1,0 +1,78 @@
+#!/usr/bin/env node
+// The decode shape with both nodes in this one process over the in-memory transport: X streams of
+// 64-byte tokens, one token per stream per pass, W passes in flight, the consumer reading in push
+// mode. No sockets, no kernel, no second process: the CPU per token is lanemux's own JavaScript on
+// both sides (staging, batching, decoding, delivery, credit), so a change to it shows with far less
+// noise than in the two-process bench. Pair two builds with LANEMUX_DIST, alternating the order:
+//   for i in 1 2 3 4; do for d in <before>/dist dist; do LANEMUX_DIST=$d node bench/inproc.mjs; done; done
+// Usage (after `npm run build`): node bench/inproc.mjs [--slots 1024] [--window 8] [--passes 3000] [--warm 1000]
+import { TOKEN, cpuUs, dist, parseArgs, round } from './harness.mjs';
+
+const args = parseArgs();
+const slots = Number(args.slots ?? 1024);
+const window = Number(args.window ?? 8);
+const passes = Number(args.passes ?? 3000);
+const warm = Number(args.warm ?? 1000);
+const { createNode } = await dist('index.js');
+const { createMemoryNetwork, memoryTransport } = await dist('adapters/memory.js');
+const network = createMemoryNetwork();
+const consumer = await createNode({ transports: [memoryTransport({ network, name: 'consumer' })] });
+const producer = await createNode({ transports: [memoryTransport({ network })] });
+await producer.connect('memory://consumer');
+const anchors = Array.from({ length: slots }, () => consumer.createAnchor());
+// Tokens read so far, and the pass whose completion the sender waits for.
+let read = 0;
+let waitFor = Number.POSITIVE_INFINITY;
+let wake = () => {};
+for (const a of anchors) {
+  a.consume({
+    item: () => {
+      if (++read >= waitFor) wake();
+    },
+  });
+}
+const senders = [];
+for (let i = 0; i < slots; i += 64)
+  senders.push(...(await Promise.all(anchors.slice(i, i + 64).map((a) => producer.attachAnchor(a.handle)))));
+// W + 1 sets of tokens: a set is reused once the window guarantees its pass was read.
+const sets = Array.from({ length: window + 1 }, () =>
+  Array.from({ length: slots }, () => new Uint8Array(TOKEN).fill(0x61)),
+);
+const readUpTo = (n) =>
+  read >= n
+    ? undefined
+    : new Promise((resolve) => {
+        waitFor = n;
+        wake = () => {
+          waitFor = Number.POSITIVE_INFINITY;
+          resolve();
+        };
+      });
+let cpu0 = null;
+let t0 = 0;
+for (let p = 0; p < warm + passes; p++) {
+  if (p === warm) {
+    await readUpTo(warm * slots);
+    cpu0 = process.cpuUsage();
+    t0 = performance.now();
+  }
+  const set = sets[p % sets.length];
+  for (let s = 0; s < slots; s++) senders[s].send(set[s]);
+  // At most W passes unread: wait for pass p − W + 1 before staging pass p + 1.
+  await readUpTo((p + 2 - window) * slots);
+}
+await readUpTo((warm + passes) * slots);
+const cpu = cpuUs(process.cpuUsage(cpu0));
+const wall = performance.now() - t0;
+const tokens = passes * slots;
+console.log(
+  JSON.stringify({
+    bench: 'inproc',
+    slots,
+    window,
+    passes,
+    cpu_ns_per_token: round((cpu * 1000) / tokens, 1),
+    tokens_per_s: Math.round((tokens / wall) * 1000),
+  }),
+);
+process.exit(0);
