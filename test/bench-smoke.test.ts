@@ -144,4 +144,20 @@ describe('npm run bench -- --quick', () => {
     expect(row.sites.length).toBeGreaterThan(0);
     for (const site of row.sites) expect(typeof site.site === 'string' && site.bytes_per_token > 0).toBe(true);
   });
+
+  it('bench/inproc.mjs reports the CPU per token of both nodes in one process, every token read', {
+    timeout: 120_000,
+  }, () => {
+    ensureBuild();
+    const r = spawnSync(
+      process.execPath,
+      [join(root, 'bench', 'inproc.mjs'), '--slots', '16', '--window', '2', '--passes', '100', '--warm', '20'],
+      { cwd: root, encoding: 'utf8', timeout: 110_000 },
+    );
+    expect(r.status, `inproc exited ${r.status}:\n${r.stderr.slice(-3000)}`).toBe(0);
+    const row = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(row).toMatchObject({ bench: 'inproc', slots: 16, window: 2, passes: 100 });
+    expect(row.cpu_ns_per_token > 0 && Number.isFinite(row.cpu_ns_per_token)).toBe(true);
+    expect(row.tokens_per_s > 0).toBe(true);
+  });
 });
