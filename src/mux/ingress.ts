@@ -357,7 +357,7 @@ export class IngressTable {
           if (s.closed) return;
         } else {
           if (charged) this.#charge(w, bytes);
-          if (!this.#deliver(s, kind, value, terminal, bytes, charged)) return;
+          if (!this.#push(s, kind, value, terminal, bytes, charged)) return;
         }
         this.#drainHold(s);
       }
@@ -425,12 +425,17 @@ export class IngressTable {
     return true;
   }
 
-  /** Into the slot buffer (or a waiting reader); `charged` bytes (already charged) go back to the window if that fails. */
+  /** A held record, now in order (already charged): to a waiting reader, else into the slot buffer. */
   #deliver(s: IngressSlot, kind: number, value: unknown, terminal: boolean, bytes: number, charged: boolean): boolean {
     if (kind === FrameKind.Item && this.#direct(s, value, bytes)) {
       if (charged) s.window.release(bytes);
       return !s.closed;
     }
+    return this.#push(s, kind, value, terminal, bytes, charged);
+  }
+
+  /** Into the slot buffer; `charged` bytes (already charged) go back to the window if that fails. */
+  #push(s: IngressSlot, kind: number, value: unknown, terminal: boolean, bytes: number, charged: boolean): boolean {
     const buffer = s.buffer;
     if (!buffer.push(kind, value, bytes, charged)) {
       if (charged) s.window.release(bytes);

@@ -99,6 +99,15 @@ describe('direct delivery to a waiting push-mode reader', () => {
     void id;
   });
 
+  it('asks a reader that is not waiting once per record, then buffers the record', () => {
+    const { h, b, id, r } = setup();
+    r.ready = false;
+    h.send(rec.item(id, 1, 'a'), rec.item(id, 2, 'b'));
+    // Asked for 'a' only: 'b' arrives behind a buffered record, so no reader is asked for it.
+    expect(r.asked).toEqual([b.buffer]);
+    expect(read(b)).toEqual(['a', 'b']);
+  });
+
   it('keeps order: an item behind one already buffered is buffered too', () => {
     const { h, b, id, r } = setup();
     r.ready = false;
