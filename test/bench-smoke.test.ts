@@ -44,6 +44,18 @@ const sane = (s: Stat | null | undefined, what: string): void => {
   }
 };
 
+/** Run one bench script (built first) and parse the JSON line it prints last. */
+function benchRow(script: string, args: string[]) {
+  ensureBuild();
+  const r = spawnSync(process.execPath, [join(root, 'bench', script), ...args], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 110_000,
+  });
+  expect(r.status, `${script} exited ${r.status}:\n${r.stderr.slice(-3000)}`).toBe(0);
+  return JSON.parse(r.stdout.trim().split('\n').pop()!);
+}
+
 describe('npm run bench -- --quick', () => {
   // A quick run takes ~60 s on a quiet 2-core machine and over 140 s beside a loaded suite: the bound is for a hang.
   it('runs every scenario and reports sane figures', { timeout: 330_000 }, () => {
@@ -132,14 +144,7 @@ describe('npm run bench -- --quick', () => {
   });
 
   it('bench/alloc.mjs reports the bytes allocated per token, by call site', { timeout: 120_000 }, () => {
-    ensureBuild();
-    const r = spawnSync(
-      process.execPath,
-      [join(root, 'bench', 'alloc.mjs'), '--slots', '16', '--window', '2', '--passes', '100', '--top', '5'],
-      { cwd: root, encoding: 'utf8', timeout: 110_000 },
-    );
-    expect(r.status, `alloc exited ${r.status}:\n${r.stderr.slice(-3000)}`).toBe(0);
-    const row = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    const row = benchRow('alloc.mjs', ['--slots', '16', '--window', '2', '--passes', '100', '--top', '5']);
     expect(row.bytes_per_token > 0 && Number.isFinite(row.bytes_per_token)).toBe(true);
     expect(row.sites.length).toBeGreaterThan(0);
     for (const site of row.sites) expect(typeof site.site === 'string' && site.bytes_per_token > 0).toBe(true);
@@ -148,14 +153,7 @@ describe('npm run bench -- --quick', () => {
   it('bench/inproc.mjs reports the CPU per token of both nodes in one process, every token read', {
     timeout: 120_000,
   }, () => {
-    ensureBuild();
-    const r = spawnSync(
-      process.execPath,
-      [join(root, 'bench', 'inproc.mjs'), '--slots', '16', '--window', '2', '--passes', '100', '--warm', '20'],
-      { cwd: root, encoding: 'utf8', timeout: 110_000 },
-    );
-    expect(r.status, `inproc exited ${r.status}:\n${r.stderr.slice(-3000)}`).toBe(0);
-    const row = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    const row = benchRow('inproc.mjs', ['--slots', '16', '--window', '2', '--passes', '100', '--warm', '20']);
     expect(row).toMatchObject({ bench: 'inproc', slots: 16, window: 2, passes: 100 });
     expect(row.cpu_ns_per_token > 0 && Number.isFinite(row.cpu_ns_per_token)).toBe(true);
     expect(row.tokens_per_s > 0).toBe(true);
