@@ -10,6 +10,8 @@
 //   node bench/ab.mjs --a dist --b dist --a-flags '--resume off' --pairs 24
 // Prints one JSON line: medians of CPU µs per token (total, receiver, sender) on each side, the median
 // ratio B/A with its range, and tokens per second.
+// Stream setup instead (bench/lifecycle.mjs; CPU µs per stream, both nodes in one process):
+//   node bench/ab.mjs --a <dist of A> --b dist --bench lifecycle --pairs 16 -- --mode zero-rtt --items 0
 import { execFileSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { parseArgs, repoRoot } from './harness.mjs';
@@ -23,7 +25,16 @@ if (args.a === undefined || args.b === undefined) {
 const pairs = Number(args.pairs ?? 16);
 const impl = args.impl ?? 'auto';
 const rest = dashes < 0 ? [] : process.argv.slice(dashes + 1);
-const benchArgs = ['bench/mux-bench.mjs', '--impl', impl, '--passes', '2000', '--warm', '1000', ...rest];
+const lifecycle = args.bench === 'lifecycle';
+if (args.bench !== undefined && !lifecycle) {
+  process.stderr.write(`--bench must be lifecycle (or left out for the decode shape), got ${args.bench}\n`);
+  process.exit(2);
+}
+const benchArgs = lifecycle
+  ? ['bench/lifecycle.mjs', ...rest]
+  : ['bench/mux-bench.mjs', '--impl', impl, '--passes', '2000', '--warm', '1000', ...rest];
+/** The CPU figure compared. */
+const cpuKey = lifecycle ? 'cpu_us_per_stream' : 'total_cpu_us_per_token';
 
 const sideFlags = (flags) => (flags === undefined ? [] : String(flags).split(/\s+/).filter(Boolean));
 
@@ -58,21 +69,33 @@ for (let i = 0; i < pairs; i++) {
   }
 }
 const of = (side, key) => median(rows.map((r) => r[side][key]));
-const ratios = rows.map((r) => r.b.total_cpu_us_per_token / r.a.total_cpu_us_per_token);
+const ratios = rows.map((r) => r.b[cpuKey] / r.a[cpuKey]);
 const ratio = (key) => +median(rows.map((r) => r.b[key] / r.a[key])).toFixed(3);
+const spread = {
+  median: +median(ratios).toFixed(3),
+  min: +Math.min(...ratios).toFixed(3),
+  max: +Math.max(...ratios).toFixed(3),
+};
 console.log(
-  JSON.stringify({
-    impl,
-    args: rest,
-    pairs,
-    cpu_us_per_token: { a: of('a', 'total_cpu_us_per_token'), b: of('b', 'total_cpu_us_per_token') },
-    ratio_b_over_a: {
-      median: +median(ratios).toFixed(3),
-      min: +Math.min(...ratios).toFixed(3),
-      max: +Math.max(...ratios).toFixed(3),
-    },
-    recv_ratio: ratio('recv_cpu_us_per_token'),
-    send_ratio: ratio('send_cpu_us_per_token'),
-    tokens_per_s: { a: of('a', 'tokens_per_s'), b: of('b', 'tokens_per_s') },
-  }),
+  JSON.stringify(
+    lifecycle
+      ? {
+          bench: 'lifecycle',
+          args: rest,
+          pairs,
+          cpu_us_per_stream: { a: of('a', cpuKey), b: of('b', cpuKey) },
+          ratio_b_over_a: spread,
+          streams_per_s: { a: of('a', 'streams_per_s'), b: of('b', 'streams_per_s') },
+        }
+      : {
+          impl,
+          args: rest,
+          pairs,
+          cpu_us_per_token: { a: of('a', cpuKey), b: of('b', cpuKey) },
+          ratio_b_over_a: spread,
+          recv_ratio: ratio('recv_cpu_us_per_token'),
+          send_ratio: ratio('send_cpu_us_per_token'),
+          tokens_per_s: { a: of('a', 'tokens_per_s'), b: of('b', 'tokens_per_s') },
+        },
+  ),
 );

@@ -190,6 +190,11 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
    * anchor is attached.
    */
   _fixedCredit = false;
+  /**
+   * @internal The deadline of the anchor's current unattached period (the node's reaper sets it):
+   * a reaper entry with an older one is stale.
+   */
+  _unattachedDeadline = 0;
   /** @internal */
   constructor(host: AnchorHost, handle: string, localId: bigint) {
     super();

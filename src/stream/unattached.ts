@@ -14,15 +14,15 @@ import type { NodeState } from './node-state.ts';
  * One unattached deadline (`epoch`: the MPSC anchor's idle period). A stream anchor is queued by
  * local id, not by reference: an anchor that attached and ended long before its deadline (nearly
  * all of them) must not stay reachable, with its bind, ingress slot and slot buffer, for the whole
- * timeout.
+ * timeout. An entry waits while its anchor is still in the unattached period it was queued for, so
+ * the queue drops the others as anchors are watched (deadline-queue.ts): a node that opens tens of
+ * thousands of streams a second holds about its unattached anchors, not a timeout's worth of entries.
  */
 interface Unattached {
   readonly anchor: bigint | MpscAnchor<unknown>;
   readonly deadline: number;
   readonly epoch: number;
 }
-
-const untilDeadline = (): boolean => true;
 
 export class UnattachedReaper {
   readonly #s: NodeState;
@@ -34,9 +34,20 @@ export class UnattachedReaper {
   constructor(state: NodeState, expired: (anchor: StreamAnchor<unknown>) => void) {
     this.#s = state;
     this.#expired = expired;
-    // Every entry waits until its deadline: whether its anchor still has no sender is asked only
-    // then (an anchor may attach, detach and be unattached again meanwhile).
-    this.#queue = new DeadlineQueue<Unattached>(untilDeadline);
+    // An entry waits while its anchor is still unattached in the period it was queued for: a stream
+    // anchor still registered, without a sender, not finished, and not watched again since (one that
+    // attached, detached and is unattached again has the full timeout from then on); an MPSC anchor
+    // still idle in the same epoch (no class test: the consumer-only client never loads it).
+    this.#queue = new DeadlineQueue<Unattached>(({ anchor: id, deadline, epoch }) => {
+      if (typeof id !== 'bigint') return !id.finished && id.idleEpoch === epoch;
+      const a = state.anchors.get(id);
+      return a !== undefined && a._unattachedDeadline === deadline && a.feedKind === 'none' && !a.finished;
+    });
+  }
+
+  /** Entries queued (for tests: about the unattached anchors, not every anchor of the last timeout). */
+  get queued(): number {
+    return this.#queue.size;
   }
 
   /** Start (or restart) a stream anchor's unattached timer; while the node drains nobody may attach, so it ends now. */
@@ -46,7 +57,9 @@ export class UnattachedReaper {
       this.#s.drain.unattached(anchor);
       return;
     }
-    this.#queue.push({ anchor: anchor.localId, deadline: this.#s.runtime.now() + this.#s.unattachedTimeout, epoch: 0 });
+    const deadline = this.#s.runtime.now() + this.#s.unattachedTimeout;
+    anchor._unattachedDeadline = deadline;
+    this.#queue.push({ anchor: anchor.localId, deadline, epoch: 0 });
     this.#arm();
   }
 
@@ -82,26 +95,22 @@ export class UnattachedReaper {
 
   #expire(): void {
     const s = this.#s;
-    // No entry stops waiting before its deadline, so there is nothing to compact but the head.
+    // The queue calls back only for entries still waiting (see #waiting).
     this.#queue.expire(s.runtime.now(), Number.POSITIVE_INFINITY, (e) => {
       const entry = e.anchor;
-      // A stream anchor is queued by local id, an MPSC anchor by reference (no class test: the
-      // consumer-only client never loads the MPSC anchor).
       if (typeof entry !== 'bigint') {
         // Still without a sender since it became idle at `epoch`: it ends (cleanly, as in the reference).
         entry._expire(e.epoch);
         return;
       }
       // Still registered, still without a sender: nobody will ever feed it.
-      const anchor = s.anchors.get(entry);
-      if (anchor !== undefined && anchor.feedKind === 'none' && !anchor.finished) {
-        anchor._fail(
-          new StreamError('ERR_SENDER_DROPPED', `no sender attached within ${s.unattachedTimeout} ms`, {
-            retryable: true,
-          }),
-        );
-        this.#expired(anchor);
-      }
+      const anchor = s.anchors.get(entry)!;
+      anchor._fail(
+        new StreamError('ERR_SENDER_DROPPED', `no sender attached within ${s.unattachedTimeout} ms`, {
+          retryable: true,
+        }),
+      );
+      this.#expired(anchor);
     });
     this.#arm();
   }

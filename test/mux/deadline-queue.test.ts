@@ -59,4 +59,38 @@ describe('DeadlineQueue', () => {
     q.clear();
     expect(q.pending).toBe(false);
   });
+
+  it('a push drops the entries that stopped waiting once the queue doubles, keeping the rest in order', () => {
+    const q = new DeadlineQueue<Entry>((e) => e.waiting);
+    const kept: Entry[] = [];
+    for (let i = 0; i < 100_000; i++) {
+      const e = entry(String(i), i);
+      q.push(e);
+      if (i % 1000 === 0) kept.push(e);
+      else e.waiting = false;
+    }
+    // Without compaction on push all 100,000 would wait for the sweep (a whole window of them).
+    expect(q.size).toBeLessThanOrEqual(2 * 1024 + 2 * kept.length + 1);
+    const expired: string[] = [];
+    q.expire(Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, (e) => expired.push(e.name));
+    expect(expired).toEqual(kept.map((e) => e.name));
+  });
+
+  it('an expire callback that pushes (and so compacts) does not end the pass early', () => {
+    const q = new DeadlineQueue<Entry>((e) => e.waiting);
+    // Enough finished entries behind the due ones that the callback's push compacts the queue.
+    const due = [entry('a', 1), entry('b', 2)];
+    for (const e of due) q.push(e);
+    for (let i = 0; i < 1100; i++) {
+      const e = entry(`late${i}`, 1000 + i);
+      q.push(e);
+      e.waiting = false;
+    }
+    const expired: string[] = [];
+    q.expire(10, Number.POSITIVE_INFINITY, (e) => {
+      expired.push(e.name);
+      if (e.name === 'a') for (let i = 0; i < 1100; i++) q.push(entry(`more${i}`, 5000 + i));
+    });
+    expect(expired).toEqual(['a', 'b']);
+  });
 });
