@@ -95,7 +95,7 @@ export class UnattachedReaper {
 
   #expire(): void {
     const s = this.#s;
-    // The queue calls back only for entries still waiting (see #waiting).
+    // The queue calls back only for entries still waiting (the predicate given in the constructor).
     this.#queue.expire(s.runtime.now(), Number.POSITIVE_INFINITY, (e) => {
       const entry = e.anchor;
       if (typeof entry !== 'bigint') {
