@@ -6,6 +6,7 @@
 // noise than in the two-process bench. Pair two builds with LANEMUX_DIST, alternating the order:
 //   for i in 1 2 3 4; do for d in <before>/dist dist; do LANEMUX_DIST=$d node bench/inproc.mjs; done; done
 // Usage (after `npm run build`): node bench/inproc.mjs [--slots 1024] [--window 8] [--passes 3000] [--warm 1000]
+//   [--token-bytes 64] (byte items above 64 B leave V8's on-heap typed arrays: the receiver's copy shows)
 import { TOKEN, cpuUs, dist, parseArgs, round } from './harness.mjs';
 
 const args = parseArgs();
@@ -13,6 +14,7 @@ const slots = Number(args.slots ?? 1024);
 const window = Number(args.window ?? 8);
 const passes = Number(args.passes ?? 3000);
 const warm = Number(args.warm ?? 1000);
+const tokenBytes = Number(args['token-bytes'] ?? TOKEN);
 const { createNode } = await dist('index.js');
 const { createMemoryNetwork, memoryTransport } = await dist('adapters/memory.js');
 const network = createMemoryNetwork();
@@ -36,7 +38,7 @@ for (let i = 0; i < slots; i += 64)
   senders.push(...(await Promise.all(anchors.slice(i, i + 64).map((a) => producer.attachAnchor(a.handle)))));
 // W + 1 sets of tokens: a set is reused once the window guarantees its pass was read.
 const sets = Array.from({ length: window + 1 }, () =>
-  Array.from({ length: slots }, () => new Uint8Array(TOKEN).fill(0x61)),
+  Array.from({ length: slots }, () => new Uint8Array(tokenBytes).fill(0x61)),
 );
 const readUpTo = (n) =>
   read >= n
@@ -71,6 +73,7 @@ console.log(
     slots,
     window,
     passes,
+    token_bytes: tokenBytes,
     cpu_ns_per_token: round((cpu * 1000) / tokens, 1),
     tokens_per_s: Math.round((tokens / wall) * 1000),
   }),

@@ -9,6 +9,7 @@ import { AutoWindow } from '../credit/auto-window.ts';
 import { ByteBudget } from '../credit/byte-budget.ts';
 import { ReceiverAccount } from '../credit/receiver-account.ts';
 import type { PeerId } from '../messenger/types.ts';
+import { ItemSlab } from '../wire/item-slab.ts';
 import type { Bind, BoundSlot } from './bind.ts';
 import type { SlotBuffer } from './slot-buffer.ts';
 import type { IngressTable } from './ingress.ts';
@@ -71,6 +72,8 @@ export class IngressSlot extends ReceiverAccount implements BoundSlot {
    * slot buffer), not by the hold's byte budgets.
    */
   stagedPending = 0;
+  /** Where this stream's byte items are copied out of their batches. */
+  readonly items = new ItemSlab();
 
   constructor(id: number, table: IngressTable, bind: Bind, nextSeq: number) {
     super(bind.limit, { watermark: bind.slotByteBudget });

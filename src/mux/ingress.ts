@@ -307,7 +307,7 @@ export class IngressTable {
           terminal = false;
           value = undefined;
         } else {
-          kind = decodeFrameAt(r.payload, r.bodyOffset, r.bodyOffset + bytes, scratchFrame);
+          kind = decodeFrameAt(r.payload, r.bodyOffset, r.bodyOffset + bytes, scratchFrame, s.items);
           terminal = scratchFrame.terminal;
           value = scratchFrame.value;
           scratchFrame.value = undefined;

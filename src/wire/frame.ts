@@ -9,6 +9,7 @@
 import { WireError } from './errors.ts';
 import { decodeBoundedItem } from './msgpack.ts';
 import { encodeItemValue } from './item.ts';
+import { type ItemSlab, copyBytes } from './item-slab.ts';
 import { utf8Decode, utf8DecodeAt, utf8Length, utf8Write } from './utf8.ts';
 
 /** A frame on a stream: the user's items plus the sender's lifecycle signals. */
@@ -435,23 +436,17 @@ export function decodeFrameInto(body: Uint8Array, out: DecodedFrame): number {
 }
 
 /**
- * A plain Uint8Array copy. On a plain Uint8Array (what BatchReader hands ingress) the native
- * `slice` is the fast copy; a Node Buffer's `slice` is a view and its species is Buffer, so it
- * is copied by hand.
- */
-function copyBytes(buf: Uint8Array, start = 0, end = buf.byteLength): Uint8Array {
-  if (buf.constructor === Uint8Array) return buf.slice(start, end);
-  const out = new Uint8Array(end - start);
-  out.set(buf.subarray(start, end));
-  return out;
-}
-
-/**
  * {@link decodeFrameInto} for a body given as `[start, end)` of a larger buffer (a batch payload),
  * so the ingress path makes no intermediate view: one view for a string's UTF-8, one real copy for
  * bytes (a plain `Uint8Array`: a Node `Buffer`'s own `slice` is a view).
  */
-export function decodeFrameAt(buf: Uint8Array, start: number, end: number, out: DecodedFrame): number {
+export function decodeFrameAt(
+  buf: Uint8Array,
+  start: number,
+  end: number,
+  out: DecodedFrame,
+  slab: ItemSlab | null = null,
+): number {
   out.terminal = false;
   const n = end - start;
   if (
@@ -467,7 +462,9 @@ export function decodeFrameAt(buf: Uint8Array, start: number, end: number, out: 
         out.value = 'Item string is not valid UTF-8';
         return out.kind;
       }
-    } else out.value = copyBytes(buf, scratch.start, scratch.end);
+    } else
+      out.value =
+        slab === null ? copyBytes(buf, scratch.start, scratch.end) : slab.copy(buf, scratch.start, scratch.end);
     out.kind = FrameKind.Item;
     return out.kind;
   }
