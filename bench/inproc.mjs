@@ -7,6 +7,7 @@
 //   for i in 1 2 3 4; do for d in <before>/dist dist; do LANEMUX_DIST=$d node bench/inproc.mjs; done; done
 // Usage (after `npm run build`): node bench/inproc.mjs [--slots 1024] [--window 8] [--passes 3000] [--warm 1000]
 //   [--token-bytes 64] (byte items above 64 B leave V8's on-heap typed arrays: the receiver's copy shows)
+//   [--resume on|off] [--fresh] [--item bytes|object|string] (object: an AI SDK text-delta chunk `{ type, id, delta }` with a `token-bytes`-long delta)
 import { TOKEN, cpuUs, dist, parseArgs, round } from './harness.mjs';
 
 const args = parseArgs();
@@ -15,11 +16,23 @@ const window = Number(args.window ?? 8);
 const passes = Number(args.passes ?? 3000);
 const warm = Number(args.warm ?? 1000);
 const tokenBytes = Number(args['token-bytes'] ?? TOKEN);
+const item = args.item ?? 'bytes';
+const resume = (args.resume ?? 'on') !== 'off';
+const opts = resume ? {} : { resume: false };
+// --fresh: a new item per token, as an engine makes them (the default reuses W + 1 sets, which
+// leaves the garbage collector nothing young to keep alive).
+const fresh = args.fresh === 'true';
+const make = (s) =>
+  item === 'object'
+    ? { type: 'text-delta', id: `s${s}`, delta: 'a'.repeat(tokenBytes) }
+    : item === 'string'
+      ? `${s}`.padEnd(tokenBytes, 'a')
+      : new Uint8Array(tokenBytes).fill(0x61);
 const { createNode } = await dist('index.js');
 const { createMemoryNetwork, memoryTransport } = await dist('adapters/memory.js');
 const network = createMemoryNetwork();
-const consumer = await createNode({ transports: [memoryTransport({ network, name: 'consumer' })] });
-const producer = await createNode({ transports: [memoryTransport({ network })] });
+const consumer = await createNode({ transports: [memoryTransport({ network, name: 'consumer' })], ...opts });
+const producer = await createNode({ transports: [memoryTransport({ network })], ...opts });
 await producer.connect('memory://consumer');
 const anchors = Array.from({ length: slots }, () => consumer.createAnchor());
 // Tokens read so far, and the pass whose completion the sender waits for.
@@ -37,9 +50,7 @@ const senders = [];
 for (let i = 0; i < slots; i += 64)
   senders.push(...(await Promise.all(anchors.slice(i, i + 64).map((a) => producer.attachAnchor(a.handle)))));
 // W + 1 sets of tokens: a set is reused once the window guarantees its pass was read.
-const sets = Array.from({ length: window + 1 }, () =>
-  Array.from({ length: slots }, () => new Uint8Array(tokenBytes).fill(0x61)),
-);
+const sets = Array.from({ length: window + 1 }, () => Array.from({ length: slots }, (_, s) => make(s)));
 const readUpTo = (n) =>
   read >= n
     ? undefined
@@ -59,7 +70,8 @@ for (let p = 0; p < warm + passes; p++) {
     t0 = performance.now();
   }
   const set = sets[p % sets.length];
-  for (let s = 0; s < slots; s++) senders[s].send(set[s]);
+  if (fresh) for (let s = 0; s < slots; s++) senders[s].send(make(s));
+  else for (let s = 0; s < slots; s++) senders[s].send(set[s]);
   // At most W passes unread: wait for pass p − W + 1 before staging pass p + 1.
   await readUpTo((p + 2 - window) * slots);
 }
@@ -73,6 +85,9 @@ console.log(
     slots,
     window,
     passes,
+    item,
+    resume,
+    fresh,
     token_bytes: tokenBytes,
     cpu_ns_per_token: round((cpu * 1000) / tokens, 1),
     tokens_per_s: Math.round((tokens / wall) * 1000),

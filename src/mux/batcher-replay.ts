@@ -8,20 +8,18 @@ import type { Batcher } from './batcher.ts';
 import { EgressKind, type EgressSlot } from './egress-slot.ts';
 import { nextReplayRound, ReplayLog, type ReplayOwner } from './replay-log.ts';
 
-/** Keep a staged record of `owner`'s stream until the consumer is known to have it. */
-export function logRecord(b: Batcher, owner: ReplayOwner, kind: number, value: unknown): void {
+/**
+ * Keep the record `#emit` just staged for `owner`'s stream until the consumer is known to have it:
+ * its encoded body, copied from the open batch (a lost link hands it back as a `Body`).
+ */
+export function logRecord(b: Batcher, owner: ReplayOwner): void {
   let log = b.replayLog;
   if (log === null) {
     const hooks = b.host.replay;
     if (hooks == null) return; // no resume on this node: nothing owns a log
     b.replayLog = log = new ReplayLog(hooks.budget);
   }
-  log.append(
-    owner,
-    kind,
-    value,
-    kind === EgressKind.ItemString ? (value as string).length : (value as Uint8Array).byteLength,
-  );
+  log.append(owner, EgressKind.Body, b.enc.written, b.lastBodyAt, b.enc.byteLength);
 }
 
 /**

@@ -18,7 +18,7 @@ import { DropReason } from '../metrics/mux-metrics.ts';
 import type { PeerId } from '../messenger/types.ts';
 import { CloseReason, MPSC_ANCHOR_BIT, RecordType } from '../wire/constants.ts';
 import type { BatchReader } from '../wire/decoder.ts';
-import { FrameKind, decodeFrameAt } from '../wire/frame.ts';
+import { FrameKind, decodeRecordAt } from '../wire/frame.ts';
 import type { DecodedFrame } from '../wire/frame.ts';
 import { seqGap, seqNewer } from '../wire/seq.ts';
 import { slotIndex } from '../wire/slot-id.ts';
@@ -307,7 +307,7 @@ export class IngressTable {
           terminal = false;
           value = undefined;
         } else {
-          kind = decodeFrameAt(r.payload, r.bodyOffset, r.bodyOffset + bytes, scratchFrame, s.items);
+          kind = decodeRecordAt(r.payload, r.bodyOffset, r.bodyOffset + bytes, scratchFrame, s.items);
           terminal = scratchFrame.terminal;
           value = scratchFrame.value;
           scratchFrame.value = undefined;

@@ -436,6 +436,36 @@ export function decodeFrameInto(body: Uint8Array, out: DecodedFrame): number {
 }
 
 /**
+ * {@link decodeFrameAt}, with an `Item` whose value is neither a string nor bytes (an object, an
+ * array, a number…) taken straight to the bounded decoder: not through the general frame parser,
+ * its intermediate objects and the terminal check (about a fifth of receiving an AI SDK chunk).
+ */
+export function decodeRecordAt(
+  buf: Uint8Array,
+  start: number,
+  end: number,
+  out: DecodedFrame,
+  slab: ItemSlab | null,
+): number {
+  if (end - start > ITEM_PREFIX_LEN && startsWithAt(buf, start, ITEM_PREFIX)) {
+    const h = buf[start + ITEM_PREFIX_LEN]!;
+    // A str or bin takes decodeFrameAt's own path (strict UTF-8, and its reasons for a refusal).
+    if (!((h >= 0xa0 && h <= 0xbf) || (h >= 0xc4 && h <= 0xc6) || (h >= 0xd9 && h <= 0xdb))) {
+      out.terminal = false;
+      try {
+        out.value = decodeBoundedItem(buf.subarray(start + ITEM_PREFIX_LEN, end));
+        out.kind = FrameKind.Item;
+      } catch {
+        out.kind = FrameKind.Undecodable;
+        out.value = 'Item value is not valid MessagePack';
+      }
+      return out.kind;
+    }
+  }
+  return decodeFrameAt(buf, start, end, out, slab);
+}
+
+/**
  * {@link decodeFrameInto} for a body given as `[start, end)` of a larger buffer (a batch payload),
  * so the ingress path makes no intermediate view: one view for a string's UTF-8, one real copy for
  * bytes (a plain `Uint8Array`: a Node `Buffer`'s own `slice` is a view).

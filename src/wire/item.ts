@@ -19,9 +19,27 @@ import { MAX_DEPTH, SHARED_ENCODER_KEEP } from './msgpack.ts';
 const INT64_MIN = -(2n ** 63n);
 const UINT64_MAX = 2n ** 64n - 1n;
 
-/** Where a refused value sits inside the item, e.g. `item.tokens[3]` (bounded: a long path is cut). */
-function at(path: string): string {
-  return path.length > 120 ? `${path.slice(0, 117)}...` : path;
+/**
+ * Where a value sits inside the item: the container around it and its key there (null: the item
+ * itself). One node per container walked into; the path text is made only for a refusal.
+ */
+interface Where {
+  readonly up: Where | null;
+  readonly key: string | number;
+}
+
+/** `item.tokens[3]`, bounded: a long path is cut. */
+function pathOf(up: Where | null, key: string | number | null): string {
+  const keys: Array<string | number> = [];
+  if (key !== null) keys.push(key);
+  for (let w = up; w !== null; w = w.up) keys.push(w.key);
+  let path = 'item';
+  for (let i = keys.length - 1; i >= 0; i--) {
+    const k = keys[i]!;
+    path += typeof k === 'number' ? `[${k}]` : /^[A-Za-z_$][\w$]*$/.test(k) ? `.${k}` : `[${JSON.stringify(k)}]`;
+    if (path.length > 120) return `${path.slice(0, 117)}...`;
+  }
+  return path;
 }
 
 /** A bigint for a message: its digits, cut in the middle when long. */
@@ -30,16 +48,11 @@ function short(v: bigint): string {
   return s.length > 40 ? `${s.slice(0, 18)}…${s.slice(-18)} (${s.length} digits)` : s;
 }
 
-function refuse(path: string, what: string, hint: string): WireError {
+function refuse(up: Where | null, key: string | number | null, what: string, hint: string): WireError {
   return new WireError(
     'ERR_INVALID_ITEM',
-    `${at(path)} is ${what}, which an item cannot carry: ${hint} (see docs/items.md)`,
+    `${pathOf(up, key)} is ${what}, which an item cannot carry: ${hint} (see docs/items.md)`,
   );
-}
-
-/** `.key` or `["key"]` after `path`. */
-function child(path: string, key: string): string {
-  return /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
 }
 
 /** The constructor's name, for messages (a hostile getter throws into itemRefusal's catch). */
@@ -55,7 +68,7 @@ function className(value: object): string {
  */
 export function itemRefusal(value: unknown): WireError | undefined {
   try {
-    return check(value, 'item', 0);
+    return check(value, null, null, 0);
   } catch (cause) {
     return new WireError(
       'ERR_INVALID_ITEM',
@@ -66,7 +79,7 @@ export function itemRefusal(value: unknown): WireError | undefined {
 }
 
 /** `depth`: non-empty containers around `value`, counted as the receiver's bounded reader does. */
-function check(value: unknown, path: string, depth: number): WireError | undefined {
+function check(value: unknown, up: Where | null, key: string | number | null, depth: number): WireError | undefined {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -76,63 +89,70 @@ function check(value: unknown, path: string, depth: number): WireError | undefin
     case 'bigint':
       return value < INT64_MIN || value > UINT64_MAX
         ? refuse(
-            path,
+            up,
+            key,
             `the bigint ${short(value)}, outside -2^63..2^64-1`,
             'MessagePack integers are int64 or uint64; send a string of its digits',
           )
         : undefined;
     case 'function':
-      return refuse(path, 'a function', 'send data, not code');
+      return refuse(up, key, 'a function', 'send data, not code');
     case 'symbol':
-      return refuse(path, 'a symbol', 'send a string');
+      return refuse(up, key, 'a symbol', 'send a string');
   }
   if (value === null || value instanceof Uint8Array) return undefined;
   const o = value as object;
   if (Array.isArray(o)) {
     if (Object.getPrototypeOf(o) !== Array.prototype)
-      return refuse(path, `an instance of ${className(o)}`, 'send a plain array');
+      return refuse(up, key, `an instance of ${className(o)}`, 'send a plain array');
     if (o.length === 0) return undefined;
     if (depth + 1 > MAX_DEPTH)
-      return refuse(path, `nested deeper than ${MAX_DEPTH} containers (or cyclic)`, 'flatten it');
+      return refuse(up, key, `nested deeper than ${MAX_DEPTH} containers (or cyclic)`, 'flatten it');
+    const here: Where | null = key === null ? null : { up, key };
     for (let i = 0; i < o.length; i++) {
-      const bad = check(o[i], `${path}[${i}]`, depth + 1);
+      const bad = check(o[i], here, i, depth + 1);
       if (bad !== undefined) return bad;
     }
     return undefined;
   }
   if (o instanceof Date) {
-    return Number.isNaN(o.getTime()) ? refuse(path, 'an invalid Date', 'send a valid Date or null') : undefined;
+    return Number.isNaN(o.getTime()) ? refuse(up, key, 'an invalid Date', 'send a valid Date or null') : undefined;
   }
-  if (o instanceof Map) return refuse(path, 'a Map', 'it would arrive as {}; send Object.fromEntries(map) or [...map]');
-  if (o instanceof Set) return refuse(path, 'a Set', 'it would arrive as {}; send [...set]');
+  if (o instanceof Map)
+    return refuse(up, key, 'a Map', 'it would arrive as {}; send Object.fromEntries(map) or [...map]');
+  if (o instanceof Set) return refuse(up, key, 'a Set', 'it would arrive as {}; send [...set]');
   if (ArrayBuffer.isView(o)) {
     return refuse(
-      path,
+      up,
+      key,
       `a ${className(o)}`,
       'only Uint8Array arrives as itself; send new Uint8Array(v.buffer, v.byteOffset, v.byteLength)',
     );
   }
   if (o instanceof ArrayBuffer || (typeof SharedArrayBuffer === 'function' && o instanceof SharedArrayBuffer)) {
-    return refuse(path, `an ${className(o)}`, 'send a Uint8Array over it');
+    return refuse(up, key, `an ${className(o)}`, 'send a Uint8Array over it');
   }
   const proto: unknown = Object.getPrototypeOf(o);
   if (proto !== Object.prototype && proto !== null) {
     return refuse(
-      path,
+      up,
+      key,
       `an instance of ${className(o)}`,
       'it would arrive as a plain object without its class; send a plain object',
     );
   }
   if (Object.getOwnPropertySymbols(o).length > 0)
-    return refuse(path, 'an object with symbol keys', 'symbol-keyed properties are not sent; use string keys');
+    return refuse(up, key, 'an object with symbol keys', 'symbol-keyed properties are not sent; use string keys');
   const keys = Object.keys(o);
   if (keys.length === 0) return undefined;
   if (depth + 1 > MAX_DEPTH)
-    return refuse(path, `nested deeper than ${MAX_DEPTH} containers (or cyclic)`, 'flatten it');
-  for (const key of keys) {
+    return refuse(up, key, `nested deeper than ${MAX_DEPTH} containers (or cyclic)`, 'flatten it');
+  // The item itself is the root of every path: a node only for the containers inside it.
+  const here: Where | null = key === null ? null : { up, key };
+  for (const k of keys) {
     // The receiving decoder refuses the key outright (prototype pollution), ending the stream.
-    if (key === '__proto__') return refuse(child(path, key), 'an own "__proto__" key', 'rename the key');
-    const bad = check((o as Record<string, unknown>)[key], child(path, key), depth + 1);
+    if (k === '__proto__') return refuse(here, k, 'an own "__proto__" key', 'rename the key');
+    const bad = check((o as Record<string, unknown>)[k], here, k, depth + 1);
     if (bad !== undefined) return bad;
   }
   return undefined;

@@ -107,6 +107,11 @@ const REFUSED: ReadonlyArray<readonly [string, unknown, string]> = [
     'nested deeper than 64 containers (or cyclic)',
   ],
   ['a Map deep inside', { tokens: [{ meta: new Map() }] }, 'item.tokens[0].meta is a Map'],
+  ['an array subclass', new (class Tokens extends Array<number> {})(), 'an instance of Tokens'],
+  ['an object over Array.prototype', Object.create(Array.prototype) as unknown, 'an instance of Array'],
+  ['a bigint below -2^63', { n: [-(2n ** 63n) - 1n] }, 'item.n[0] is the bigint'],
+  ['a function inside an array', [1, [2, () => 3]], 'item[1][1] is a function'],
+  ['a Uint16Array inside an object', { a: { b: new Uint16Array(1) } }, 'item.a.b is a Uint16Array'],
 ];
 
 describe('send refuses what would not arrive as sent', () => {

@@ -1,0 +1,40 @@
+/**
+ * Memory replay logs keep record bodies in (replay-log.ts): a batch's whole buffer, or the chunks
+ * bodies are copied into. A busy lane lets one go every thousand tokens or so and needs another as
+ * often; a buffer fresh from the allocator costs its zeroing and a page fault per 4 KiB on first
+ * touch (12 % of the sender at 1,024 streams), so large ones are recycled here, shared by every log
+ * of the process and bounded: at most {@link REPLAY_BUFFERS_KEPT} free buffers of 16–64 KiB.
+ */
+
+/** Free buffers kept for reuse. */
+export const REPLAY_BUFFERS_KEPT = 64;
+/** Smallest buffer worth keeping. */
+const KEPT_MIN = 16_384;
+const KEPT_MAX = 65_536;
+
+const free: Uint8Array[] = [];
+
+/** A buffer of exactly `size` bytes: a kept one if there is one of that size, else a new one. */
+export function takeBuffer(size: number): Uint8Array {
+  for (let i = free.length - 1; i >= 0; i--) {
+    const b = free[i]!;
+    if (b.byteLength === size) {
+      free[i] = free[free.length - 1]!;
+      free.pop();
+      return b;
+    }
+  }
+  return new Uint8Array(size);
+}
+
+/** Nothing refers to `buf` any more: keep it for reuse if it is of a kept size and there is room. */
+export function giveBuffer(buf: Uint8Array): void {
+  const n = buf.byteLength;
+  // Kept once: a buffer kept twice would be handed to two writers.
+  if (n >= KEPT_MIN && n <= KEPT_MAX && free.length < REPLAY_BUFFERS_KEPT && !free.includes(buf)) free.push(buf);
+}
+
+/** Free buffers kept now (for tests). */
+export function keptBuffers(): number {
+  return free.length;
+}
