@@ -97,6 +97,7 @@ function pingNow(b: Batcher): void {
  * slot's withheld ones — and then `recovered()`, before any slot closes.
  */
 export function recoverReplay(b: Batcher): void {
+  // Before anything is staged again: the log reads the discarded batch's records in its buffer.
   const round = nextReplayRound();
   const reached: ReplayOwner[] = [];
   if (b.replayLog !== null) {

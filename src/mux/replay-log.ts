@@ -18,10 +18,15 @@
  * chunks, whose encoded body was an allocation of its own, far more). When its batch is written
  * ({@link seal}), a batch that fills its buffer and is mostly this log's records keeps the buffer
  * itself (the batcher writes on in another): no copy. Any other batch's records are copied into the
- * log's chunks, sized to what the log holds (1–64 KiB). So beyond the bytes the budget counts the log
- * holds at most three times as much again (a kept buffer is at most twice its batch, which is at most
- * twice the log's records in it; a chunk's unused tail is smaller than the next record) plus two
- * chunks. Buffers let go are recycled (replay-chunks.ts).
+ * log's chunks, sized to what the log holds (1–64 KiB). So beyond the bytes the budget counts, a
+ * log's buffers hold at most three times as much again (a kept buffer is at most twice its batch,
+ * which is at most twice the log's records in it; a chunk's unused tail is smaller than the next
+ * record) plus two chunks, and, for a buffer whose records were partly dropped or taken back, the
+ * rest of it until its last record goes. Buffers let go are recycled (replay-chunks.ts).
+ *
+ * The records of the batch being written are read in place: until {@link seal} or {@link handOut},
+ * nothing may write that batch's buffer again (a discarded batch's records are handed out before
+ * anything is staged).
  *
  * Pure: no timers, no I/O; the batcher sends the PINGs (batcher-replay.ts).
  */
@@ -164,11 +169,13 @@ export class ReplayLog {
   seal(buf: Uint8Array, len: number): boolean {
     const from = Math.max(this.#sealed, this.first);
     const open = this.#openBytes;
+    // The records may all sit in a buffer the encoder grew out of: then keeping `buf` keeps nothing.
+    const inBuf = this.#live === buf;
     this.#sealed = this.#appended;
     this.#openBytes = 0;
     this.#live = NO_CHUNK;
     if (from === this.#appended) return false;
-    if (2 * open >= len && 2 * len >= buf.byteLength) {
+    if (inBuf && 2 * open >= len && 2 * len >= buf.byteLength) {
       // The chunk being filled ends here: a chunk's entries stay in one run (#drop relies on it).
       this.#chunk = NO_CHUNK;
       this.#chunkUsed = 0;

@@ -210,4 +210,21 @@ describe('replay log', () => {
     expect(a.got).toEqual(sent.slice(sent.length - held));
     giveBuffer(buf);
   });
+
+  it('a buffer the records are not in is not kept: the writer grew out of theirs after the last one', () => {
+    const log = new ReplayLog(new ReplayBudget(1 << 30));
+    const a = owner();
+    const old = new Uint8Array(16_384);
+    for (let k = 0; k < 200; k++) {
+      old.set(bytesOf(`${k}`.padEnd(64, '.')), 64 * k);
+      log.append(a, 1, old, 64 * k, 64 * k + 64);
+    }
+    // The encoder grew into a new buffer (a copy of the old) and wrote records of other streams.
+    const grown = new Uint8Array(32_768);
+    grown.set(old);
+    expect(log.seal(grown, 20_000)).toBe(false);
+    old.fill(0);
+    log.handOut(nextReplayRound(), []);
+    expect(a.got[199]).toBe(`1:${'199'.padEnd(64, '.')}`);
+  });
 });
