@@ -20,9 +20,10 @@
  * itself (the batcher writes on in another): no copy. Any other batch's records are copied into the
  * log's chunks, sized to what the log holds (1–64 KiB). So beyond the bytes the budget counts, a
  * log's buffers hold at most three times as much again (a kept buffer is at most twice its batch,
- * which is at most twice the log's records in it; a chunk's unused tail is smaller than the next
- * record) plus two chunks, and, for a buffer whose records were partly dropped or taken back, the
- * rest of it until its last record goes. Buffers let go are recycled (replay-chunks.ts).
+ * which is at most twice what the log's records in it are charged; a chunk's unused tail is
+ * smaller than the next record) plus two chunks, and, for a buffer whose records were partly
+ * dropped or taken back, the rest of it until its last record goes. Buffers let go are recycled
+ * (replay-chunks.ts).
  *
  * The records of the batch being written are read in place: until {@link seal} or {@link handOut},
  * nothing may write that batch's buffer again (a discarded batch's records are handed out before
@@ -104,7 +105,7 @@ export class ReplayLog {
   #chunkUsed = 0;
   /** Entries from this position on point into the buffer of the batch being written ({@link seal}). */
   #sealed = 0;
-  /** Their body bytes. */
+  /** What they are charged (body and overhead, at least their records' bytes in the batch). */
   #openBytes = 0;
   /** The buffer the batch being written is in: never recycled from here. */
   #live: Uint8Array = NO_CHUNK;
@@ -156,15 +157,16 @@ export class ReplayLog {
     this.#length++;
     this.#appended++;
     this.#bytes += bytes;
-    this.#openBytes += bytes - REPLAY_RECORD_OVERHEAD;
+    this.#openBytes += bytes;
     budget.used += bytes;
   }
 
   /**
    * The batch the entries since the last seal point into was written: `len` bytes of `buf`, the
    * buffer it was written from. True when the log keeps `buf` (the caller writes its next batch in
-   * another buffer): a batch that fills at least half of it and whose bytes are at least half this
-   * log's records. Else their bodies are copied into the log's chunks and `buf` is the caller's again.
+   * another buffer): a batch that fills at least half of it and is at least half this log's records
+   * (as charged: a record's 16 bytes of overhead cover its 13-byte header). Else their bodies are
+   * copied into the log's chunks and `buf` is the caller's again.
    */
   seal(buf: Uint8Array, len: number): boolean {
     const from = Math.max(this.#sealed, this.first);
@@ -267,7 +269,7 @@ export class ReplayLog {
       if (e[i] !== owner) continue;
       const meta = e[i + 3] as number;
       released += Math.floor(meta / 4);
-      if (this.first + k >= this.#sealed) this.#openBytes -= Math.floor(meta / 4) - REPLAY_RECORD_OVERHEAD;
+      if (this.first + k >= this.#sealed) this.#openBytes -= Math.floor(meta / 4);
       owner.recover(meta & 3, body(e, i));
       // Its chunk stays named: #drop tells where a chunk ends by the entries that point into it.
       e[i] = null;
@@ -306,7 +308,7 @@ export class ReplayLog {
       const i = h * STRIDE;
       const bytes = Math.floor((e[i + 3] as number) / 4);
       b += bytes;
-      if (first + k >= this.#sealed && bytes > 0) open += bytes - REPLAY_RECORD_OVERHEAD;
+      if (first + k >= this.#sealed) open += bytes;
       // Entries fill chunks in order: a chunk is done with when the entries move past it.
       if (e[i + 1] !== chunk) {
         if (chunk !== undefined) this.#release(chunk as Uint8Array);
