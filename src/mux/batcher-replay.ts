@@ -9,17 +9,25 @@ import { EgressKind, type EgressSlot } from './egress-slot.ts';
 import { nextReplayRound, ReplayLog, type ReplayOwner } from './replay-log.ts';
 
 /**
- * Keep the record `#emit` just staged for `owner`'s stream until the consumer is known to have it:
- * its encoded body, copied from the open batch (a lost link hands it back as a `Body`).
+ * Keep a staged record of `owner`'s stream until the consumer is known to have it: a string or bytes
+ * the application handed over by reference (as `send` took them), a body lanemux encoded (an
+ * object's) copied into the log's chunks, so that the young body is not kept alive by the log.
  */
-export function logRecord(b: Batcher, owner: ReplayOwner): void {
+export function logRecord(b: Batcher, owner: ReplayOwner, kind: number, value: unknown): void {
   let log = b.replayLog;
   if (log === null) {
     const hooks = b.host.replay;
     if (hooks == null) return; // no resume on this node: nothing owns a log
     b.replayLog = log = new ReplayLog(hooks.budget);
   }
-  log.append(owner, EgressKind.Body, b.enc.written, b.lastBodyAt, b.enc.byteLength);
+  if (kind === EgressKind.Body) log.appendCopy(owner, kind, value as Uint8Array);
+  else
+    log.append(
+      owner,
+      kind,
+      value,
+      kind === EgressKind.ItemString ? (value as string).length : (value as Uint8Array).byteLength,
+    );
 }
 
 /**
@@ -97,7 +105,6 @@ function pingNow(b: Batcher): void {
  * slot's withheld ones — and then `recovered()`, before any slot closes.
  */
 export function recoverReplay(b: Batcher): void {
-  // Before anything is staged again: the log reads the discarded batch's records in its buffer.
   const round = nextReplayRound();
   const reached: ReplayOwner[] = [];
   if (b.replayLog !== null) {

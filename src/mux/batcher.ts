@@ -43,7 +43,6 @@ import { EgressKind, type EgressSlot, Offer } from './egress-slot.ts';
 import type { EgressSlotOwner, SlotBatcher } from './egress-slot.ts';
 import { StagedKind } from './flush-gate.ts';
 import type { ReplayLog } from './replay-log.ts';
-import { takeBuffer } from './replay-chunks.ts';
 import { ReplyLane } from './reply-lane.ts';
 import { ReusedList } from './reused-list.ts';
 import { SlotTable } from './slot-table.ts';
@@ -94,8 +93,6 @@ export class Batcher extends ReplyLane implements SlotBatcher {
   windowHead = 0;
   /** Registered with the peer egress for the next release. */
   windowWaiting = false;
-  /** Where the body of the record `#emit` staged last starts in the open batch (its end is the batch's length). */
-  lastBodyAt = 0;
   /** The lane's replay log (batcher-replay.ts): made at the first record of a resumable stream. */
   replayLog: ReplayLog | null = null;
   /** A PING behind written batches is out (batcher-replay.ts). */
@@ -159,7 +156,7 @@ export class Batcher extends ReplyLane implements SlotBatcher {
       if (r === EMIT_OK) {
         // Read after the emit: a record that went by rendezvous took its stream off the log.
         const replay = slot.replay;
-        if (replay !== null && kind !== EgressKind.Terminal) logRecord(this, replay);
+        if (replay !== null && kind !== EgressKind.Terminal) logRecord(this, replay, kind, value);
         if (!this.inWake) this.wake(WakeSource.frame);
         return Offer.Ok;
       }
@@ -244,7 +241,6 @@ export class Batcher extends ReplyLane implements SlotBatcher {
     if (terminal) slot.ledger.spendTerminal();
     else if (slot.ledger.spendData() !== 'ok') return EMIT_PARKED; // guarded by #affordable
     const before = this.enc.byteLength;
-    this.lastBodyAt = before + RECORD_HEADER_LEN;
     appendRecord(this.enc, slot.id, seq, kind, value);
     if (windowed) {
       const exact = this.enc.byteLength - before - RECORD_HEADER_LEN;
@@ -289,7 +285,7 @@ export class Batcher extends ReplyLane implements SlotBatcher {
       if (r === EMIT_PARKED || r === EMIT_WINDOW) break;
       if (r === EMIT_TOO_LARGE) return;
       const replay = slot.replay;
-      if (replay !== null && kind !== EgressKind.Terminal) logRecord(this, replay);
+      if (replay !== null && kind !== EgressKind.Terminal) logRecord(this, replay, kind, value);
       if (!slot.closed) {
         slot.shift();
         m.withheldRecords--;
@@ -379,13 +375,7 @@ export class Batcher extends ReplyLane implements SlotBatcher {
     this.writeWindowBytes = this.openWindowBytes;
     this.writeWindowEpoch = this.windowEpoch;
     this.openWindowBytes = 0;
-    const log = this.replayLog;
-    if (log !== null) {
-      this.writeReplayMark = log.appended;
-      // The log keeps the records of this batch in place, or copies them out (replay-log.ts).
-      const buf = this.enc.written;
-      if (log.seal(buf, this.enc.byteLength)) this.enc.replaceBuffer(takeBuffer(buf.byteLength));
-    }
+    if (this.replayLog !== null) this.writeReplayMark = this.replayLog.appended;
   }
 
   protected override admitted(): void {

@@ -12,22 +12,13 @@
  * One array shared by every stream of the lane, appended in order and dropped from the front: with
  * thousands of streams a token touches the lane's hot tail, not a cold ring of its own stream.
  *
- * A record is kept as its encoded body, in the buffer its batch was written from, not as the item it
- * was made from: an item kept by reference lives through the round trip, and every young collection
- * meanwhile copies it (with a fresh item per token, resume cost a third of the CPU per item; AI SDK
- * chunks, whose encoded body was an allocation of its own, far more). When its batch is written
- * ({@link seal}), a batch that fills its buffer and is mostly this log's records keeps the buffer
- * itself (the batcher writes on in another): no copy. Any other batch's records are copied into the
- * log's chunks, sized to what the log holds (1–64 KiB). So beyond the bytes the budget counts, a
- * log's buffers hold at most three times as much again (a kept buffer is at most twice its batch,
- * which is at most twice what the log's records in it are charged; a chunk's unused tail is
- * smaller than the next record) plus two chunks, and, for a buffer whose records were partly
- * dropped or taken back, the rest of it until its last record goes. Buffers let go are recycled
- * (replay-chunks.ts).
- *
- * The records of the batch being written are read in place: until {@link seal} or {@link handOut},
- * nothing may write that batch's buffer again (a discarded batch's records are handed out before
- * anything is staged).
+ * A string or bytes is kept by reference, as `send` took it. A body lanemux encoded itself (an
+ * object item's) is copied into the log's chunks ({@link appendCopy}) instead: the body was
+ * allocated for this send alone, and kept by reference it lived through the PING round trip, so
+ * every young collection meanwhile copied it (AI SDK chunks cost 1.6× the CPU). Chunks are sized to
+ * what the log holds (1–64 KiB) and let go, oldest first, once their last entry is dropped; beyond
+ * the bytes the budget counts they hold at most as much again (a chunk's unused tail is smaller than
+ * the next body) plus two chunks. Large ones are recycled (replay-chunks.ts).
  *
  * Pure: no timers, no I/O; the batcher sends the PINGs (batcher-replay.ts).
  */
@@ -74,12 +65,11 @@ export interface ReplayHooks {
  * and in a stream's ring alike, since both charge one budget and a record moves from one to the other.
  */
 export const REPLAY_RECORD_OVERHEAD = 16;
-/** Array slots per entry: owner, chunk, offset in it, `bytes × 4 + kind`. */
+/** Array slots per entry: owner, payload (or its chunk), its offset in the chunk (−1: the payload itself), `bytes × 4 + kind`. */
 const STRIDE = 4;
-/** Smallest and largest chunk the log copies bodies into (a larger body gets one of its size). */
+/** Smallest and largest chunk bodies are copied into (a larger body gets a chunk of its size). */
 const CHUNK_MIN = 1024;
 const CHUNK_MAX = 65_536;
-const NO_CHUNK: Uint8Array = new Uint8Array(0);
 /** Entries a log starts with. */
 const INITIAL_ENTRIES = 256;
 
@@ -100,15 +90,11 @@ export class ReplayLog {
   /** Entries ever appended: the position the next one gets. */
   #appended = 0;
   #bytes = 0;
-  /** The chunk records are copied into, and how much of it is used. */
-  #chunk: Uint8Array = NO_CHUNK;
+  /** Chunks holding copied bodies, oldest first, each with the position of its last entry. */
+  #chunks: Uint8Array[] = [];
+  #chunkLast: number[] = [];
+  /** Bytes used in the newest chunk. */
   #chunkUsed = 0;
-  /** Entries from this position on point into the buffer of the batch being written ({@link seal}). */
-  #sealed = 0;
-  /** What they are charged (body and overhead, at least their records' bytes in the batch). */
-  #openBytes = 0;
-  /** The buffer the batch being written is in: never recycled from here. */
-  #live: Uint8Array = NO_CHUNK;
   /** Bumped by every hand-out: a PING sent before it confirms nothing after it. */
   generation = 0;
 
@@ -137,82 +123,54 @@ export class ReplayLog {
   }
 
   /**
-   * Keep `owner`'s record, handed back as `kind`: its body `buf[start, end)`, where `buf` is the
-   * buffer of the batch being written (read in place until {@link seal}). Over the budget, finished
-   * streams' rings go first, then the oldest entries (their streams can no longer resume from before
-   * them); a record is always kept, so the log passes its budget by one record at most.
+   * Keep `owner`'s record (`size`: its payload's length, a string's or the bytes'). Over the budget,
+   * finished streams' rings go first, then the oldest entries (their streams can no longer resume
+   * from before them); a record is always kept, so the log passes its budget by one record at most.
    */
-  append(owner: ReplayOwner, kind: number, buf: Uint8Array, start: number, end: number): void {
-    const bytes = end - start + REPLAY_RECORD_OVERHEAD;
+  append(owner: ReplayOwner, kind: number, payload: unknown, size: number): void {
+    const bytes = size + REPLAY_RECORD_OVERHEAD;
     const budget = this.#budget;
     if (budget.used + bytes > budget.max) this.#makeRoom(bytes);
     if (this.#length === this.#size) this.#grow();
+    this.#put(owner, payload, -1, bytes * 4 + kind);
+  }
+
+  /** {@link append} for a body lanemux encoded: its bytes are copied (see the file's comment). */
+  appendCopy(owner: ReplayOwner, kind: number, body: Uint8Array): void {
+    const n = body.byteLength;
+    const bytes = n + REPLAY_RECORD_OVERHEAD;
+    if (this.#budget.used + bytes > this.#budget.max) this.#makeRoom(bytes);
+    if (this.#length === this.#size) this.#grow();
+    const chunks = this.#chunks;
+    let chunk = chunks.length > 0 ? chunks[chunks.length - 1]! : null;
+    if (chunk === null || this.#chunkUsed + n > chunk.byteLength) {
+      // Four times what the log holds, within 1–64 KiB: a busy lane's chunks are large, a quiet one's small.
+      let size = CHUNK_MIN;
+      while (size < 4 * this.#bytes && size < CHUNK_MAX) size *= 2;
+      chunk = takeBuffer(n > size ? n : size);
+      chunks.push(chunk);
+      this.#chunkLast.push(0);
+      this.#chunkUsed = 0;
+    }
+    const at = this.#chunkUsed;
+    chunk.set(body, at);
+    this.#chunkUsed = at + n;
+    this.#chunkLast[this.#chunkLast.length - 1] = this.#appended;
+    this.#put(owner, chunk, at, bytes * 4 + kind);
+  }
+
+  #put(owner: ReplayOwner, payload: unknown, at: number, meta: number): void {
     const i = ((this.#head + this.#length) & (this.#size - 1)) * STRIDE;
     const e = this.#entries;
     e[i] = owner;
-    e[i + 1] = buf;
-    e[i + 2] = start;
-    e[i + 3] = bytes * 4 + kind;
-    this.#live = buf;
+    e[i + 1] = payload;
+    e[i + 2] = at;
+    e[i + 3] = meta;
+    const bytes = Math.floor(meta / 4);
     this.#length++;
     this.#appended++;
     this.#bytes += bytes;
-    this.#openBytes += bytes;
-    budget.used += bytes;
-  }
-
-  /**
-   * The batch the entries since the last seal point into was written: `len` bytes of `buf`, the
-   * buffer it was written from. True when the log keeps `buf` (the caller writes its next batch in
-   * another buffer): a batch that fills at least half of it and is at least half this log's records
-   * (as charged: a record's 16 bytes of overhead cover its 13-byte header). Else their bodies are
-   * copied into the log's chunks and `buf` is the caller's again.
-   */
-  seal(buf: Uint8Array, len: number): boolean {
-    const from = Math.max(this.#sealed, this.first);
-    const open = this.#openBytes;
-    // The records may all sit in a buffer the encoder grew out of: then keeping `buf` keeps nothing.
-    const inBuf = this.#live === buf;
-    this.#sealed = this.#appended;
-    this.#openBytes = 0;
-    this.#live = NO_CHUNK;
-    if (from === this.#appended) return false;
-    if (inBuf && 2 * open >= len && 2 * len >= buf.byteLength) {
-      // The chunk being filled ends here: a chunk's entries stay in one run (#drop relies on it).
-      this.#chunk = NO_CHUNK;
-      this.#chunkUsed = 0;
-      return true;
-    }
-    const e = this.#entries;
-    const mask = this.#size - 1;
-    for (let p = from; p < this.#appended; p++) {
-      const i = ((this.#head + p - this.first) & mask) * STRIDE;
-      const meta = e[i + 3] as number;
-      const n = Math.floor(meta / 4) - REPLAY_RECORD_OVERHEAD;
-      const src = e[i + 1] as Uint8Array;
-      const at = e[i + 2] as number;
-      // An entry a stream took back (handOutOne) has no body; it still names a chunk, in order.
-      const chunk = this.#room(n > 0 ? n : 0);
-      if (n > 0) {
-        const to = this.#chunkUsed;
-        chunk.set(src.subarray(at, at + n), to);
-        e[i + 2] = to;
-        this.#chunkUsed = to + n;
-      }
-      e[i + 1] = chunk;
-    }
-    return false;
-  }
-
-  /** The chunk being filled, with room for `n` more bytes (a new one when it has none). */
-  #room(n: number): Uint8Array {
-    if (this.#chunkUsed + n <= this.#chunk.byteLength && this.#chunk !== NO_CHUNK) return this.#chunk;
-    // Four times what the log holds, within 1–64 KiB: a busy lane's chunks are large, a quiet one's small.
-    let size = CHUNK_MIN;
-    while (size < 4 * this.#bytes && size < CHUNK_MAX) size *= 2;
-    this.#chunk = takeBuffer(n > size ? n : size);
-    this.#chunkUsed = 0;
-    return this.#chunk;
+    this.#budget.used += bytes;
   }
 
   /** The consumer has every entry before position `mark`: drop them. */
@@ -242,18 +200,18 @@ export class ReplayLog {
           owner.replayRound = round;
           reached.push(owner);
         }
-        owner.recover((e[i + 3] as number) & 3, body(e, i));
+        owner.recover((e[i + 3] as number) & 3, payloadOf(e, i));
       }
       e[i] = e[i + 1] = undefined;
       e[i + 2] = e[i + 3] = 0;
     }
     this.#head = 0;
     this.#length = 0;
-    this.#chunk = NO_CHUNK;
+    // Every body was copied out: the chunks are free.
+    for (const c of this.#chunks) giveBuffer(c);
+    this.#chunks = [];
+    this.#chunkLast = [];
     this.#chunkUsed = 0;
-    this.#sealed = this.#appended;
-    this.#openBytes = 0;
-    this.#live = NO_CHUNK;
   }
 
   /**
@@ -269,10 +227,10 @@ export class ReplayLog {
       if (e[i] !== owner) continue;
       const meta = e[i + 3] as number;
       released += Math.floor(meta / 4);
-      if (this.first + k >= this.#sealed) this.#openBytes -= Math.floor(meta / 4);
-      owner.recover(meta & 3, body(e, i));
-      // Its chunk stays named: #drop tells where a chunk ends by the entries that point into it.
+      owner.recover(meta & 3, payloadOf(e, i));
       e[i] = null;
+      e[i + 1] = undefined;
+      e[i + 2] = -1;
       e[i + 3] = meta & 3;
     }
     this.#bytes -= released;
@@ -295,42 +253,35 @@ export class ReplayLog {
     this.#drop(n);
   }
 
-  /** Drop the oldest `count` entries (1..length), the budget given back once, and the chunks they alone used. */
+  /** Drop the oldest `count` entries (1..length), the budget given back once. */
   #drop(count: number): void {
     const e = this.#entries;
     const mask = this.#size - 1;
     let h = this.#head;
     let b = 0;
-    let chunk: unknown;
-    let open = 0;
-    const first = this.first;
     for (let k = 0; k < count; k++) {
       const i = h * STRIDE;
-      const bytes = Math.floor((e[i + 3] as number) / 4);
-      b += bytes;
-      if (first + k >= this.#sealed) open += bytes;
-      // Entries fill chunks in order: a chunk is done with when the entries move past it.
-      if (e[i + 1] !== chunk) {
-        if (chunk !== undefined) this.#release(chunk as Uint8Array);
-        chunk = e[i + 1];
-      }
+      b += Math.floor((e[i + 3] as number) / 4);
       e[i] = e[i + 1] = undefined;
       h = (h + 1) & mask;
     }
     this.#head = h;
     this.#length -= count;
     this.#bytes -= b;
-    this.#openBytes -= open;
     this.#budget.used -= b;
-    if (chunk !== undefined && (this.#length === 0 || e[h * STRIDE + 1] !== chunk)) this.#release(chunk as Uint8Array);
-  }
-
-  /** No entry points into `chunk` any more. */
-  #release(chunk: Uint8Array): void {
-    // The batch being written is still in its buffer: the batcher's, not ours to recycle.
-    if (chunk === this.#live) return;
-    if (chunk !== this.#chunk) giveBuffer(chunk);
-    else if (this.#length === 0) this.#chunkUsed = 0; // the chunk being filled, emptied: filled again from its start
+    // Chunks whose last entry is gone, oldest first; the newest is filled again from its start.
+    const chunks = this.#chunks;
+    const first = this.first;
+    let k = 0;
+    while (k < chunks.length && this.#chunkLast[k]! < first) k++;
+    if (k === 0) return;
+    if (k === chunks.length) {
+      k--;
+      this.#chunkUsed = 0;
+    }
+    for (let j = 0; j < k; j++) giveBuffer(chunks[j]!);
+    chunks.splice(0, k);
+    this.#chunkLast.splice(0, k);
   }
 
   #grow(): void {
@@ -353,9 +304,10 @@ export class ReplayLog {
   }
 }
 
-/** A copy of entry `i`'s body: the stream keeps it past the log, whose chunks it must not pin. */
-function body(e: unknown[], i: number): Uint8Array {
+/** Entry `i`'s payload for its stream: itself, or a copy of its body out of its chunk (the chunk is recycled). */
+function payloadOf(e: unknown[], i: number): unknown {
   const at = e[i + 2] as number;
-  const len = Math.floor((e[i + 3] as number) / 4) - REPLAY_RECORD_OVERHEAD;
-  return (e[i + 1] as Uint8Array).slice(at, at + len);
+  if (at < 0) return e[i + 1];
+  const n = Math.floor((e[i + 3] as number) / 4) - REPLAY_RECORD_OVERHEAD;
+  return (e[i + 1] as Uint8Array).slice(at, at + n);
 }

@@ -54,19 +54,6 @@ export class BatchEncoder {
   get maxBytes(): number {
     return this.#maxBytes;
   }
-  /** The buffer the open batch is written in: bytes `[0, byteLength)` are the batch so far. Valid until the next append (which may grow it). */
-  get written(): Uint8Array {
-    return this.#buf;
-  }
-  /**
-   * Write from now on into `buf` (whole, from its start; no batch may be open): the buffer written
-   * so far, and every batch it held, is the caller's to keep.
-   */
-  replaceBuffer(buf: Uint8Array): void {
-    if (this.#open) throw new WireError('ERR_INVALID_ARGUMENT', 'replaceBuffer() while a batch is open');
-    this.#buf = buf;
-    this.#view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  }
   /** Encoded length so far: 16 + Σ(13 + body length). */
   get byteLength(): number {
     return this.#len;

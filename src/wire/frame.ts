@@ -448,10 +448,14 @@ export function decodeRecordAt(
   slab: ItemSlab | null,
 ): number {
   if (end - start > ITEM_PREFIX_LEN && startsWithAt(buf, start, ITEM_PREFIX)) {
-    const h = buf[start + ITEM_PREFIX_LEN]!;
-    // A str or bin takes decodeFrameAt's own path (strict UTF-8, and its reasons for a refusal).
-    if (!((h >= 0xa0 && h <= 0xbf) || (h >= 0xc4 && h <= 0xc6) || (h >= 0xd9 && h <= 0xdb))) {
-      out.terminal = false;
+    const v = start + ITEM_PREFIX_LEN;
+    const h = buf[v]!;
+    out.terminal = false;
+    if ((h >= 0xa0 && h <= 0xbf) || (h >= 0xc4 && h <= 0xc6) || (h >= 0xd9 && h <= 0xdb)) {
+      // A str or bin that ends the body: the token path, without checking the prefix again. Any
+      // other takes decodeFrameAt's general path, which says why it is refused.
+      if (readStrOrBin(buf, v, scratch, end)) return strOrBinItem(buf, out, slab);
+    } else {
       try {
         out.value = decodeBoundedItem(buf.subarray(start + ITEM_PREFIX_LEN, end));
         out.kind = FrameKind.Item;
@@ -463,6 +467,20 @@ export function decodeRecordAt(
     }
   }
   return decodeFrameAt(buf, start, end, out, slab);
+}
+
+/** The `Item` str or bin that `readStrOrBin` just found (in `scratch`): a string, or a copy of the bytes. */
+function strOrBinItem(buf: Uint8Array, out: DecodedFrame, slab: ItemSlab | null): number {
+  if (scratch.str) {
+    try {
+      out.value = utf8DecodeAt(buf, scratch.start, scratch.end);
+    } catch {
+      out.value = 'Item string is not valid UTF-8';
+      return (out.kind = FrameKind.Undecodable);
+    }
+  } else
+    out.value = slab === null ? copyBytes(buf, scratch.start, scratch.end) : slab.copy(buf, scratch.start, scratch.end);
+  return (out.kind = FrameKind.Item);
 }
 
 /**
@@ -484,19 +502,7 @@ export function decodeFrameAt(
     startsWithAt(buf, start, ITEM_PREFIX) &&
     readStrOrBin(buf, start + ITEM_PREFIX_LEN, scratch, end)
   ) {
-    if (scratch.str) {
-      try {
-        out.value = utf8DecodeAt(buf, scratch.start, scratch.end);
-      } catch {
-        out.kind = FrameKind.Undecodable;
-        out.value = 'Item string is not valid UTF-8';
-        return out.kind;
-      }
-    } else
-      out.value =
-        slab === null ? copyBytes(buf, scratch.start, scratch.end) : slab.copy(buf, scratch.start, scratch.end);
-    out.kind = FrameKind.Item;
-    return out.kind;
+    return strOrBinItem(buf, out, slab);
   }
   const body = buf.subarray(start, end);
   if (n >= 8 && n <= 10) {
