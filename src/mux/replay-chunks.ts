@@ -3,11 +3,11 @@
  * bodies are copied into. A busy lane lets one go every thousand tokens or so and needs another as
  * often; a buffer fresh from the allocator costs its zeroing and a page fault per 4 KiB on first
  * touch (12 % of the sender at 1,024 streams), so large ones are recycled here, shared by every log
- * of the process and bounded: at most {@link REPLAY_BUFFERS_KEPT} free buffers of 16–64 KiB.
+ * of the process and bounded: at most {@link REPLAY_BUFFERS_KEPT} free buffers of 16, 32 or 64 KiB.
  */
 
 /** Free buffers kept for reuse. */
-export const REPLAY_BUFFERS_KEPT = 64;
+export const REPLAY_BUFFERS_KEPT = 16;
 /** Smallest buffer worth keeping. */
 const KEPT_MIN = 16_384;
 const KEPT_MAX = 65_536;
@@ -31,7 +31,9 @@ export function takeBuffer(size: number): Uint8Array {
 export function giveBuffer(buf: Uint8Array): void {
   const n = buf.byteLength;
   // Kept once: a buffer kept twice would be handed to two writers.
-  if (n >= KEPT_MIN && n <= KEPT_MAX && free.length < REPLAY_BUFFERS_KEPT && !free.includes(buf)) free.push(buf);
+  // Powers of two only: an odd size would rarely be asked for again, and would hold a slot.
+  if (n >= KEPT_MIN && n <= KEPT_MAX && (n & (n - 1)) === 0 && free.length < REPLAY_BUFFERS_KEPT && !free.includes(buf))
+    free.push(buf);
 }
 
 /** Free buffers kept now (for tests). */

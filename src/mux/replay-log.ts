@@ -16,9 +16,11 @@
  * object item's) is copied into the log's chunks ({@link appendCopy}) instead: the body was
  * allocated for this send alone, and kept by reference it lived through the PING round trip, so
  * every young collection meanwhile copied it (AI SDK chunks cost 1.6× the CPU). Chunks are sized to
- * what the log holds (1–64 KiB) and let go, oldest first, once their last entry is dropped; beyond
- * the bytes the budget counts they hold at most as much again (a chunk's unused tail is smaller than
- * the next body) plus two chunks. Large ones are recycled (replay-chunks.ts).
+ * what the log holds (1–64 KiB; a larger body gets one of its own) and let go, oldest first, once
+ * their last entry is dropped, all of them when the log is empty. Beyond the bytes the budget counts
+ * they hold at most as much again (a chunk's unused tail is smaller than the next body) plus two
+ * chunks, and the bodies of a stream that left the log (handOutOne) until their positions are
+ * confirmed. Large ones are recycled (replay-chunks.ts).
  *
  * Pure: no timers, no I/O; the batcher sends the PINGs (batcher-replay.ts).
  */
@@ -112,6 +114,13 @@ export class ReplayLog {
     return this.#bytes;
   }
 
+  /** Bytes of the chunks it holds copied bodies in (beyond what the budget counts; for tests). */
+  get chunkBytes(): number {
+    let n = 0;
+    for (const c of this.#chunks) n += c.byteLength;
+    return n;
+  }
+
   /** The position of the next entry: entries before it are all appended (a batch's mark). */
   get appended(): number {
     return this.#appended;
@@ -186,7 +195,7 @@ export class ReplayLog {
   handOut(round: number, reached: ReplayOwner[]): void {
     this.generation++;
     const n = this.#length;
-    if (n === 0) return;
+    if (n === 0) return this.#freeChunks();
     // The budget is released first: the rings the records go to charge it again.
     this.#budget.used -= this.#bytes;
     this.#bytes = 0;
@@ -207,11 +216,8 @@ export class ReplayLog {
     }
     this.#head = 0;
     this.#length = 0;
-    // Every body was copied out: the chunks are free.
-    for (const c of this.#chunks) giveBuffer(c);
-    this.#chunks = [];
-    this.#chunkLast = [];
-    this.#chunkUsed = 0;
+    // Every body was copied out: the chunks are free (so `recover` must not append to this log).
+    this.#freeChunks();
   }
 
   /**
@@ -269,19 +275,30 @@ export class ReplayLog {
     this.#length -= count;
     this.#bytes -= b;
     this.#budget.used -= b;
-    // Chunks whose last entry is gone, oldest first; the newest is filled again from its start.
+    // Chunks whose last entry is gone, oldest first. An emptied log keeps none; otherwise the newest,
+    // if no entry points into it any more, is filled again from its start (unless it is a large
+    // body's own chunk).
+    if (this.#length === 0) return this.#freeChunks();
     const chunks = this.#chunks;
     const first = this.first;
     let k = 0;
     while (k < chunks.length && this.#chunkLast[k]! < first) k++;
     if (k === 0) return;
-    if (k === chunks.length) {
+    if (k === chunks.length && chunks[k - 1]!.byteLength <= CHUNK_MAX) {
       k--;
       this.#chunkUsed = 0;
     }
     for (let j = 0; j < k; j++) giveBuffer(chunks[j]!);
     chunks.splice(0, k);
     this.#chunkLast.splice(0, k);
+  }
+
+  /** No entry points into any chunk: let them all go. */
+  #freeChunks(): void {
+    for (const c of this.#chunks) giveBuffer(c);
+    this.#chunks = [];
+    this.#chunkLast = [];
+    this.#chunkUsed = 0;
   }
 
   #grow(): void {

@@ -193,4 +193,22 @@ describe('replay log', () => {
     log.handOut(nextReplayRound(), []);
     expect(a.got).toEqual([`2:${textOf(bytesOf('z'.repeat(50)))}`]);
   });
+
+  it('an emptied log holds no chunk, and a large body gets a chunk of its own that goes with its entry', () => {
+    const log = new ReplayLog(new ReplayBudget(1 << 30));
+    const a = owner();
+    log.appendCopy(a, 2, bytesOf('small'));
+    expect(log.chunkBytes).toBeGreaterThan(0);
+    log.confirm(log.appended);
+    expect(log.chunkBytes).toBe(0);
+    // A 200 KiB body, then a string kept by reference: once the body is confirmed, its chunk goes
+    // although the log still holds the string.
+    log.appendCopy(a, 2, new Uint8Array(200 * 1024));
+    log.append(a, 0, 'still here', 10);
+    expect(log.chunkBytes).toBe(200 * 1024);
+    log.confirm(log.appended - 1);
+    expect(log.chunkBytes).toBe(0);
+    log.handOut(nextReplayRound(), []);
+    expect(a.got).toEqual(['0:still here']);
+  });
 });
