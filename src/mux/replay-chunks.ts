@@ -1,9 +1,9 @@
 /**
- * Memory replay logs keep record bodies in (replay-log.ts): a batch's whole buffer, or the chunks
- * bodies are copied into. A busy lane lets one go every thousand tokens or so and needs another as
- * often; a buffer fresh from the allocator costs its zeroing and a page fault per 4 KiB on first
- * touch (12 % of the sender at 1,024 streams), so large ones are recycled here, shared by every log
- * of the process and bounded: at most {@link REPLAY_BUFFERS_KEPT} free buffers of 16, 32 or 64 KiB.
+ * Chunks replay logs copy encoded bodies into (replay-log.ts). A busy lane lets one go every
+ * thousand records or so and needs another as often; a buffer fresh from the allocator costs its
+ * zeroing and a page fault per 4 KiB on first touch, so the large ones are recycled here, shared by
+ * every log of the process and bounded: at most {@link REPLAY_BUFFERS_KEPT} free buffers of 16, 32
+ * or 64 KiB.
  */
 
 /** Free buffers kept for reuse. */

@@ -138,18 +138,21 @@ export class ReplayLog {
    */
   append(owner: ReplayOwner, kind: number, payload: unknown, size: number): void {
     const bytes = size + REPLAY_RECORD_OVERHEAD;
-    const budget = this.#budget;
-    if (budget.used + bytes > budget.max) this.#makeRoom(bytes);
-    if (this.#length === this.#size) this.#grow();
+    this.#reserve(bytes);
     this.#put(owner, payload, -1, bytes * 4 + kind);
+  }
+
+  /** Room for one more entry of `bytes`: under the budget (see {@link append}) and in the array. */
+  #reserve(bytes: number): void {
+    if (this.#budget.used + bytes > this.#budget.max) this.#makeRoom(bytes);
+    if (this.#length === this.#size) this.#grow();
   }
 
   /** {@link append} for a body lanemux encoded: its bytes are copied (see the file's comment). */
   appendCopy(owner: ReplayOwner, kind: number, body: Uint8Array): void {
     const n = body.byteLength;
     const bytes = n + REPLAY_RECORD_OVERHEAD;
-    if (this.#budget.used + bytes > this.#budget.max) this.#makeRoom(bytes);
-    if (this.#length === this.#size) this.#grow();
+    this.#reserve(bytes);
     const chunks = this.#chunks;
     let chunk = chunks.length > 0 ? chunks[chunks.length - 1]! : null;
     if (chunk === null || this.#chunkUsed + n > chunk.byteLength) {
