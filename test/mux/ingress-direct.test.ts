@@ -4,7 +4,7 @@
  * the credit laws it is buffered and taken at once, and its credit is reconciled with that batch.
  * The reader here is a stand-in for the anchor's `consume()` (its own rules: test/stream/consume-direct).
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { IngressWindow } from '../../src/mux/ingress-window.ts';
 import type { DirectReader, SlotBuffer } from '../../src/mux/slot-buffer.ts';
 import type { Bind } from '../../src/mux/bind.ts';
@@ -97,6 +97,47 @@ describe('direct delivery to a waiting push-mode reader', () => {
     expect(h.metrics.dropped('duplicate')).toBe(1);
     expect(read(b)).toEqual([]);
     void id;
+  });
+
+  it('skips the visit of a batch that leaves its slot above half its window; the batch that reaches half grants every record taken since', () => {
+    const { h, b, id, r } = setup(4);
+    const spy = vi.spyOn(h.table, 'reconcile');
+    h.send(rec.item(id, 1, 'a'));
+    // One of C = 4 taken: no grant can be due (remaining 3 > 2), so the batch does not visit the slot.
+    expect(r.got).toEqual(['a']);
+    expect(spy).not.toHaveBeenCalled();
+    expect(h.host.replies).toEqual([]);
+    expect(h.table.slotAt(1)!.drained).toBe(1);
+    h.send(rec.item(id, 2, 'b'));
+    // The second brings remaining to C/2: one visit, which counts both records and grants them.
+    expect(spy).toHaveBeenCalledTimes(1);
+    expect(h.host.replies).toEqual([{ kind: 'credit', slot: id, value: 2 }]);
+    const a = b.slot!.account;
+    expect(a.dataOutstanding).toBe(0);
+    expect(a.bufferedBytes).toBe(0);
+    expect(a.remaining).toBe(4);
+  });
+
+  it('with auto-tuned credit, a skipped visit loses nothing: the slot is granted C/2 at a time for 64 records', () => {
+    let t = 0;
+    const h = new IngressHarness({ C: 8, autoCredit: () => t });
+    const b = h.bind();
+    const id = sid(1, 0);
+    h.open(id, b);
+    const r = new FakeReader();
+    b.buffer.direct = r;
+    let granted = 0;
+    for (let seq = 1; seq <= 64; seq++) {
+      t += 1;
+      h.send(rec.item(id, seq, `t${seq}`));
+      granted = h.host.replies.filter((x) => x.kind === 'credit').reduce((n, x) => n + x.value, 0);
+      // Never more in flight than the window: admitted records never exceed what was granted.
+      expect(seq).toBeLessThanOrEqual(8 + granted);
+    }
+    expect(r.got).toHaveLength(64);
+    const s = h.table.slotAt(1)!;
+    // What was not granted yet is either ungranted or still waiting in `drained` for the next visit.
+    expect(granted + s.account.ungranted + s.drained).toBe(64 + (s.account.limit - 8));
   });
 
   it('asks a reader that is not waiting once per record, then buffers the record', () => {

@@ -431,7 +431,8 @@ describe('C. Ingress (C = 4, slot budget 256 B, peer budget 4,096 B)', () => {
     h.send(...binds.map((b, i) => rec.open(sid(i, 0), b.anchorId, b.sessionId)));
     expect(h.table.liveSlots).toBe(1000);
     const spy = vi.spyOn(h.table, 'reconcile');
-    h.send(rec.item(sid(517, 0), 1, 'one'));
+    // Two records bring the slot to half its window (C = 4), where a grant may be due: it is visited.
+    h.send(rec.item(sid(517, 0), 1, 'one'), rec.item(sid(517, 0), 2, 'two'));
     expect(spy).toHaveBeenCalledTimes(1);
     expect(spy.mock.calls[0]![0].id).toBe(sid(517, 0));
   });
