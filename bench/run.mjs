@@ -747,7 +747,7 @@ if (want(7)) {
 }
 md.push(
   '',
-  `Load average (1 min) at start ${info.loadavg_at_start[0].toFixed(2)}, at end ${os.loadavg()[0].toFixed(2)}. Total ${Math.round(totalS)} s. Command: \`npm run bench${quick ? ' -- --quick' : ''}\`. JSON: ${path.relative(repoRoot, jsonPath)}.`,
+  `Load average (1 min) at start ${info.loadavg_at_start[0].toFixed(2)}, at end ${os.loadavg()[0].toFixed(2)}. Total ${Math.round(totalS)} s. Command: \`${process.argv.length > 2 ? `node bench/run.mjs ${process.argv.slice(2).join(' ')}` : 'npm run bench'}\`. JSON: ${path.relative(repoRoot, jsonPath)}.`,
 );
 const text = md.join('\n');
 process.stdout.write(text + '\n');
