@@ -15,10 +15,10 @@
 // Both nodes of the decode shape in one process (bench/inproc.mjs; CPU ns per token):
 //   node bench/ab.mjs --a <dist of A> --b dist --bench inproc --node-flags --single-threaded --pairs 12 -- --passes 1000 --warm 500
 // --node-flags go to node on both sides. On a shared 2-vCPU virtual machine whose speed drifts, the
-// median ratio of pairs wanders by 10-20 % between two A/A runs; `best`, the ratio of each side's best
-// run, does not (a slow moment only ever adds time), and `--single-threaded` keeps V8's helper threads
-// (concurrent marking, parallel scavenges, background compiles) out of the CPU compared: A/A best
-// ratios 1.02 and 1.03 in two runs of 12 pairs (`--bench inproc --node-flags --single-threaded`).
+// median ratio of pairs wanders far; `best`, the ratio of each side's best run, much less (a slow moment
+// only ever adds time), and `--single-threaded` keeps V8's helper threads (concurrent marking, parallel
+// scavenges, background compiles) out of the CPU compared. One build against itself, 12 pairs
+// (`--a dist --b dist --bench inproc --node-flags --single-threaded`): median 1.111, best 1.008.
 import { execFileSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { parseArgs, repoRoot } from './harness.mjs';

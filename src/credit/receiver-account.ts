@@ -185,10 +185,14 @@ export class ReceiverAccount {
 
   /** Whether {@link takeDueGrant} would grant now. */
   get grantDue(): boolean {
-    return (
-      this.#ungranted > 0 &&
-      this.limit - this.#dataOutstanding - this.#ungranted <= this.limit >>> 1 &&
-      this.#bufferedBytes < this.watermark
-    );
+    return this.#ungranted > 0 && this.grantReachable && this.#bufferedBytes < this.watermark;
+  }
+
+  /**
+   * Whether a grant can fall due before the next arrival ({@link remaining} ≤ ⌊C/2⌋): a {@link release} moves records
+   * from outstanding to ungranted and leaves `remaining` as it is, so while this is false no take makes one due.
+   */
+  get grantReachable(): boolean {
+    return this.limit - this.#dataOutstanding - this.#ungranted <= this.limit >>> 1;
   }
 }

@@ -237,15 +237,14 @@ export class IngressTable {
   /**
    * Whether reconciling `s` after a batch would only move counts: no grant can be due and tuning has nothing to
    * decide. In the decode shape a batch carries one record per stream, so the visit ran once per token and granted
-   * once per C/2 of them. A release leaves `remaining` as it is (it moves records from outstanding to ungranted), so
-   * above C/2 no grant is due; the drained records wait in `drained` for the next visit, which counts them all (the
+   * once per C/2 of them. While no grant is reachable (`grantReachable`: releasing the taken records would not make
+   * one due), the drained records wait in `drained` for the next visit, which counts them all (the
    * buffered bytes they free are counted there too, so until then the watermark sees more, never less). Auto-tuning
    * then judges the records of several batches at once, as it does those of one batch.
    */
   #quiet(s: IngressSlot): boolean {
-    if (s.remaining <= s.limit >>> 1 || s.listed) return false;
-    const auto = s.auto;
-    if (auto === null) return true;
+    if (s.grantReachable || s.listed) return false;
+    if (s.auto === null) return true;
     return !s.probing && s.drainedBytes <= s.drained * s.tunedSize && s.untunedRecords + s.drained < s.epochLeft;
   }
 
