@@ -5,7 +5,7 @@
 // runtime binary) counts as one failure.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -13,6 +13,8 @@ const bin = (name) => join(root, 'node_modules', '.bin', name);
 let passed = 0;
 let failed = 0;
 const timings = [];
+/** Names of the tests that failed, printed again last: a CI log is often read from its tail. */
+const failures = [];
 
 function run(label, cmd, args, env = {}) {
   process.stdout.write(`\n=== ${label}: ${cmd} ${args.join(' ')}\n`);
@@ -44,11 +46,24 @@ function junitCounts(file) {
   return { passed: Math.max(0, tests - bad - attr('skipped')), failed: bad };
 }
 
+/** `file > name` of each failed `<testcase>` in a JUnit XML report. */
+function junitFailures(file) {
+  const xml = readFileSync(file, 'utf8');
+  const names = [];
+  for (const m of xml.matchAll(/<testcase\b([^>]*?)(\/>|>([\s\S]*?)<\/testcase>)/g)) {
+    if (m[3] === undefined || !/<(failure|error)\b/.test(m[3])) continue;
+    const attr = (name) => new RegExp(`\\b${name}="([^"]*)"`).exec(m[1])?.[1] ?? '?';
+    names.push(`${attr('classname')} > ${attr('name')}`);
+  }
+  return names;
+}
+
 /** Run a suite that writes JUnit XML to `out`, and add its counts. */
 function runJunit(label, cmd, args, out, env = {}) {
   rmSync(out, { force: true });
   const status = run(label, cmd, args, env);
   const counts = junitCounts(out);
+  if (counts !== undefined && counts.failed > 0) for (const n of junitFailures(out)) failures.push(`${label}: ${n}`);
   rmSync(out, { force: true });
   if (counts === undefined) {
     process.stdout.write(`${label}: no report (exit ${status}); counted as one failure\n`);
@@ -86,6 +101,15 @@ if (existsSync(out)) {
   const r = JSON.parse(readFileSync(out, 'utf8'));
   passed += r.numPassedTests ?? 0;
   failed += r.numFailedTests ?? 0;
+  for (const file of r.testResults ?? []) {
+    for (const t of file.assertionResults ?? []) {
+      if (t.status === 'failed') failures.push(`vitest: ${relative(root, file.name)} > ${t.fullName}`);
+    }
+    // A file that failed to load has no assertion results but a message.
+    if (file.status === 'failed' && (file.assertionResults ?? []).length === 0) {
+      failures.push(`vitest: ${relative(root, file.name)} (did not run: ${String(file.message).split('\n')[0]})`);
+    }
+  }
   // A suite that fails to load has no tests but still fails the run.
   if (status !== 0 && (r.numFailedTests ?? 0) === 0) failed += 1;
   rmSync(out, { force: true });
@@ -148,5 +172,6 @@ if (bun === undefined) {
   );
 }
 
+if (failures.length > 0) process.stdout.write(`\nfailed:\n${failures.map((f) => `  ${f}`).join('\n')}\n`);
 process.stdout.write(`\n(${timings.join(', ')})\n${passed} passed, ${failed} failed\n`);
 process.exit(failed === 0 ? 0 : 1);

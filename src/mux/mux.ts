@@ -79,6 +79,8 @@ export class Mux implements BatcherHost, IngressHost {
   readonly #windows: PeerWindows;
   readonly #timer: NodeTimer;
   readonly #watchdog: Watchdog;
+  /** When each peer that sends this node live streams was last health-checked (deleted when it goes). */
+  readonly #ingressChecks = new Map<PeerId, number>();
   #epoch = 0n;
   #reader = new BatchReader();
   #closed = false;
@@ -525,7 +527,12 @@ export class Mux implements BatcherHost, IngressHost {
     if (this.#closed) return;
     const now = this.runtime.now();
     const tables = this.#lanes.tables;
-    for (let i = 0; i < tables.length; i++) if (tables[i]!.liveSlots > 0) tables[i]!.sweep();
+    for (let i = 0; i < tables.length; i++) {
+      const t = tables[i]!;
+      if (t.liveSlots === 0) continue;
+      t.sweep();
+      this.#ingressHealthCheck(t.peer, now);
+    }
     this.#binds.expire(now);
     this.#watchdog.tick(now, tables);
     this.#timer.beat(now);
@@ -564,6 +571,28 @@ export class Mux implements BatcherHost, IngressHost {
       } else b.idleTicks = 0;
     }
     if (removed) this.#lanes.prune();
+  }
+
+  /**
+   * A peer that sends this node live streams is health-checked like one it sends to: without this a
+   * consumer learnt of a producer that died silently only from its stream watchdogs
+   * (`detectionMultiplier` heartbeat windows), whatever `healthCheckInterval` said.
+   */
+  #ingressHealthCheck(peer: PeerId, now: number): void {
+    const interval = this.config.healthCheckInterval;
+    const last = this.#ingressChecks.get(peer);
+    if (last !== undefined && now - last < interval) return;
+    const batchers = this.#lanes.batchersOf(peer);
+    // One health check per peer per interval: a lane sending to it may have checked it already.
+    for (const b of batchers) {
+      if (b !== undefined && !b.retired && b.liveSlots > 0 && now - b.lastHealthCheck < interval) {
+        this.#ingressChecks.set(peer, b.lastHealthCheck);
+        return;
+      }
+    }
+    this.#ingressChecks.set(peer, now);
+    for (const b of batchers) if (b !== undefined) b.lastHealthCheck = now;
+    this.#healthCheck(peer);
   }
 
   #healthCheck(peer: PeerId): void {
@@ -630,6 +659,7 @@ export class Mux implements BatcherHost, IngressHost {
     if (this.#lanes.retireTables(peer, linkLost)) this.#binds.load.forget(peer);
     this.#windows.forget(peer);
     this.#watchdog.forget(peer);
+    this.#ingressChecks.delete(peer);
   }
 
   /**

@@ -1,6 +1,7 @@
 // A peer with live slots that stops answering the mux's health check is closed with
 // ERR_HEALTH_CHECK_FAILED, the code docs/protocol.md §3.4 gives (it used to be a plain ERR_CLOSED
-// "health check failed", so the peer reported an ordinary close).
+// "health check failed", so the peer reported an ordinary close). Live slots either way: a consumer
+// checks the producer that streams to it, not only a producer its consumer.
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
@@ -26,7 +27,7 @@ async function messenger(listen: boolean): Promise<Messenger> {
 }
 
 describe('mux health check', () => {
-  it('an unanswered check of a peer with live slots closes its link with ERR_HEALTH_CHECK_FAILED', async () => {
+  it('a consumer whose producer stops answering closes the link with ERR_HEALTH_CHECK_FAILED within the health-check bound, not after the stream watchdog windows', async () => {
     const cm = await messenger(true);
     const pm = await messenger(false);
     const consumer = await createNode({ messenger: cm, mux: { healthCheckInterval: 50, healthCheckTimeout: 100 } });
@@ -39,7 +40,12 @@ describe('mux health check', () => {
     const gone = new Promise<string>((r) => cm.onPeerGone((e) => r(e.code)));
     // The producer stops reading from the consumer: the consumer's PINGs go unanswered.
     expect(pm.pause(peer)).toBe(true);
+    const t0 = performance.now();
     expect(await gone).toBe('ERR_HEALTH_CHECK_FAILED');
+    // interval + timeout = 150 ms, with slack for a loaded machine. The consumer only receives on this
+    // link; before it health-checked such a peer, the stream watchdog (a heartbeat window, 5 s here)
+    // was the first to notice.
+    expect(performance.now() - t0).toBeLessThan(2_500);
     pm.resume(peer);
   });
 });

@@ -22,7 +22,8 @@ import { closeAll, tcpNode } from './helpers.ts';
 setFlagsFromString('--expose-gc');
 const collectGarbage = runInNewContext('gc') as () => void;
 
-const SEED = Number(process.env['LANEMUX_CUTS_SEED'] ?? (Date.now() ^ (process.pid << 16)) >>> 0);
+// A fixed schedule, so a CI run is the same run every time; set LANEMUX_CUTS_SEED to explore others.
+const SEED = Number(process.env['LANEMUX_CUTS_SEED'] ?? 80_851_307) >>> 0;
 const STREAMS = 64;
 const CUTS = 1_000;
 /** Every this many cuts, every stream must deliver an item handed over after the cut. */

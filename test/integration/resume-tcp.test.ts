@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { LanemuxNode } from '../../src/stream/node.ts';
 import { flowingStreams } from '../support/flowing-streams.ts';
+import { seededRandom } from '../support/seeded-random.ts';
 import { waitFor } from '../support/wait-for.ts';
 import { closeAll, tcpNode } from './helpers.ts';
 import { closeProxies, tcpProxy } from '../support/tcp-proxy.ts';
@@ -28,6 +29,7 @@ describe('resume over TCP', () => {
     timeout: 60_000,
   }, async () => {
     const CUTS = 50;
+    const random = seededRandom(20_261_207);
     const consumer = await tcpNode();
     const producer = await tcpNode({ listen: false });
     const link = await tcpProxy(portOf(consumer));
@@ -40,7 +42,7 @@ describe('resume over TCP', () => {
     for (let cut = 0; cut < CUTS; cut++) {
       // Let some records through (a random amount), then cut both sides.
       const seen = metric(consumer, 'streaming_mux_batches_total{direction="received"}');
-      const more = 1 + Math.floor(Math.random() * 20);
+      const more = 1 + Math.floor(random() * 20);
       await waitFor(() => metric(consumer, 'streaming_mux_batches_total{direction="received"}') >= seen + more);
       const before = down;
       link.cut();

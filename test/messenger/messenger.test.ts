@@ -522,10 +522,12 @@ describe('peer loss over real TCP', () => {
       const gone = nextGone(client);
       const t0 = performance.now();
       p.cut();
-      const e = await within(gone, 2_000, 'gone after reset');
+      const e = await within(gone, 3_000, 'gone after reset');
       expect(e.code).toBe('ERR_PEER_GONE');
       expect(e.epoch).toBe(peer.epoch);
-      expect(performance.now() - t0).toBeLessThan(500);
+      // At once, not after a health check (which this node would run only after its 5 s default
+      // interval); the slack is for timer lag on a loaded machine.
+      expect(performance.now() - t0).toBeLessThan(1_500);
     } finally {
       await p.close();
     }
@@ -540,9 +542,10 @@ describe('peer loss over real TCP', () => {
       const gone = nextGone(client);
       const t0 = performance.now();
       p.silence();
-      const e = await within(gone, 2_000, 'gone after partition');
+      const e = await within(gone, 3_000, 'gone after partition');
       expect(e.code).toBe('ERR_HEALTH_CHECK_FAILED');
-      expect(performance.now() - t0).toBeLessThan(100 + 150 + 400);
+      // interval + timeout, with slack for timer lag on a loaded machine.
+      expect(performance.now() - t0).toBeLessThan(100 + 150 + 1_500);
     } finally {
       await p.close();
     }

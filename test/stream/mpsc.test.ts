@@ -274,14 +274,15 @@ describe('MPSC anchors (loop messenger)', () => {
   });
 
   it('with no sender for the unattached timeout the anchor ends (done); the timer restarts when the last sender leaves', async () => {
-    const { consumer, producer } = await pair({}, { unattachedTimeout: 40 });
+    // Long enough that the attach below (a round trip) does not race it on a loaded machine.
+    const { consumer, producer } = await pair({}, { unattachedTimeout: 300 });
     const never = consumer.createMpscAnchor<string>();
     expect(await never.next()).toEqual({ done: true, value: undefined });
     expect(never.finished).toBe(true);
     const anchor = consumer.createMpscAnchor<string>();
     const s = await producer.attachMpscAnchor<string>(anchor.handle);
     // Attached past the timeout: the anchor lives on.
-    await new Promise((r) => setTimeout(r, 80));
+    await new Promise((r) => setTimeout(r, 600));
     await s.send('a');
     await s.finalize();
     expect(await readEvents(anchor)).toEqual([

@@ -242,15 +242,16 @@ describe('pre-bind rules', () => {
 
   it('detach gives the pre-bind back and re-arms the unattached timer; the anchor can be attached again', async () => {
     // The unattached timer is short, the accept window long: a pre-bound anchor must not be ended by the former.
+    // Short, but not so short that the re-attach below (a round trip) races it on a loaded machine.
     const { consumer, producer } = await pair({
       consumer: {
-        unattachedTimeout: 80,
+        unattachedTimeout: 400,
         mux: { acceptWindow: 60_000, prebindTimeout: 60_000, creditSweepInterval: 10 },
       },
     });
     const anchor = consumer.createAnchor<string>();
     const ticket = consumer.prebindAnchor(anchor)!;
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 600));
     expect(anchor.finished, 'a pre-bound anchor is not unattached').toBe(false);
     const s = await producer.openAnchorStream<string>(anchor.handle, ticket);
     await s.send('a');
@@ -272,7 +273,7 @@ describe('pre-bind rules', () => {
     // After the second detach nobody attaches: the re-armed unattached timer ends the anchor.
     const t0 = performance.now();
     await expect(it.next()).rejects.toMatchObject({ code: 'ERR_SENDER_DROPPED' });
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(40);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(200);
   });
 
   it("credit is exact: the producer holds the ticket's C (not its own config) and gets no CreditUpdate on claim", async () => {

@@ -113,10 +113,11 @@ describe('relay', () => {
       }
     })().catch(() => {});
     const beside = await run(live);
-    // Credit rounds, not CPU, pace a stream here: the stalled neighbour does not slow it (2× is slack
-    // for a loaded machine; a stream held back by its neighbour would not complete at all).
+    // Credit rounds, not CPU, pace a stream here: the stalled neighbour does not slow it. A stream held
+    // back by its neighbour would not complete at all; the bound is slack for other test files taking
+    // the CPU during one of the two ~250 ms runs (a 2x bound failed that way).
     expect(beside, `alone ${alone.toFixed(0)} ms, beside a stalled stream ${beside.toFixed(0)} ms`).toBeLessThan(
-      2 * alone + 50,
+      5 * alone + 500,
     );
 
     // The stalled stream: the browser's window went out, nothing more was taken from the source.

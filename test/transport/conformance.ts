@@ -359,12 +359,14 @@ export function transportConformance(h: Harness): void {
       // "Kill" the server silently: it stops reading, so pings go unanswered (no FIN, no RST).
       server.pause(atServer.id);
       const t0 = performance.now();
-      const e = await within(gone, 2_000, 'peer gone');
+      const e = await within(gone, 3_000, 'peer gone');
       const took = performance.now() - t0;
       expect(e.code).toBe('ERR_HEALTH_CHECK_FAILED');
       expect(e.epoch).toBe(atClient.epoch);
-      // The bound is interval + timeout; the slack absorbs timer lateness on a loaded 2-core CI box.
-      expect(took).toBeLessThanOrEqual(intervalMs + timeoutMs + 400);
+      // The bound is interval + timeout (~250 ms measured); the slack absorbs timer lateness on a loaded
+      // 2-core CI box, where this runs once per adapter beside other files, and still fails a check that
+      // waits several intervals too many.
+      expect(took).toBeLessThanOrEqual(intervalMs + timeoutMs + 1_500);
       expect(client.peer(atClient.id)?.epoch ?? 0).not.toBe(atClient.epoch);
     });
 
