@@ -5,7 +5,8 @@
 // both sides (staging, batching, decoding, delivery, credit), so a change to it shows with far less
 // noise than in the two-process bench. Pair two builds with LANEMUX_DIST, alternating the order:
 //   for i in 1 2 3 4; do for d in <before>/dist dist; do LANEMUX_DIST=$d node bench/inproc.mjs; done; done
-// Usage (after `npm run build`): node bench/inproc.mjs [--slots 1024] [--window 8] [--passes 3000] [--warm 1000]
+// Usage (after `npm run build`): node bench/inproc.mjs [--slots 1024] [--peers 1] [--window 8] [--passes 3000] [--warm 1000]
+//   [--peers Y] (Y consumer nodes, stream s on node s % Y: the per-batch costs show at X / Y records a batch)
 //   [--token-bytes 64] (byte items above 64 B leave V8's on-heap typed arrays: the receiver's copy shows)
 //   [--resume on|off] [--fresh] [--item bytes|object|string] (object: an AI SDK text-delta chunk `{ type, id, delta }` with a `token-bytes`-long delta)
 import { TOKEN, cpuUs, dist, parseArgs, round } from './harness.mjs';
@@ -13,6 +14,7 @@ import { TOKEN, cpuUs, dist, parseArgs, round } from './harness.mjs';
 const args = parseArgs();
 const slots = Number(args.slots ?? 1024);
 const window = Number(args.window ?? 8);
+const peers = Number(args.peers ?? 1);
 const passes = Number(args.passes ?? 3000);
 const warm = Number(args.warm ?? 1000);
 const tokenBytes = Number(args['token-bytes'] ?? TOKEN);
@@ -31,10 +33,13 @@ const make = (s) =>
 const { createNode } = await dist('index.js');
 const { createMemoryNetwork, memoryTransport } = await dist('adapters/memory.js');
 const network = createMemoryNetwork();
-const consumer = await createNode({ transports: [memoryTransport({ network, name: 'consumer' })], ...opts });
+const consumers = [];
+for (let y = 0; y < peers; y++)
+  consumers.push(await createNode({ transports: [memoryTransport({ network, name: `consumer${y}` })], ...opts }));
 const producer = await createNode({ transports: [memoryTransport({ network })], ...opts });
-await producer.connect('memory://consumer');
-const anchors = Array.from({ length: slots }, () => consumer.createAnchor());
+for (let y = 0; y < peers; y++) await producer.connect(`memory://consumer${y}`);
+// Stream s on consumer s % Y, as in mux-bench: every pass is one batch per peer of X / Y records.
+const anchors = Array.from({ length: slots }, (_, s) => consumers[s % peers].createAnchor());
 // Tokens read so far, and the pass whose completion the sender waits for.
 let read = 0;
 let waitFor = Number.POSITIVE_INFINITY;
@@ -83,6 +88,7 @@ console.log(
   JSON.stringify({
     bench: 'inproc',
     slots,
+    peers,
     window,
     passes,
     item,
