@@ -8,5 +8,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    // Property tests: one fixed seed under CI (see the file).
+    setupFiles: ['test/support/fast-check-seed.ts'],
   },
 });
