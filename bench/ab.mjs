@@ -39,13 +39,9 @@ if (args.bench !== undefined && !lifecycle && !inproc) {
   process.exit(2);
 }
 // Taken verbatim (the value starts with dashes, which parseArgs would read as a flag of its own).
+const sideFlags = (flags) => (flags === undefined ? [] : String(flags).split(/\s+/).filter(Boolean));
 const nfAt = process.argv.indexOf('--node-flags');
-const nodeFlags =
-  nfAt < 0 || (dashes >= 0 && nfAt > dashes)
-    ? []
-    : String(process.argv[nfAt + 1] ?? '')
-        .split(/\s+/)
-        .filter(Boolean);
+const nodeFlags = nfAt < 0 || (dashes >= 0 && nfAt > dashes) ? [] : sideFlags(process.argv[nfAt + 1]);
 const benchArgs = [
   ...nodeFlags,
   ...(lifecycle
@@ -56,8 +52,6 @@ const benchArgs = [
 ];
 /** The CPU figure compared. */
 const cpuKey = lifecycle ? 'cpu_us_per_stream' : inproc ? 'cpu_ns_per_token' : 'total_cpu_us_per_token';
-
-const sideFlags = (flags) => (flags === undefined ? [] : String(flags).split(/\s+/).filter(Boolean));
 
 function run(dist, extra) {
   const out = execFileSync('node', [...benchArgs, ...extra], {

@@ -30,8 +30,6 @@ export interface LaneWriter {
   readonly idle: boolean;
   /** Sweep ticks spent idle (for eviction). */
   idleTicks: number;
-  /** Last health check time (ms). */
-  lastHealthCheck: number;
   /** The owned slot for a SlotId at its live generation, if any. */
   slotFor(id: number): EgressSlot | undefined;
   /** Every live owned slot. */

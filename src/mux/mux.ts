@@ -79,8 +79,8 @@ export class Mux implements BatcherHost, IngressHost {
   readonly #windows: PeerWindows;
   readonly #timer: NodeTimer;
   readonly #watchdog: Watchdog;
-  /** When each peer that sends this node live streams was last health-checked (deleted when it goes). */
-  readonly #ingressChecks = new Map<PeerId, number>();
+  /** When each peer with live slots, either way, was last health-checked (deleted when it goes). */
+  readonly #lastHealthChecks = new Map<PeerId, number>();
   #epoch = 0n;
   #reader = new BatchReader();
   #closed = false;
@@ -531,7 +531,8 @@ export class Mux implements BatcherHost, IngressHost {
       const t = tables[i]!;
       if (t.liveSlots === 0) continue;
       t.sweep();
-      this.#ingressHealthCheck(t.peer, now);
+      // A consumer checks the producer that streams to it as a producer checks its consumer.
+      this.#healthCheckDue(t.peer, now);
     }
     this.#binds.expire(now);
     this.#watchdog.tick(now, tables);
@@ -546,7 +547,6 @@ export class Mux implements BatcherHost, IngressHost {
     const list = this.#lanes.batchers;
     if (list.length === 0) return;
     const idleTicks = Math.max(1, Math.floor(this.config.batcherIdleTtl / this.config.creditSweepInterval));
-    let healthPeer: PeerId | null = null;
     let removed = false;
     for (let i = 0; i < list.length; i++) {
       const b = list[i]!;
@@ -555,12 +555,7 @@ export class Mux implements BatcherHost, IngressHost {
         continue;
       }
       const { peer, lane } = b;
-      if (b.liveSlots > 0 && now - b.lastHealthCheck >= this.config.healthCheckInterval) {
-        // One health check per peer per interval, whatever its lane count.
-        for (const x of this.#lanes.batchersOf(peer)) if (x !== undefined) x.lastHealthCheck = now;
-        if (healthPeer !== peer) this.#healthCheck(peer);
-        healthPeer = peer;
-      }
+      if (b.liveSlots > 0) this.#healthCheckDue(peer, now);
       const ingressLive = this.#lanes.tableAt(peer, lane)?.liveSlots ?? 0;
       if (b.idle && ingressLive === 0) {
         if (++b.idleTicks >= idleTicks) {
@@ -574,24 +569,14 @@ export class Mux implements BatcherHost, IngressHost {
   }
 
   /**
-   * A peer that sends this node live streams is health-checked like one it sends to: without this a
-   * consumer learnt of a producer that died silently only from its stream watchdogs
-   * (`detectionMultiplier` heartbeat windows), whatever `healthCheckInterval` said.
+   * Health-check `peer` if its interval has passed: one check per peer per interval, whatever its lane count and
+   * whether its live slots send or receive. Without the receiving side a consumer learnt of a producer that died
+   * silently only from its stream watchdogs (`detectionMultiplier` heartbeat windows), whatever
+   * `healthCheckInterval` said.
    */
-  #ingressHealthCheck(peer: PeerId, now: number): void {
-    const interval = this.config.healthCheckInterval;
-    const last = this.#ingressChecks.get(peer);
-    if (last !== undefined && now - last < interval) return;
-    const batchers = this.#lanes.batchersOf(peer);
-    // One health check per peer per interval: a lane sending to it may have checked it already.
-    for (const b of batchers) {
-      if (b !== undefined && !b.retired && b.liveSlots > 0 && now - b.lastHealthCheck < interval) {
-        this.#ingressChecks.set(peer, b.lastHealthCheck);
-        return;
-      }
-    }
-    this.#ingressChecks.set(peer, now);
-    for (const b of batchers) if (b !== undefined) b.lastHealthCheck = now;
+  #healthCheckDue(peer: PeerId, now: number): void {
+    if (now - (this.#lastHealthChecks.get(peer) ?? 0) < this.config.healthCheckInterval) return;
+    this.#lastHealthChecks.set(peer, now);
     this.#healthCheck(peer);
   }
 
@@ -659,7 +644,7 @@ export class Mux implements BatcherHost, IngressHost {
     if (this.#lanes.retireTables(peer, linkLost)) this.#binds.load.forget(peer);
     this.#windows.forget(peer);
     this.#watchdog.forget(peer);
-    this.#ingressChecks.delete(peer);
+    this.#lastHealthChecks.delete(peer);
   }
 
   /**

@@ -55,8 +55,6 @@ export class ReplyLane implements LaneWriter {
   liveSlots = 0;
   /** Sweep ticks spent idle (for eviction). */
   idleTicks = 0;
-  /** Last health check time (ms). */
-  lastHealthCheck = 0;
   retired = false;
   /** The effective batch cap in bytes. */
   readonly cap: number;
