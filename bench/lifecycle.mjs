@@ -10,6 +10,7 @@
 // The consumer reads every stream to its end. With --gc (node --expose-gc), heap and RSS are taken
 // after the warm-up and at the end, each after a full GC, to show that N streams leave no growth.
 // --items 0 measures open + close alone (lanemux modes): what a stream's setup and teardown cost.
+// batches_per_stream (lanemux modes): batches both nodes wrote in the timed section, per stream.
 // Usage: node [--expose-gc] bench/lifecycle.mjs [--mode attach] [--n 20000] [--warm 2000] [--conc 64] [--items 4]
 import net from 'node:net';
 import { connect, cpuUs, dist, emitAndExit, listen, now, parseArgs, pct, round, watchdog } from './harness.mjs';
@@ -56,7 +57,13 @@ async function lanemuxOpener() {
     await reading;
   };
   const live = () => consumer.metricsRegistry.liveSlots + producer.metricsRegistry.liveSlots;
-  return { one, live };
+  // Batches both nodes wrote (data, opens, closes, credit and close replies): what a stream's setup costs on the wire.
+  const batches = () =>
+    [consumer, producer].reduce(
+      (n, node) => n + node.metrics()['velo_streaming_mux_batches_total{direction="sent"}'],
+      0,
+    );
+  return { one, live, batches };
 }
 
 async function yamuxOpener() {
@@ -96,7 +103,7 @@ const mem = () => {
   return { heap: m.heapUsed, rss: m.rss };
 };
 
-const { one, live } = mode === 'yamux' ? await yamuxOpener() : await lanemuxOpener();
+const { one, live, batches } = mode === 'yamux' ? await yamuxOpener() : await lanemuxOpener();
 // `conc` workers, each opening streams back to back; warm-up first, then the timed section.
 const runMany = async (count, lat) => {
   let next = 0;
@@ -111,12 +118,14 @@ const runMany = async (count, lat) => {
 await runMany(warm);
 const m0 = mem();
 const cpu0 = process.cpuUsage();
+const b0 = batches?.() ?? 0;
 const t0 = now();
 // Per stream, from the open call: first item at the consumer (setup latency) and the whole stream.
 const lat = { first: [], total: [] };
 await runMany(n, lat);
 const wall = now() - t0;
 const cpu = cpuUs(process.cpuUsage(cpu0));
+const batchCount = (batches?.() ?? 0) - b0;
 // Retirement (close records, sweeps) settles shortly after the last stream ends.
 for (let i = 0; i < 100 && live() > 0; i++) await new Promise((r) => setTimeout(r, 20));
 const m1 = mem();
@@ -129,6 +138,7 @@ await emitAndExit({
   items: ITEMS,
   streams_per_s: Math.round((n / wall) * 1000),
   cpu_us_per_stream: round(cpu / n, 2),
+  ...(batches ? { batches_per_stream: round(batchCount / n, 3) } : {}),
   ...(lat.first.length > 0
     ? { first_item_p50_ms: round(pctOf(lat.first, 50)), first_item_p99_ms: round(pctOf(lat.first, 99)) }
     : {}),

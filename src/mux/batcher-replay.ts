@@ -143,7 +143,7 @@ export function leaveReplayLog(b: Batcher, slot: EgressSlot): void {
 
 /** `s`'s withheld records, oldest first, to `owner` (its terminal is the stream's own to send again). */
 function recoverQueue(s: EgressSlot, owner: ReplayOwner): void {
-  for (let i = s.qHead; i < s.qKind.length; i++) {
+  for (let i = s.qHead; i < s.qTail; i++) {
     const kind = s.qKind[i]!;
     if (kind !== EgressKind.Terminal) owner.recover(kind, s.qValue[i]);
   }

@@ -410,7 +410,12 @@ export class Batcher extends ReplyLane implements SlotBatcher {
 
   /** Everything withheld while parked may move now; the kick (if any) survives. */
   protected override unparked(): void {
-    for (const s of this.slotTable.values()) if (s.queued > 0) this.markReady(s);
+    // An index walk: the table's iterator made a result object per slot, per unpark.
+    const t = this.slotTable;
+    for (let i = 0; i < t.length; i++) {
+      const s = t.at(i);
+      if (s !== undefined && s.queued > 0) this.markReady(s);
+    }
   }
 
   #admitted(guards: EgressSlot[], opens: EgressSlot[]): void {

@@ -68,6 +68,26 @@ export interface SlotBatcher {
   heartbeat(slot: EgressSlot): void;
 }
 
+/** Entries a drained withheld FIFO keeps for reuse; a longer one (a burst) lets its arrays go. */
+const KEPT_FIFO_ENTRIES = 64;
+
+/** The pause every producer of a paused slot waits on, with its settlers. */
+interface PauseWait {
+  readonly promise: Promise<void>;
+  readonly resolve: () => void;
+  readonly reject: (e: unknown) => void;
+}
+
+function pauseWait(): PauseWait {
+  let resolve!: () => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
 /** The withheld FIFO of a slot that never withheld a record (shared: `enqueue` replaces them first). */
 const NO_KINDS: number[] = [];
 const NO_VALUES: unknown[] = [];
@@ -93,12 +113,15 @@ export class EgressSlot extends SenderLedger {
   withholdDepth = Number.POSITIVE_INFINITY;
   /** frame_seq of the next record (OpenSlot took 0). */
   nextSeq = 1;
-  // Withheld FIFO: parallel arrays with a moving head (no object per record), made on the first
-  // record withheld (most short streams never withhold one; three arrays per open were measurable).
+  // Withheld FIFO: parallel arrays with a moving head and tail (no object per record), made on the
+  // first record withheld (most short streams never withhold one; three arrays per open were
+  // measurable). Entries live at [qHead, qTail); a drained FIFO keeps its arrays, so a slot that
+  // withholds a record every pass (a sender parked on a congested link) allocates nothing again.
   qKind: number[] = NO_KINDS;
   qValue: unknown[] = NO_VALUES;
   qBytes: number[] = NO_BYTES;
   qHead = 0;
+  qTail = 0;
   withheldBytes = 0;
   /** The producer left without a terminal; a CloseSlot{PeerGone} is owed after the queue. */
   closeOwed = false;
@@ -141,8 +164,11 @@ export class EgressSlot extends SenderLedger {
    * null while nobody waits. A close drops it.
    */
   roomWaiter: (() => void) | null = null;
-  /** Producers waiting for the pause to lift; made on first wait (most slots never pause). */
-  #waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> | null = null;
+  /**
+   * What every producer waiting for the pause to lift holds: one promise per pause, not one per
+   * `send` (a paused slot is offered a record per pass until it resumes); made on first wait.
+   */
+  #wait: PauseWait | null = null;
 
   /** The slot's credit ledger: the slot itself. */
   get ledger(): SenderLedger {
@@ -187,10 +213,18 @@ export class EgressSlot extends SenderLedger {
       this.qValue = [];
       this.qBytes = [];
     }
+    const t = this.qTail;
+    if (t === this.qKind.length) {
+      this.qKind.push(kind);
+      this.qValue.push(value);
+      this.qBytes.push(bytes);
+    } else {
+      this.qKind[t] = kind;
+      this.qValue[t] = value;
+      this.qBytes[t] = bytes;
+    }
+    this.qTail = t + 1;
     this.queued++;
-    this.qKind.push(kind);
-    this.qValue.push(value);
-    this.qBytes.push(bytes);
     this.withheldBytes += bytes;
     this.peerEgress.withheldBytes += bytes;
   }
@@ -203,29 +237,35 @@ export class EgressSlot extends SenderLedger {
     this.qValue[this.qHead] = undefined;
     this.qHead++;
     this.queued--;
-    if (this.qHead === this.qKind.length) {
-      this.qKind.length = 0;
-      this.qValue.length = 0;
-      this.qBytes.length = 0;
-      this.qHead = 0;
-    } else if (this.qHead > 1024 && this.qHead * 2 > this.qKind.length) {
+    if (this.qHead === this.qTail) this.#drained();
+    else if (this.qHead > 1024 && this.qHead * 2 > this.qTail) {
       this.qKind.splice(0, this.qHead);
       this.qValue.splice(0, this.qHead);
       this.qBytes.splice(0, this.qHead);
+      this.qTail -= this.qHead;
       this.qHead = 0;
+    }
+  }
+
+  /** The FIFO is empty: start again at the front, keeping small arrays and letting large ones go. */
+  #drained(): void {
+    this.qHead = 0;
+    this.qTail = 0;
+    if (this.qKind.length > KEPT_FIFO_ENTRIES) {
+      this.qKind.length = 0;
+      this.qValue.length = 0;
+      this.qBytes.length = 0;
     }
   }
 
   /** Empty the FIFO; returns how many records were discarded. */
   clearQueue(): number {
     const n = this.queued;
-    // Most slots close with an empty FIFO: setting `length` is not free, so only when there is something.
-    if (this.qKind.length !== 0) {
-      this.qKind.length = 0;
-      this.qValue.length = 0;
-      this.qBytes.length = 0;
+    // Most slots close with an empty FIFO: only one that holds records has values to let go.
+    if (n !== 0) {
+      for (let i = this.qHead; i < this.qTail; i++) this.qValue[i] = undefined;
+      this.#drained();
     }
-    this.qHead = 0;
     this.queued = 0;
     this.peerEgress.withheldBytes -= this.withheldBytes;
     this.withheldBytes = 0;
@@ -236,17 +276,17 @@ export class EgressSlot extends SenderLedger {
   waitWritable(): Promise<void> {
     if (this.closed) return Promise.reject(this.closeError);
     if (!this.paused) return Promise.resolve();
-    return new Promise((resolve, reject) => (this.#waiters ??= []).push({ resolve, reject }));
+    return (this.#wait ??= pauseWait()).promise;
   }
 
   /** Lift the pause and wake waiting producers. */
   resume(): void {
     if (!this.paused) return;
     this.paused = false;
-    const w = this.#waiters;
+    const w = this.#wait;
     if (w === null) return;
-    this.#waiters = null;
-    for (const x of w) x.resolve();
+    this.#wait = null;
+    w.resolve();
   }
 
   /** Call the room waiter (once). */
@@ -260,10 +300,10 @@ export class EgressSlot extends SenderLedger {
   failWaiters(error: unknown): void {
     // The room waiter learns of the close from the stream layer (a lost link may resume on a new slot).
     this.roomWaiter = null;
-    const w = this.#waiters;
+    const w = this.#wait;
     if (w === null) return;
-    this.#waiters = null;
-    if (this.owner.adoptWaiters?.(this.closeError, w) === true) return;
-    for (const x of w) x.reject(error);
+    this.#wait = null;
+    if (this.owner.adoptWaiters?.(this.closeError, [w]) === true) return;
+    w.reject(error);
   }
 }

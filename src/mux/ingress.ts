@@ -627,7 +627,11 @@ export class IngressTable {
   sweep(): number {
     let n = 0;
     this.#passNow = -1;
-    for (const s of this.#slots.values()) {
+    // An index walk: the table's iterator made a result object per slot, per sweep.
+    const t = this.#slots;
+    for (let i = 0; i < t.length; i++) {
+      const s = t.at(i);
+      if (s === undefined) continue;
       this.reconcile(s);
       n++;
     }
