@@ -109,14 +109,17 @@ export abstract class AnchorReader<E> implements AsyncIterableIterator<E> {
     } else resolve(this.#nextSlow(loop));
   }
 
-  /** Another reader took the anchor (push mode): the parked read is refused with `error`. */
-  protected refuseParked(error: StreamError): void {
+  /**
+   * Another reader took the anchor (push mode): the parked read is refused with `error()`, made only
+   * then (an error's stack trace costs microseconds, and most anchors have no read parked).
+   */
+  protected refuseParked(error: () => StreamError): void {
     const reject = this.#parkedReject;
     if (reject === null) return;
     const loop = this.#parkedLoop;
     this.#unpark();
     this.#release(loop);
-    reject(error);
+    reject(error());
   }
 
   #parkHere(loop: AsyncIterableIterator<E> | null): Promise<IteratorResult<E>> {

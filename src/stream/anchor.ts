@@ -505,7 +505,7 @@ export class StreamAnchor<T = unknown> extends AnchorReader<T> implements Draina
     if (this.#consumer !== null) throw readerActive();
     if (this.looping) throw this.loopActive();
     // A next() parked on the feed is refused, not fed: the consumer reads every item.
-    this.refuseParked(readerActive());
+    this.refuseParked(readerActive);
     this.#consumer = consumer;
     if (this.#feed !== null) this.#feed.direct = this;
     this.#schedule();
