@@ -30,7 +30,7 @@ export function endEpoch(b: Batcher, error: LanemuxError): void {
   b.inflightOpens = NO_SLOTS;
   const pendingOpens = b.pendingOpens;
   b.pendingOpens = [];
-  b.readySlots = [];
+  b.readySlots.clear();
   syncWindow(b);
   clearWindowBlocked(b);
   // What the lost link took goes back to its streams before any slot closes (and suspends its stream).
@@ -60,7 +60,7 @@ export function retireSlots(b: Batcher, error: LanemuxError | undefined, gracefu
   for (const w of room) w.reject(new MuxError('ERR_CLOSED', 'batcher retired; re-resolve', { retryable: true }));
   for (const s of b.pendingOpens) closeSlotLocally(b, s, err, false);
   b.pendingOpens = [];
-  b.readySlots = [];
+  b.readySlots.clear();
   if (graceful && !b.parked) {
     const m = b.host.metrics;
     for (const s of b.slotTable.values()) {

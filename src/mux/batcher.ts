@@ -67,8 +67,12 @@ export class Batcher extends ReplyLane implements SlotBatcher {
   readonly slotTable = new SlotTable<EgressSlot>();
   /** Owned slots closed moments ago (shared with the lane's later batchers): late peer control is a straggler. */
   readonly ended: EndedSlots;
-  /** Slots whose withheld FIFO may be releasable. */
-  readySlots: EgressSlot[] = [];
+  /**
+   * Slots whose withheld FIFO may be releasable. A wake takes the list and fills the spare meanwhile;
+   * both keep their storage (after an admission on a congested link every slot is listed, each wake).
+   */
+  readySlots = new ReusedList<EgressSlot>();
+  #readySpare = new ReusedList<EgressSlot>();
   /** Slots opened while parked: their OpenSlot is still to be written (batcher-slots.ts). */
   pendingOpens: EgressSlot[] = [];
   /** Opens waiting for room in the open queue (batcher-slots.ts). */
@@ -339,13 +343,15 @@ export class Batcher extends ReplyLane implements SlotBatcher {
     if (this.retired) return;
     if (this.readySlots.length > 0) {
       const ready = this.readySlots;
-      this.readySlots = [];
+      this.readySlots = this.#readySpare;
+      this.#readySpare = ready;
       for (let i = 0; i < ready.length; i++) {
-        const s = ready[i]!;
+        const s = ready.at(i);
         s.ready = false;
         if (this.parked) this.markReady(s);
         else this.#release(s);
       }
+      ready.clear();
     }
   }
 
