@@ -5,7 +5,8 @@
 // and keeps objects the young-generation GC already collected, so short-lived garbage, which sets
 // how often the scavenger pauses a pass, is counted too.
 //
-// Usage (after `npm run build`): node bench/alloc.mjs [--slots 256] [--window 4] [--passes 2000] [--top 20]
+// Usage (after `npm run build`): node bench/alloc.mjs [--slots 256] [--window 4] [--passes 2000] [--top 20] [--read push|iter]
+//   --read iter: each anchor read with `for await` instead of `consume()` (push mode, the default).
 import { Session } from 'node:inspector/promises';
 import { TOKEN, dist, emitAndExit, parseArgs, round, watchdog } from './harness.mjs';
 
@@ -14,6 +15,8 @@ const X = Number(args.slots ?? 256);
 const W = Number(args.window ?? 4);
 const passes = Number(args.passes ?? 2000);
 const top = Number(args.top ?? 20);
+const read = args.read ?? 'push';
+if (read !== 'push' && read !== 'iter') throw new Error(`--read push|iter, got ${read}`);
 watchdog(Number(args.timeout ?? 110_000), 'alloc');
 
 const { createNode } = await dist('index.js');
@@ -23,12 +26,20 @@ const send = await createNode({ transports: [tcpTransport({ listen: false })] })
 await send.connect(recv.address);
 const anchors = Array.from({ length: X }, () => recv.createAnchor());
 let got = 0;
-for (const a of anchors)
-  a.consume({
-    item: () => {
-      got++;
-    },
-  });
+if (read === 'iter') {
+  // One `for await` loop per anchor: what an application that reads with the async iterator pays.
+  for (const a of anchors)
+    (async () => {
+      for await (const _ of a) got++;
+    })();
+} else {
+  for (const a of anchors)
+    a.consume({
+      item: () => {
+        got++;
+      },
+    });
+}
 const senders = [];
 for (let i = 0; i < X; i += 64)
   senders.push(...(await Promise.all(anchors.slice(i, i + 64).map((a) => send.attachAnchor(a.handle)))));
@@ -74,6 +85,7 @@ walk(profile.head, []);
 const tokens = passes * X;
 await emitAndExit({
   bench: 'alloc',
+  read,
   slots: X,
   window: W,
   passes,
