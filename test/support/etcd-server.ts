@@ -3,7 +3,7 @@
  * ports, its data in a scratch directory under the checkout; `restart()` keeps the ports and data.
  */
 import { rmSync } from 'node:fs';
-import { findBinary, freePort, requireBinary, serverProcess, type ServerProcess } from './server-process.ts';
+import { findBinary, requireBinary, serverProcess, startOnFreePorts, type ServerProcess } from './server-process.ts';
 import { scratchDir } from './scratch.ts';
 
 const SPEC = {
@@ -26,37 +26,40 @@ export interface EtcdServer {
 /** Start etcd; fails (does not skip) when the binary is missing. */
 export async function startEtcd(): Promise<EtcdServer> {
   requireBinary(SPEC);
-  const dir = scratchDir('etcd-');
-  const client = await freePort();
-  const peer = await freePort();
-  const clientUrl = `http://127.0.0.1:${client}`;
-  const peerUrl = `http://127.0.0.1:${peer}`;
-  const proc: ServerProcess = serverProcess({
-    ...SPEC,
-    args: [
-      '--name',
-      'lanemux-test',
-      '--data-dir',
-      dir,
-      '--listen-client-urls',
-      clientUrl,
-      '--advertise-client-urls',
-      clientUrl,
-      '--listen-peer-urls',
-      peerUrl,
-      '--initial-advertise-peer-urls',
-      peerUrl,
-      '--initial-cluster',
-      `lanemux-test=${peerUrl}`,
-      '--logger',
-      'zap',
-      '--log-outputs',
-      'stderr',
-    ],
-    // 3.4 with the zap logger says this once it serves clients.
-    ready: /serving client traffic|ready to serve client requests/,
+  let dir = '';
+  const { proc, client } = await startOnFreePorts(2, ([client, peer]) => {
+    // A fresh data directory per attempt: one that a start left behind names the old peer URL.
+    if (dir !== '') rmSync(dir, { recursive: true, force: true });
+    dir = scratchDir('etcd-');
+    const clientUrl = `http://127.0.0.1:${client!}`;
+    const peerUrl = `http://127.0.0.1:${peer!}`;
+    const proc: ServerProcess = serverProcess({
+      ...SPEC,
+      args: [
+        '--name',
+        'lanemux-test',
+        '--data-dir',
+        dir,
+        '--listen-client-urls',
+        clientUrl,
+        '--advertise-client-urls',
+        clientUrl,
+        '--listen-peer-urls',
+        peerUrl,
+        '--initial-advertise-peer-urls',
+        peerUrl,
+        '--initial-cluster',
+        `lanemux-test=${peerUrl}`,
+        '--logger',
+        'zap',
+        '--log-outputs',
+        'stderr',
+      ],
+      // 3.4 with the zap logger says this once it serves clients.
+      ready: /serving client traffic|ready to serve client requests/,
+    });
+    return { proc, value: { proc, client: client! } };
   });
-  await proc.start();
   return {
     host: `127.0.0.1:${client}`,
     stop: () => proc.stop(),

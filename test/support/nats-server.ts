@@ -3,7 +3,7 @@
  * its JetStream store in a scratch directory under the checkout; `restart()` keeps the port and store.
  */
 import { rmSync } from 'node:fs';
-import { findBinary, freePort, requireBinary, serverProcess } from './server-process.ts';
+import { findBinary, requireBinary, serverProcess, startOnFreePorts } from './server-process.ts';
 import { scratchDir } from './scratch.ts';
 
 const SPEC = {
@@ -27,13 +27,14 @@ export interface NatsServer {
 export async function startNats(): Promise<NatsServer> {
   requireBinary(SPEC);
   const dir = scratchDir('nats-');
-  const port = await freePort();
-  const proc = serverProcess({
-    ...SPEC,
-    args: ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir],
-    ready: /Server is ready/,
+  const { proc, port } = await startOnFreePorts(1, ([port]) => {
+    const proc = serverProcess({
+      ...SPEC,
+      args: ['-a', '127.0.0.1', '-p', String(port!), '-js', '-sd', dir],
+      ready: /Server is ready/,
+    });
+    return { proc, value: { proc, port: port! } };
   });
-  await proc.start();
   return {
     url: `nats://127.0.0.1:${port}`,
     stop: () => proc.stop(),

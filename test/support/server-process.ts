@@ -21,6 +21,32 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** Attempts {@link startOnFreePorts} makes before it gives up. */
+const PORT_ATTEMPTS = 3;
+
+/**
+ * Start a server on `count` ports `freePort()` found. Such a port is free when it is found, not
+ * when the server binds it: another process (any outgoing connection takes an ephemeral port) may
+ * take it in between. A start that fails because its port was taken tries again with new ports,
+ * up to {@link PORT_ATTEMPTS} times; any other failure is thrown at once.
+ */
+export async function startOnFreePorts<T>(
+  count: number,
+  make: (ports: number[]) => { proc: ServerProcess; value: T },
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const ports: number[] = [];
+    for (let i = 0; i < count; i++) ports.push(await freePort());
+    const { proc, value } = make(ports);
+    try {
+      await proc.start();
+      return value;
+    } catch (e) {
+      if (attempt >= PORT_ATTEMPTS || !/address already in use/i.test(proc.log())) throw e;
+    }
+  }
+}
+
 /** What to run and how to tell it is ready. */
 export interface ServerSpec {
   /** Name in messages, e.g. `etcd`. */
