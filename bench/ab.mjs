@@ -38,10 +38,15 @@ if (args.bench !== undefined && !lifecycle && !inproc) {
   process.stderr.write(`--bench must be lifecycle or inproc (or left out for the decode shape), got ${args.bench}\n`);
   process.exit(2);
 }
-// Taken verbatim (the value starts with dashes, which parseArgs would read as a flag of its own).
+// Flag lists are taken verbatim from the command line: their value starts with dashes, which
+// parseArgs reads as a flag of its own (`--a-flags '--resume off'` parsed as `a-flags: 'true'` until
+// 2026-12-07, so an A/B "with a flag on one side only" ran the same thing on both sides).
 const sideFlags = (flags) => (flags === undefined ? [] : String(flags).split(/\s+/).filter(Boolean));
-const nfAt = process.argv.indexOf('--node-flags');
-const nodeFlags = nfAt < 0 || (dashes >= 0 && nfAt > dashes) ? [] : sideFlags(process.argv[nfAt + 1]);
+const verbatim = (name) => {
+  const at = process.argv.indexOf(`--${name}`);
+  return at < 0 || (dashes >= 0 && at > dashes) ? [] : sideFlags(process.argv[at + 1]);
+};
+const nodeFlags = verbatim('node-flags');
 const benchArgs = [
   ...nodeFlags,
   ...(lifecycle
@@ -71,8 +76,10 @@ const median = (xs) => {
 
 // The side that runs second in a pair measured ~3 % cheaper in an A/A run (one build against a copy
 // of itself, 10 pairs): the order alternates, A B then B A, so that bias falls on both sides.
-const runA = () => run(args.a, sideFlags(args['a-flags']));
-const runB = () => run(args.b, sideFlags(args['b-flags']));
+const aFlags = verbatim('a-flags');
+const bFlags = verbatim('b-flags');
+const runA = () => run(args.a, aFlags);
+const runB = () => run(args.b, bFlags);
 const rows = [];
 for (let i = 0; i < pairs; i++) {
   if (i % 2 === 0) {
@@ -118,6 +125,8 @@ console.log(
         : {
             impl,
             args: rest,
+            ...(aFlags.length > 0 ? { a_flags: aFlags } : {}),
+            ...(bFlags.length > 0 ? { b_flags: bFlags } : {}),
             pairs,
             cpu_us_per_token: { a: of('a', cpuKey), b: of('b', cpuKey) },
             ratio_b_over_a: spread,

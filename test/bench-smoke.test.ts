@@ -150,6 +150,52 @@ describe('npm run bench -- --quick', () => {
     for (const site of row.sites) expect(typeof site.site === 'string' && site.bytes_per_token > 0).toBe(true);
   });
 
+  it('bench/alloc.mjs --read iter measures anchors read with for await', { timeout: 120_000 }, () => {
+    const row = benchRow('alloc.mjs', [
+      '--slots',
+      '16',
+      '--window',
+      '2',
+      '--passes',
+      '100',
+      '--top',
+      '5',
+      '--read',
+      'iter',
+    ]);
+    expect(row.read).toBe('iter');
+    expect(row.bytes_per_token > 0 && Number.isFinite(row.bytes_per_token)).toBe(true);
+  });
+
+  it('bench/ab.mjs runs one side with its own flags (--b-flags "--resume off" reaches that side only)', {
+    timeout: 120_000,
+  }, () => {
+    // A flag list starts with dashes: read as a flag of its own, it once left both sides running the same thing.
+    const row = benchRow('ab.mjs', [
+      '--a',
+      'dist',
+      '--b',
+      'dist',
+      '--b-flags',
+      '--resume off',
+      '--pairs',
+      '1',
+      '--',
+      '--slots',
+      '8',
+      '--window',
+      '1',
+      '--passes',
+      '20',
+      '--warm',
+      '5',
+    ]);
+    expect(row.b_flags).toEqual(['--resume', 'off']);
+    expect(row.a_flags).toBeUndefined();
+    expect(row.pairs).toBe(1);
+    expect(row.cpu_us_per_token.a > 0 && row.cpu_us_per_token.b > 0).toBe(true);
+  });
+
   it('bench/inproc.mjs reports the CPU per token of both nodes in one process, every token read', {
     timeout: 120_000,
   }, () => {
