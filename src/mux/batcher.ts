@@ -44,6 +44,7 @@ import type { EgressSlotOwner, SlotBatcher } from './egress-slot.ts';
 import { StagedKind } from './flush-gate.ts';
 import type { ReplayLog } from './replay-log.ts';
 import { ReplyLane } from './reply-lane.ts';
+import { ReadyList } from './ready-list.ts';
 import { ReusedList } from './reused-list.ts';
 import { SlotTable } from './slot-table.ts';
 import {
@@ -67,12 +68,8 @@ export class Batcher extends ReplyLane implements SlotBatcher {
   readonly slotTable = new SlotTable<EgressSlot>();
   /** Owned slots closed moments ago (shared with the lane's later batchers): late peer control is a straggler. */
   readonly ended: EndedSlots;
-  /**
-   * Slots whose withheld FIFO may be releasable. A wake takes the list and fills the spare meanwhile;
-   * both keep their storage (after an admission on a congested link every slot is listed, each wake).
-   */
-  readySlots = new ReusedList<EgressSlot>();
-  #readySpare = new ReusedList<EgressSlot>();
+  /** Slots whose withheld FIFO may be releasable, in the order they became so (ready-list.ts). */
+  readonly readySlots = new ReadyList<EgressSlot>();
   /** Slots opened while parked: their OpenSlot is still to be written (batcher-slots.ts). */
   pendingOpens: EgressSlot[] = [];
   /** Opens waiting for room in the open queue (batcher-slots.ts). */
@@ -180,6 +177,8 @@ export class Batcher extends ReplyLane implements SlotBatcher {
     }
     slot.enqueue(kind, value, recordBytes(kind, value));
     m.withheldRecords++;
+    // Withheld while parked: the unpark releases it (the ready list, not a walk over every slot).
+    if (this.parked) this.markReady(slot);
     // Pause at the byte cap, at the inlet depth (C+1) while parked on admission, while the peer's
     // withheld bytes (all its lanes) are at the peer budget, or past a live feed's depth.
     if (
@@ -296,6 +295,8 @@ export class Batcher extends ReplyLane implements SlotBatcher {
       }
     }
     if (slot.closed) return;
+    // A flush in the loop parked the batcher: the unpark takes up the rest.
+    if (this.parked && slot.queued > 0) this.markReady(slot);
     if (slot.queued === 0) {
       slot.starved = false;
       if (slot.closeOwed && !slot.fenced && !this.parked) {
@@ -317,10 +318,7 @@ export class Batcher extends ReplyLane implements SlotBatcher {
 
   /** Queue `slot` for the next wake's release (once). */
   markReady(slot: EgressSlot): void {
-    if (!slot.ready) {
-      slot.ready = true;
-      this.readySlots.push(slot);
-    }
+    this.readySlots.add(slot);
   }
 
   /** The owned slot for a SlotId at its live generation, if any. */
@@ -341,18 +339,10 @@ export class Batcher extends ReplyLane implements SlotBatcher {
     if (this.parked) return;
     if (this.inbox.pending) this.applyInbox();
     if (this.retired) return;
-    if (this.readySlots.length > 0) {
-      const ready = this.readySlots;
-      this.readySlots = this.#readySpare;
-      this.#readySpare = ready;
-      for (let i = 0; i < ready.length; i++) {
-        const s = ready.at(i);
-        s.ready = false;
-        if (this.parked) this.markReady(s);
-        else this.#release(s);
-      }
-      ready.clear();
-    }
+    // The slots listed now, until a full batch parks the batcher: the rest stay listed, in order, for
+    // the wake after the unpark; a slot listed meanwhile (again) waits for the next wake.
+    const ready = this.readySlots;
+    for (let n = ready.size; n > 0 && !this.parked; n--) this.#release(ready.shift());
   }
 
   protected override slotsWithData(): number {
@@ -412,16 +402,6 @@ export class Batcher extends ReplyLane implements SlotBatcher {
         this.refused(token, error);
       },
     );
-  }
-
-  /** Everything withheld while parked may move now; the kick (if any) survives. */
-  protected override unparked(): void {
-    // An index walk: the table's iterator made a result object per slot, per unpark.
-    const t = this.slotTable;
-    for (let i = 0; i < t.length; i++) {
-      const s = t.at(i);
-      if (s !== undefined && s.queued > 0) this.markReady(s);
-    }
   }
 
   #admitted(guards: EgressSlot[], opens: EgressSlot[]): void {

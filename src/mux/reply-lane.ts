@@ -320,12 +320,8 @@ export class ReplyLane implements LaneWriter {
     this.parked = false;
     this.inflightReplies = NO_REPLIES;
     this.admitted();
-    this.unparked();
     this.#runWake();
   }
-
-  /** Parked no more, before the wake that follows (a batcher readies its slots' withheld records). */
-  protected unparked(): void {}
 
   /** The transport refused the parked write `token`: epoch death. */
   protected refused(token: number, error: unknown): void {

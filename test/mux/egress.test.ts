@@ -139,6 +139,29 @@ describe('D. Egress batcher', () => {
     expect(itemsOf(h, slot.id, mark)).toEqual(tokens(5).map((t) => JSON.stringify(t)));
   });
 
+  it('records withheld while parked all go out, in order per slot, when admissions come one write at a time (a release that parks again keeps the rest for the next)', async () => {
+    // About four records fit a batch, so releasing a slot's ten withheld records parks the batcher
+    // partway; what is left must go at a later unpark, though no offer or grant marks it again.
+    const h = egress({ maxBatchBytes: 150 });
+    const slots = await openSlots(h, 3, 20);
+    h.sink.mode = 'stall';
+    offerItems(h, slots[0]!.slot, ['first']);
+    await h.runtime.runMacrotasks();
+    expect(h.batcher.parked).toBe(true);
+    const mark = h.sink.sent.length;
+    for (const [i, { slot }] of slots.entries()) offerItems(h, slot, tokens(10, `s${i}-`));
+    expect(h.metrics.withheldRecords).toBe(30);
+    // Admit the parked write, and stall the next again: one write per round.
+    for (let round = 0; round < 40 && h.sink.stalledCount > 0; round++) {
+      h.sink.release();
+      h.sink.mode = 'stall';
+      await h.runtime.runMacrotasks();
+    }
+    expect(h.metrics.withheldRecords).toBe(0);
+    for (const [i, { slot }] of slots.entries())
+      expect(itemsOf(h, slot.id, mark)).toEqual(tokens(10, `s${i}-`).map((t) => JSON.stringify(t)));
+  });
+
   it('EGRESS-05 slot budget 256 B, no credit: the slot pauses its inlet at the byte cap, is not killed, another slot flows; after a grant everything arrives in order and withheld_records returns to 0', async () => {
     const h = egress({ slotByteBudget: 256 });
     const a = await openSlot(h);
