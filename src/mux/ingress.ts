@@ -18,7 +18,7 @@ import { DropReason } from '../metrics/mux-metrics.ts';
 import type { PeerId } from '../messenger/types.ts';
 import { CloseReason, MPSC_ANCHOR_BIT, RecordType } from '../wire/constants.ts';
 import type { BatchReader } from '../wire/decoder.ts';
-import { FrameKind, decodeRecordAt } from '../wire/frame.ts';
+import { FrameKind, decodeRecordAt, readTokenAt } from '../wire/frame.ts';
 import type { DecodedFrame } from '../wire/frame.ts';
 import { seqGap, seqNewer } from '../wire/seq.ts';
 import { slotIndex } from '../wire/slot-id.ts';
@@ -321,10 +321,17 @@ export class IngressTable {
           terminal = false;
           value = undefined;
         } else {
-          kind = decodeRecordAt(r.payload, r.bodyOffset, r.bodyOffset + bytes, scratchFrame, s.items);
-          terminal = scratchFrame.terminal;
-          value = scratchFrame.value;
-          scratchFrame.value = undefined;
+          const token = readTokenAt(r.payload, r.bodyOffset, r.bodyOffset + bytes, s.items);
+          if (token !== undefined) {
+            kind = FrameKind.Item;
+            terminal = false;
+            value = token;
+          } else {
+            kind = decodeRecordAt(r.payload, r.bodyOffset, r.bodyOffset + bytes, scratchFrame, s.items);
+            terminal = scratchFrame.terminal;
+            value = scratchFrame.value;
+            scratchFrame.value = undefined;
+          }
         }
         // Every Data body but the heartbeat counts against the peer window, as the sender counts it.
         const charged = type === RecordType.Data && !(kind === FrameKind.Heartbeat && bytes === HEARTBEAT_BODY);

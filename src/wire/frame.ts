@@ -469,6 +469,29 @@ export function decodeRecordAt(
   return decodeFrameAt(buf, start, end, out, slab);
 }
 
+/**
+ * The value of a Data body that is `Item(str)` or `Item(bin)` (the token path): a string, or a copy of
+ * the bytes; undefined for any other body, which {@link decodeRecordAt} then reads (and refuses, saying
+ * why, if it must). The value is returned, not stored in a scratch frame: storing each token's young
+ * copy into that long-lived object and clearing it again cost two stores and a write barrier a token.
+ */
+export function readTokenAt(
+  buf: Uint8Array,
+  start: number,
+  end: number,
+  slab: ItemSlab | null,
+): Uint8Array | string | undefined {
+  const v = start + ITEM_PREFIX_LEN;
+  // `scratch` takes numbers and a boolean only: no pointer to a young object.
+  if (end <= v || !startsWithAt(buf, start, ITEM_PREFIX) || !readStrOrBin(buf, v, scratch, end)) return undefined;
+  if (!scratch.str) return slab === null ? copyBytes(buf, scratch.start, end) : slab.copy(buf, scratch.start, end);
+  try {
+    return utf8DecodeAt(buf, scratch.start, end);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The `Item` str or bin that `readStrOrBin` just found (in `scratch`): a string, or a copy of the bytes. */
 function strOrBinItem(buf: Uint8Array, out: DecodedFrame, slab: ItemSlab | null): number {
   if (scratch.str) {
