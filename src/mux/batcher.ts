@@ -32,7 +32,7 @@ import { FRAME_HEARTBEAT, isHeartbeatFrame, itemStringLength } from '../wire/fra
 import type { BatcherHost } from './batcher-host.ts';
 import { closeSlotLocally, emitClose, OPEN_FENCE, openEgressSlot, writeWaitingOpens } from './batcher-slots.ts';
 import { applyOwned } from './batcher-control.ts';
-import { logRecord, replayWritten } from './batcher-replay.ts';
+import { logRecord, replayWritten, sealReplay } from './batcher-replay.ts';
 import { endEpoch, retireSlots } from './batcher-retire.ts';
 import { emitSingleton, stageRoomReturned } from './batcher-singleton.ts';
 import { syncWindow, windowBlock, windowRoom } from './batcher-window.ts';
@@ -100,6 +100,8 @@ export class Batcher extends ReplyLane implements SlotBatcher {
   replayPinging = false;
   /** The log position the next PING confirms (0: none waits). */
   replayNextMark = 0;
+  /** Where the body of the record staged last starts in the open batch (the replay log copies it from there). */
+  lastBodyAt = 0;
   /** When the last PING went (the spacing's clock). */
   replayPingAt = Number.NEGATIVE_INFINITY;
   /** The timer of a PING held back by the spacing. */
@@ -157,7 +159,7 @@ export class Batcher extends ReplyLane implements SlotBatcher {
       if (r === EMIT_OK) {
         // Read after the emit: a record that went by rendezvous took its stream off the log.
         const replay = slot.replay;
-        if (replay !== null && kind !== EgressKind.Terminal) logRecord(this, replay, kind, value);
+        if (replay !== null && kind !== EgressKind.Terminal) logRecord(this, replay);
         if (!this.inWake) this.wake(WakeSource.frame);
         return Offer.Ok;
       }
@@ -245,6 +247,7 @@ export class Batcher extends ReplyLane implements SlotBatcher {
     else if (slot.ledger.spendData() !== 'ok') return EMIT_PARKED; // guarded by #affordable
     const before = this.enc.byteLength;
     appendRecord(this.enc, slot.id, seq, kind, value);
+    this.lastBodyAt = before + RECORD_HEADER_LEN;
     if (windowed) {
       const exact = this.enc.byteLength - before - RECORD_HEADER_LEN;
       this.peerEgress.charge(exact);
@@ -288,7 +291,7 @@ export class Batcher extends ReplyLane implements SlotBatcher {
       if (r === EMIT_PARKED || r === EMIT_WINDOW) break;
       if (r === EMIT_TOO_LARGE) return;
       const replay = slot.replay;
-      if (replay !== null && kind !== EgressKind.Terminal) logRecord(this, replay, kind, value);
+      if (replay !== null && kind !== EgressKind.Terminal) logRecord(this, replay);
       if (!slot.closed) {
         slot.shift();
         m.withheldRecords--;
@@ -371,7 +374,10 @@ export class Batcher extends ReplyLane implements SlotBatcher {
     this.writeWindowBytes = this.openWindowBytes;
     this.writeWindowEpoch = this.windowEpoch;
     this.openWindowBytes = 0;
-    if (this.replayLog !== null) this.writeReplayMark = this.replayLog.appended;
+    if (this.replayLog !== null) {
+      sealReplay(this);
+      this.writeReplayMark = this.replayLog.appended;
+    }
   }
 
   protected override admitted(): void {

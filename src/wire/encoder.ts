@@ -54,6 +54,10 @@ export class BatchEncoder {
   get maxBytes(): number {
     return this.#maxBytes;
   }
+  /** The buffer the open batch is written into, `[0, byteLength)` (valid until the next append or `begin`). */
+  get buffer(): Uint8Array {
+    return this.#buf;
+  }
   /** Encoded length so far: 16 + Σ(13 + body length). */
   get byteLength(): number {
     return this.#len;

@@ -212,3 +212,85 @@ describe('replay log', () => {
     expect(a.got).toEqual(['0:still here']);
   });
 });
+
+describe('replay log: bodies noted in the open batch and copied out when it is written', () => {
+  /** A batch buffer with `bodies` written one after another from offset 16, as a batcher stages them. */
+  function batchOf(bodies: string[]): { buf: Uint8Array; spans: Array<[number, number]> } {
+    const buf = new Uint8Array(4096);
+    const spans: Array<[number, number]> = [];
+    let at = 16;
+    for (const b of bodies) {
+      const bytes = bytesOf(b);
+      // 13 bytes of record header before each body, which the log never keeps.
+      at += 13;
+      buf.set(bytes, at);
+      spans.push([at, at + bytes.byteLength]);
+      at += bytes.byteLength;
+    }
+    return { buf, spans };
+  }
+
+  it('hands back each record as its own bytes, oldest first, even once the batch buffer is written over', () => {
+    const log = new ReplayLog(new ReplayBudget(1 << 30));
+    const a = owner();
+    const b = owner();
+    const first = batchOf(['a0', 'b0', 'a1']);
+    log.appendStaged(a, 0, ...first.spans[0]!);
+    log.appendStaged(b, 0, ...first.spans[1]!);
+    log.appendStaged(a, 0, ...first.spans[2]!);
+    expect(log.staged).toBe(true);
+    log.seal(first.buf);
+    expect(log.staged).toBe(false);
+    // The encoder reuses its buffer for the next batch.
+    first.buf.fill(0x7a);
+    const second = batchOf(['b1']);
+    log.appendStaged(b, 0, ...second.spans[0]!);
+    log.seal(second.buf);
+    second.buf.fill(0x7a);
+    const reached: ReplayOwner[] = [];
+    log.handOut(nextReplayRound(), reached);
+    expect(a.got).toEqual(["0:b'a0'", "0:b'a1'"]);
+    expect(b.got).toEqual(["0:b'b0'", "0:b'b1'"]);
+    expect(budgetOf(log)).toBe(0);
+  });
+
+  it('confirming a sealed batch lets its chunk go, and the budget counts the bodies alone', () => {
+    const budget = new ReplayBudget(1 << 30);
+    const log = new ReplayLog(budget);
+    const a = owner();
+    const { buf, spans } = batchOf(['one', 'two']);
+    for (const s of spans) log.appendStaged(a, 0, ...s);
+    expect(budget.used).toBe(2 * (3 + OVERHEAD));
+    log.seal(buf);
+    expect(log.chunkBytes).toBeGreaterThan(0);
+    log.confirm(log.appended);
+    expect(log.length).toBe(0);
+    expect(log.chunkBytes).toBe(0);
+    expect(budget.used).toBe(0);
+  });
+
+  it('entries dropped for the budget before the seal are skipped by it; the rest still come back whole', () => {
+    // Room for two records: the third drops the first.
+    const log = new ReplayLog(new ReplayBudget(2 * (2 + OVERHEAD)));
+    const a = owner();
+    const { buf, spans } = batchOf(['x0', 'x1', 'x2']);
+    for (const s of spans) log.appendStaged(a, 0, ...s);
+    expect(log.length).toBe(2);
+    log.seal(buf);
+    buf.fill(0);
+    log.handOut(nextReplayRound(), []);
+    expect(a.got).toEqual(["0:b'x1'", "0:b'x2'"]);
+  });
+
+  it('refuses to hand out records whose bodies were never copied out of the batch (a seal must come first)', () => {
+    const log = new ReplayLog(new ReplayBudget(1 << 30));
+    const { spans } = batchOf(['z']);
+    log.appendStaged(owner(), 0, ...spans[0]!);
+    expect(() => log.handOut(nextReplayRound(), [])).toThrow(/not sealed/);
+  });
+});
+
+/** Bytes a log holds, as charged to its budget. */
+function budgetOf(log: ReplayLog): number {
+  return log.bytes;
+}
