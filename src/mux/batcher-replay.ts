@@ -24,7 +24,8 @@ export function logRecord(b: Batcher, owner: ReplayOwner): void {
     if (hooks == null) return; // no resume on this node: nothing owns a log
     b.replayLog = log = new ReplayLog(hooks.budget);
   }
-  log.appendStaged(owner, EgressKind.Body, b.lastBodyAt, b.enc.byteLength);
+  const enc = b.enc;
+  log.appendStaged(owner, EgressKind.Body, enc.buffer, b.lastBodyAt, enc.byteLength);
 }
 
 /** The open batch is written, or lost: the log copies the bodies it keeps out of it (before the buffer is used again). */

@@ -29,6 +29,7 @@
  */
 
 import type { PeerId } from '../messenger/types.ts';
+import { RECORD_HEADER_LEN } from '../wire/constants.ts';
 import { giveBuffer, takeBuffer } from './replay-chunks.ts';
 
 /** A stream whose staged records the log keeps (its slot's `replay`). */
@@ -186,12 +187,15 @@ export class ReplayLog {
   }
 
   /**
-   * Keep `owner`'s record whose encoded body is `[start, end)` of the open batch: the entry waits for
-   * {@link seal}, which the batch's writer calls before the batch's buffer is used again.
+   * Keep `owner`'s record whose encoded body is `[start, end)` of the open batch, `batch`: the entry
+   * waits for {@link seal}, which the batch's writer calls before the batch's buffer is used again.
    */
-  appendStaged(owner: ReplayOwner, kind: number, start: number, end: number): void {
+  appendStaged(owner: ReplayOwner, kind: number, batch: Uint8Array, start: number, end: number): void {
     const bytes = end - start + REPLAY_RECORD_OVERHEAD;
     this.#reserve(bytes);
+    // A span holds kept bodies and the record headers between them, nothing else: a record the log does
+    // not keep (another stream's, a credit update) between two would be copied and held uncounted.
+    if (this.#pendingFrom >= 0 && start !== this.#pendingEnd + RECORD_HEADER_LEN) this.seal(batch);
     if (this.#pendingFrom < 0) {
       this.#pendingFrom = this.#appended;
       this.#pendingStart = start;

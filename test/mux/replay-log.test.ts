@@ -235,16 +235,16 @@ describe('replay log: bodies noted in the open batch and copied out when it is w
     const a = owner();
     const b = owner();
     const first = batchOf(['a0', 'b0', 'a1']);
-    log.appendStaged(a, 0, ...first.spans[0]!);
-    log.appendStaged(b, 0, ...first.spans[1]!);
-    log.appendStaged(a, 0, ...first.spans[2]!);
+    log.appendStaged(a, 0, first.buf, ...first.spans[0]!);
+    log.appendStaged(b, 0, first.buf, ...first.spans[1]!);
+    log.appendStaged(a, 0, first.buf, ...first.spans[2]!);
     expect(log.staged).toBe(true);
     log.seal(first.buf);
     expect(log.staged).toBe(false);
     // The encoder reuses its buffer for the next batch.
     first.buf.fill(0x7a);
     const second = batchOf(['b1']);
-    log.appendStaged(b, 0, ...second.spans[0]!);
+    log.appendStaged(b, 0, second.buf, ...second.spans[0]!);
     log.seal(second.buf);
     second.buf.fill(0x7a);
     const reached: ReplayOwner[] = [];
@@ -259,7 +259,7 @@ describe('replay log: bodies noted in the open batch and copied out when it is w
     const log = new ReplayLog(budget);
     const a = owner();
     const { buf, spans } = batchOf(['one', 'two']);
-    for (const s of spans) log.appendStaged(a, 0, ...s);
+    for (const s of spans) log.appendStaged(a, 0, buf, ...s);
     expect(budget.used).toBe(2 * (3 + OVERHEAD));
     log.seal(buf);
     expect(log.chunkBytes).toBeGreaterThan(0);
@@ -274,7 +274,7 @@ describe('replay log: bodies noted in the open batch and copied out when it is w
     const log = new ReplayLog(new ReplayBudget(2 * (2 + OVERHEAD)));
     const a = owner();
     const { buf, spans } = batchOf(['x0', 'x1', 'x2']);
-    for (const s of spans) log.appendStaged(a, 0, ...s);
+    for (const s of spans) log.appendStaged(a, 0, buf, ...s);
     expect(log.length).toBe(2);
     log.seal(buf);
     buf.fill(0);
@@ -282,10 +282,30 @@ describe('replay log: bodies noted in the open batch and copied out when it is w
     expect(a.got).toEqual(["0:b'x1'", "0:b'x2'"]);
   });
 
+  it('a record it does not keep between two it keeps is not copied: what the chunks hold stays within what the budget counts', () => {
+    // Two 1-byte bodies with a 60 KiB record of another stream between them, ten batches over.
+    const budget = new ReplayBudget(1 << 30);
+    const log = new ReplayLog(budget);
+    const a = owner();
+    for (let k = 0; k < 10; k++) {
+      const buf = new Uint8Array(61_500);
+      buf[29] = 0x61 + k;
+      buf[61_440] = 0x41 + k;
+      log.appendStaged(a, 0, buf, 29, 30);
+      log.appendStaged(a, 0, buf, 61_440, 61_441);
+      log.seal(buf);
+    }
+    expect(log.bytes).toBe(20 * (1 + OVERHEAD));
+    // Held beyond the counted bytes: chunks are sized to what the log holds (1 KiB here), never the 60 KiB between.
+    expect(log.chunkBytes).toBeLessThanOrEqual(2048);
+    log.handOut(nextReplayRound(), []);
+    expect(a.got.slice(0, 4)).toEqual(["0:b'a'", "0:b'A'", "0:b'b'", "0:b'B'"]);
+  });
+
   it('refuses to hand out records whose bodies were never copied out of the batch (a seal must come first)', () => {
     const log = new ReplayLog(new ReplayBudget(1 << 30));
-    const { spans } = batchOf(['z']);
-    log.appendStaged(owner(), 0, ...spans[0]!);
+    const { buf, spans } = batchOf(['z']);
+    log.appendStaged(owner(), 0, buf, ...spans[0]!);
     expect(() => log.handOut(nextReplayRound(), [])).toThrow(/not sealed/);
   });
 });
