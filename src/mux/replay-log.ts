@@ -17,8 +17,9 @@
  * trip, so every young collection meanwhile copied it (AI SDK chunks cost 1.6× the CPU, fresh 64-byte
  * tokens 1.4×). {@link appendStaged} notes where the body sits in the open batch, and {@link seal}
  * copies the batch's span of them into the log's chunks when it is written: one copy per batch, not
- * one per record (a copy per record cost more than the collections it saved). {@link appendCopy}
- * copies one body at once into the same chunks. Chunks are sized to
+ * one per record (a copy per record cost more than the collections it saved). {@link append} (a
+ * payload kept as given) and {@link appendCopy} (one body copied at once into the same chunks) are no
+ * longer on the batcher's path; the log's own tests drive its budget and hand-outs through them. Chunks are sized to
  * what the log holds (1–64 KiB; a larger body gets one of its own) and let go, oldest first, once
  * their last entry is dropped, all of them when the log is empty. Beyond the bytes the budget counts
  * they hold at most as much again (a chunk's unused tail is smaller than the next body) plus two
