@@ -7,7 +7,8 @@
  */
 import { LanemuxError } from '../errors.ts';
 import { TransportError, describeThrown } from '../transport/errors.ts';
-import { decodeBounded, encodeShared, minEncodedSize } from '../wire/msgpack.ts';
+import { minEncodedSize } from '../wire/msgpack.ts';
+import { decodeBody, encodeBody } from './body-codec.ts';
 import { swallow, tooLarge } from './admission.ts';
 import {
   Kind,
@@ -83,7 +84,7 @@ export class Unary {
     if (least > st.link.maxMessageSize) return Promise.reject(tooLarge(least, st));
     let encoded: Uint8Array;
     try {
-      encoded = encodeShared(body);
+      encoded = encodeBody(body);
     } catch (cause) {
       return Promise.reject(
         new MessengerError(
@@ -180,7 +181,7 @@ export class Unary {
     }
     let body: unknown;
     try {
-      body = decodeBounded(bytes.subarray(6 + n));
+      body = decodeBody(bytes.subarray(6 + n));
     } catch (cause) {
       this.#replyError(
         st,
@@ -243,7 +244,7 @@ export class Unary {
     }
     let encoded: Uint8Array;
     try {
-      encoded = encodeShared(value);
+      encoded = encodeBody(value);
     } catch (cause) {
       this.#replyError(
         st,
@@ -304,7 +305,7 @@ export class Unary {
     if (bytes[0] === Kind.Response) {
       let value: unknown;
       try {
-        value = decodeBounded(bytes.subarray(5));
+        value = decodeBody(bytes.subarray(5));
       } catch (cause) {
         pending.reject(
           new TransportError(

@@ -1,0 +1,259 @@
+/**
+ * MessagePack for small control bodies, by hand: the attach request and its answer, detach and cancel
+ * bodies, hello and ticket maps — plain objects and arrays of ASCII strings, small naturals, booleans
+ * and nil. One attach runs four of them through the general encoder and decoder (request and answer,
+ * each written once and read once), and those were a sixth of an attach's CPU and most of what it
+ * allocated: the decoder builds each string from an array of char codes
+ * (`node bench/lifecycle.mjs --mode attach --items 0` under `--cpu-prof`).
+ *
+ * {@link writePlain} produces exactly the bytes `@msgpack/msgpack` makes of the same value (with
+ * `ignoreUndefined`: a map entry whose value is `undefined` is left out), or gives up (undefined) on
+ * anything else. {@link readPlain} reads a value of that subset that fills its input exactly and
+ * returns what the general decoder would (a fresh plain object per map, keys in order, a repeated
+ * key's last value), or gives up ({@link GIVE_UP}). Giving up costs at most one pass over a body of at
+ * most {@link PLAIN_MAX_BYTES}; the caller then takes the general path, so refusals and their messages
+ * are unchanged (test/wire/plain-codec.test.ts compares both ways on random values and damaged bytes).
+ *
+ * Pure: no timers, no I/O.
+ */
+
+/** {@link readPlain}'s answer for input outside the subset. */
+export const GIVE_UP: unique symbol = Symbol('plain-codec: give up');
+
+/** Largest body either side takes; beyond it the general path is as cheap relatively. */
+export const PLAIN_MAX_BYTES = 2048;
+/** Deepest nesting either side takes (the attach answer is two levels deep). */
+const MAX_DEPTH = 4;
+/** Strings up to this many bytes are kept in the read cache (keys and `0x…` ids). */
+const CACHED_STRING_BYTES = 24;
+const CACHE_SLOTS = 128;
+
+// ───────────── writing ─────────────
+
+/** The buffer every body is written into (the result is a view of it). */
+const out = new Uint8Array(PLAIN_MAX_BYTES);
+/** A writer's answer when the value is outside the subset or does not fit. */
+const NO = -1;
+
+/**
+ * `value` as `@msgpack/msgpack` encodes it, when it is in the subset; else undefined. The result is a
+ * view of a shared buffer, valid until the next call (as the general encoder's shared result is).
+ */
+export function writePlain(value: unknown): Uint8Array | undefined {
+  const n = put(value, 0, 0);
+  return n === NO ? undefined : out.subarray(0, n);
+}
+
+// Each writer takes the position to write at and returns the next one, or NO: the position stays in a
+// register rather than a module variable, which optimized code would load and store on every byte.
+function put(v: unknown, p: number, depth: number): number {
+  switch (typeof v) {
+    case 'string':
+      return putString(v, p);
+    case 'number':
+      return putNatural(v, p);
+    case 'boolean':
+      if (p >= PLAIN_MAX_BYTES) return NO;
+      out[p] = v ? 0xc3 : 0xc2;
+      return p + 1;
+    case 'object':
+      if (v === null) {
+        if (p >= PLAIN_MAX_BYTES) return NO;
+        out[p] = 0xc0;
+        return p + 1;
+      }
+      if (depth >= MAX_DEPTH) return NO;
+      return Array.isArray(v) ? putArray(v, p, depth) : putMap(v, p, depth);
+    default:
+      return NO;
+  }
+}
+
+function putString(s: string, p: number): number {
+  const n = s.length;
+  if (p + n + 3 > PLAIN_MAX_BYTES) return NO;
+  const o = out;
+  if (n < 32) o[p++] = 0xa0 | n;
+  else if (n < 0x100) {
+    o[p++] = 0xd9;
+    o[p++] = n;
+  } else {
+    o[p++] = 0xda;
+    o[p++] = n >>> 8;
+    o[p++] = n & 0xff;
+  }
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    // UTF-8 beyond ASCII: the general encoder's (it has the surrogate rules).
+    if (c >= 0x80) return NO;
+    o[p++] = c;
+  }
+  return p;
+}
+
+function putNatural(v: number, p: number): number {
+  // Negatives, fractions and numbers from 2^32 take other forms (a 64-bit one as a float under `useBigInt64`).
+  if (!(Number.isInteger(v) && v >= 0 && v <= 0xffff_ffff) || p + 5 > PLAIN_MAX_BYTES) return NO;
+  const o = out;
+  if (v < 0x80) o[p++] = v;
+  else if (v < 0x100) {
+    o[p++] = 0xcc;
+    o[p++] = v;
+  } else if (v < 0x10000) {
+    o[p++] = 0xcd;
+    o[p++] = v >>> 8;
+    o[p++] = v & 0xff;
+  } else {
+    o[p++] = 0xce;
+    o[p++] = v >>> 24;
+    o[p++] = (v >>> 16) & 0xff;
+    o[p++] = (v >>> 8) & 0xff;
+    o[p++] = v & 0xff;
+  }
+  return p;
+}
+
+function putArray(a: unknown[], p: number, depth: number): number {
+  const n = a.length;
+  if (n > 15 || p >= PLAIN_MAX_BYTES) return NO;
+  out[p++] = 0x90 | n;
+  for (let i = 0; i < n && p !== NO; i++) {
+    const x = a[i];
+    // The general encoder writes a hole or `undefined` in an array as nil; not worth a case here.
+    p = x === undefined ? NO : put(x, p, depth + 1);
+  }
+  return p;
+}
+
+function putMap(o: object, p: number, depth: number): number {
+  // A class instance, a Date, a Map, a typed array: the general encoder's (extensions, bin, errors).
+  const proto: unknown = Object.getPrototypeOf(o);
+  if (proto !== Object.prototype && proto !== null) return NO;
+  const r = o as Record<string, unknown>;
+  const keys = Object.keys(r);
+  let n = 0;
+  for (let i = 0; i < keys.length; i++) if (r[keys[i]!] !== undefined) n++;
+  if (n > 15 || p >= PLAIN_MAX_BYTES) return NO;
+  out[p++] = 0x80 | n;
+  for (let i = 0; i < keys.length && p !== NO; i++) {
+    const k = keys[i]!;
+    const x = r[k];
+    if (x === undefined) continue;
+    p = putString(k, p);
+    if (p !== NO) p = put(x, p, depth + 1);
+  }
+  return p;
+}
+
+// ───────────── reading ─────────────
+
+const NOTHING = new Uint8Array(0);
+/** The input being read; let go after each read (a view would pin the chunk it came in). */
+let src: Uint8Array = NOTHING;
+let pos = 0;
+let end = 0;
+/** Strings read before, by a hash of their bytes: keys and ids repeat from one message to the next. */
+const cache: (string | undefined)[] = new Array<string | undefined>(CACHE_SLOTS).fill(undefined);
+
+/**
+ * The value `bytes` holds, as the general decoder (`useBigInt64`) returns it, when it is in the
+ * subset and fills `bytes` exactly; else {@link GIVE_UP}.
+ */
+export function readPlain(bytes: Uint8Array): unknown {
+  if (bytes.byteLength > PLAIN_MAX_BYTES) return GIVE_UP;
+  src = bytes;
+  pos = 0;
+  end = bytes.byteLength;
+  const v = take(0);
+  src = NOTHING;
+  return pos === end ? v : GIVE_UP;
+}
+
+function take(depth: number): unknown {
+  if (pos >= end) return GIVE_UP;
+  const b = src[pos++]!;
+  if (b < 0x80) return b;
+  if (b >= 0xa0 && b <= 0xbf) return text(b & 0x1f);
+  if (b >= 0x80 && b <= 0x8f) return depth >= MAX_DEPTH ? GIVE_UP : map(b & 0x0f, depth);
+  if (b >= 0x90 && b <= 0x9f) return depth >= MAX_DEPTH ? GIVE_UP : list(b & 0x0f, depth);
+  switch (b) {
+    case 0xc0:
+      return null;
+    case 0xc2:
+      return false;
+    case 0xc3:
+      return true;
+    case 0xcc:
+      return pos + 1 <= end ? src[pos++]! : GIVE_UP;
+    case 0xcd:
+      if (pos + 2 > end) return GIVE_UP;
+      pos += 2;
+      return (src[pos - 2]! << 8) | src[pos - 1]!;
+    case 0xce:
+      if (pos + 4 > end) return GIVE_UP;
+      pos += 4;
+      return ((src[pos - 4]! << 24) | (src[pos - 3]! << 16) | (src[pos - 2]! << 8) | src[pos - 1]!) >>> 0;
+    case 0xd9:
+      return pos + 1 <= end ? text(src[pos++]!) : GIVE_UP;
+    case 0xda:
+      if (pos + 2 > end) return GIVE_UP;
+      pos += 2;
+      return text((src[pos - 2]! << 8) | src[pos - 1]!);
+    default:
+      return GIVE_UP;
+  }
+}
+
+function text(n: number): string | typeof GIVE_UP {
+  const b = src;
+  const a = pos;
+  const z = a + n;
+  if (z > end) return GIVE_UP;
+  pos = z;
+  // A string seen before (keys, ids) is found by its length and three of its bytes, then compared:
+  // the cache holds ASCII strings only, so a match is ASCII too.
+  const slot =
+    n <= CACHED_STRING_BYTES && n > 0
+      ? (n * 31 + b[a]! * 7 + b[a + (n >>> 1)]! * 3 + b[z - 1]!) & (CACHE_SLOTS - 1)
+      : -1;
+  if (slot >= 0) {
+    const hit = cache[slot];
+    if (hit !== undefined && hit.length === n) {
+      let i = 0;
+      while (i < n && hit.charCodeAt(i) === b[a + i]) i++;
+      if (i === n) return hit;
+    }
+  }
+  for (let i = a; i < z; i++) if (b[i]! >= 0x80) return GIVE_UP; // UTF-8 beyond ASCII: the general decoder's
+  const s = n === 0 ? '' : String.fromCharCode.apply(null, b.subarray(a, z) as unknown as number[]);
+  if (slot >= 0) cache[slot] = s;
+  return s;
+}
+
+function list(n: number, depth: number): unknown {
+  // Every item takes a byte at least: a count the input cannot hold is refused before anything is made.
+  if (n > end - pos) return GIVE_UP;
+  const a: unknown[] = [];
+  for (let i = 0; i < n; i++) {
+    const v = take(depth + 1);
+    if (v === GIVE_UP) return GIVE_UP;
+    a.push(v);
+  }
+  return a;
+}
+
+function map(n: number, depth: number): unknown {
+  if (2 * n > end - pos) return GIVE_UP;
+  const o: Record<string, unknown> = {};
+  for (let i = 0; i < n; i++) {
+    const b = pos < end ? src[pos]! : 0;
+    // Keys: strings only (a number key, allowed by the general decoder, is rare in a control body).
+    if (!((b >= 0xa0 && b <= 0xbf) || b === 0xd9 || b === 0xda)) return GIVE_UP;
+    const k = take(depth + 1);
+    if (k === GIVE_UP || k === '__proto__') return GIVE_UP;
+    const v = take(depth + 1);
+    if (v === GIVE_UP) return GIVE_UP;
+    o[k as string] = v;
+  }
+  return o;
+}
