@@ -19,6 +19,7 @@ import type { PeerId } from '../messenger/types.ts';
 import { CloseReason, MPSC_ANCHOR_BIT, RecordType } from '../wire/constants.ts';
 import type { BatchReader } from '../wire/decoder.ts';
 import { FrameKind, decodeRecordAt, readTokenAt } from '../wire/frame.ts';
+import { GIVE_UP, readItemAt } from '../wire/plain-item.ts';
 import type { DecodedFrame } from '../wire/frame.ts';
 import { seqGap, seqNewer } from '../wire/seq.ts';
 import { slotIndex } from '../wire/slot-id.ts';
@@ -322,10 +323,11 @@ export class IngressTable {
           value = undefined;
         } else {
           const token = readTokenAt(r.payload, r.bodyOffset, r.bodyOffset + bytes, s.items);
-          if (token !== undefined) {
+          const item = token === undefined ? readItemAt(r.payload, r.bodyOffset, r.bodyOffset + bytes) : token;
+          if (item !== GIVE_UP) {
             kind = FrameKind.Item;
             terminal = false;
-            value = token;
+            value = item;
           } else {
             kind = decodeRecordAt(r.payload, r.bodyOffset, r.bodyOffset + bytes, scratchFrame, s.items);
             terminal = scratchFrame.terminal;

@@ -6,6 +6,7 @@ import type { LanemuxError } from '../errors.ts';
 import { Offer } from '../mux/egress-slot.ts';
 import { EgressKind } from '../mux/egress-slot.ts';
 import type { EgressSlot } from '../mux/egress-slot.ts';
+import { encodeItemBody } from '../wire/plain-item.ts';
 import { FRAME_DETACHED, FRAME_DROPPED, FRAME_FINALIZED, FrameKind, encodeFrame } from '../wire/frame.ts';
 import type { SlotBuffer } from '../mux/slot-buffer.ts';
 import type { Runtime, TimerHandle } from '../runtime/runtime.ts';
@@ -68,7 +69,7 @@ export class MuxPort implements SenderPort {
       case FrameKind.Item:
         if (typeof value === 'string') return slot.batcher.offer(slot, EgressKind.ItemString, value);
         if (value instanceof Uint8Array) return slot.batcher.offer(slot, EgressKind.ItemBytes, value);
-        return slot.batcher.offer(slot, EgressKind.Body, encodeFrame({ kind: 'Item', value }));
+        return slot.batcher.offer(slot, EgressKind.Body, encodeItemBody(value));
       case FrameKind.SenderError:
         return slot.batcher.offer(slot, EgressKind.Body, encodeFrame({ kind: 'SenderError', message: String(value) }));
       case FrameKind.Heartbeat:

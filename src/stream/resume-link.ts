@@ -15,6 +15,7 @@ import { EgressKind, Offer } from '../mux/egress-slot.ts';
 import { closedOnPurpose } from '../mux/errors.ts';
 import type { ReplayOwner } from '../mux/replay-log.ts';
 import type { EgressSlot, EgressSlotOwner, Retirement } from '../mux/egress-slot.ts';
+import { encodeItemBody } from '../wire/plain-item.ts';
 import { FRAME_DETACHED, FRAME_FINALIZED, FrameKind, encodeFrame } from '../wire/frame.ts';
 import { ResumeFailedError, StreamError, type ResumeFailure } from './errors.ts';
 import { slotRoom, type SenderPort } from './port.ts';
@@ -294,7 +295,7 @@ export class ResumeLink implements SenderPort {
           size = value.byteLength;
         } else {
           ek = EgressKind.Body;
-          const body = encodeFrame({ kind: 'Item', value });
+          const body = encodeItemBody(value);
           payload = body;
           size = body.byteLength;
         }

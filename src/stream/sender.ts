@@ -7,6 +7,7 @@ import type { LanemuxError } from '../errors.ts';
 import type { Retirement } from '../mux/egress-slot.ts';
 import { FrameKind } from '../wire/frame.ts';
 import { itemRefusal } from '../wire/item.ts';
+import { dropStagedItem, stageItem } from '../wire/plain-item.ts';
 import { StreamError } from './errors.ts';
 import { FEED_OVERRUN_PREFIX, LiveFeed, OVERRUN, type LiveFeedHost, type LiveFeedOptions } from './live-feed.ts';
 import { Offer } from './port.ts';
@@ -246,11 +247,21 @@ export class StreamSender<T = unknown> {
    */
   send(item: T): Promise<void> {
     // Strings and bytes (the token path) need no check.
-    if (typeof item !== 'string' && !(item instanceof Uint8Array)) {
+    if (typeof item === 'string' || item instanceof Uint8Array) return this.#offer(FrameKind.Item, item);
+    return this.#sendValue(item);
+  }
+
+  /** `send` of any other value: a plain value's body is written here, which is its check too (the port takes it). */
+  #sendValue(item: T): Promise<void> {
+    if (!stageItem(item)) {
       const refused = itemRefusal(item);
       if (refused !== undefined) return Promise.reject(refused);
     }
-    return this.#offer(FrameKind.Item, item);
+    try {
+      return this.#offer(FrameKind.Item, item);
+    } finally {
+      dropStagedItem();
+    }
   }
 
   /**

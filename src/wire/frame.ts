@@ -56,7 +56,7 @@ export const FRAME_FINALIZED: Uint8Array = /*@__PURE__*/ fixstr('Finalized');
 export const FRAME_HEARTBEAT: Uint8Array = /*@__PURE__*/ fixstr('Heartbeat');
 
 /** `81 a4 "Item"`: the first 6 bytes of every Item frame. */
-const ITEM_PREFIX = /*@__PURE__*/ Uint8Array.from([0x81, ...fixstr('Item')]);
+export const ITEM_PREFIX = /*@__PURE__*/ Uint8Array.from([0x81, ...fixstr('Item')]);
 const SENDER_ERROR_PREFIX = /*@__PURE__*/ Uint8Array.from([0x81, ...fixstr('SenderError')]);
 const TRANSPORT_ERROR_PREFIX = /*@__PURE__*/ Uint8Array.from([0x81, ...fixstr('TransportError')]);
 /** Length of the Item prefix. */

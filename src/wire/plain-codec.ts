@@ -1,7 +1,7 @@
 /**
- * MessagePack for small control bodies, by hand: the attach request and its answer, detach and cancel
- * bodies, hello and ticket maps — plain objects and arrays of ASCII strings, small naturals, booleans
- * and nil. One attach runs four of them through the general encoder and decoder (request and answer,
+ * MessagePack for small plain values, by hand: the attach request and its answer and the other unary
+ * control bodies, and object items such as the AI SDK's chunks — plain objects and arrays of strings,
+ * naturals below 2^32, booleans and nil. One attach runs four of them through the general encoder and decoder (request and answer,
  * each written once and read once), and those were a sixth of an attach's CPU and most of what it
  * allocated: the decoder builds each string from an array of char codes
  * (`node bench/lifecycle.mjs --mode attach --items 0` under `--cpu-prof`).
@@ -34,13 +34,27 @@ const CACHE_SLOTS = 128;
 const out = new Uint8Array(PLAIN_MAX_BYTES);
 /** A writer's answer when the value is outside the subset or does not fit. */
 const NO = -1;
+/** Calls of {@link writePlain} so far: a result is valid while this has not moved. */
+let writes = 0;
+
+/** {@link writePlain}'s calls so far (a result is still valid while this is unchanged). */
+export function plainWrites(): number {
+  return writes;
+}
 
 /**
- * `value` as `@msgpack/msgpack` encodes it, when it is in the subset; else undefined. The result is a
- * view of a shared buffer, valid until the next call (as the general encoder's shared result is).
+ * `value` as `@msgpack/msgpack` encodes it, after `prefix` if one is given (an `Item` newtype's), when it
+ * is in the subset; else undefined. The result is a view of a shared buffer, valid until the next call
+ * (as the general encoder's shared result is).
  */
-export function writePlain(value: unknown): Uint8Array | undefined {
-  const n = put(value, 0, 0);
+export function writePlain(value: unknown, prefix?: Uint8Array): Uint8Array | undefined {
+  writes++;
+  let p = 0;
+  if (prefix !== undefined) {
+    out.set(prefix);
+    p = prefix.byteLength;
+  }
+  const n = put(value, p, 0);
   return n === NO ? undefined : out.subarray(0, n);
 }
 
@@ -71,22 +85,67 @@ function put(v: unknown, p: number, depth: number): number {
 
 function putString(s: string, p: number): number {
   const n = s.length;
-  if (p + n + 3 > PLAIN_MAX_BYTES) return NO;
   const o = out;
-  if (n < 32) o[p++] = 0xa0 | n;
-  else if (n < 0x100) {
-    o[p++] = 0xd9;
-    o[p++] = n;
-  } else {
-    o[p++] = 0xda;
-    o[p++] = n >>> 8;
-    o[p++] = n & 0xff;
+  // ASCII (keys, ids, most text) in one pass: its byte length is its length.
+  if (n < 32 && p + n < PLAIN_MAX_BYTES) {
+    o[p] = 0xa0 | n;
+    let q = p + 1;
+    let i = 0;
+    for (; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0x80) break;
+      o[q++] = c;
+    }
+    if (i === n) return q;
   }
+  // The header needs the UTF-8 length first.
+  let bytes = 0;
   for (let i = 0; i < n; i++) {
     const c = s.charCodeAt(i);
-    // UTF-8 beyond ASCII: the general encoder's (it has the surrogate rules).
-    if (c >= 0x80) return NO;
-    o[p++] = c;
+    if (c < 0x80) bytes++;
+    else if (c < 0x800) bytes += 2;
+    else if (c < 0xd800 || c > 0xdfff) bytes += 3;
+    else {
+      // A pair is four bytes. A lone surrogate is the general encoder's: its own loop and TextEncoder
+      // (above 50 characters) write it differently.
+      if (c > 0xdbff || i + 1 >= n) return NO;
+      const d = s.charCodeAt(i + 1);
+      if (d < 0xdc00 || d > 0xdfff) return NO;
+      i++;
+      bytes += 4;
+    }
+  }
+  if (bytes > 0xffff || p + bytes + 3 > PLAIN_MAX_BYTES) return NO;
+  if (bytes < 32) o[p++] = 0xa0 | bytes;
+  else if (bytes < 0x100) {
+    o[p++] = 0xd9;
+    o[p++] = bytes;
+  } else {
+    o[p++] = 0xda;
+    o[p++] = bytes >>> 8;
+    o[p++] = bytes & 0xff;
+  }
+  if (bytes === n) {
+    for (let i = 0; i < n; i++) o[p++] = s.charCodeAt(i);
+    return p;
+  }
+  for (let i = 0; i < n; i++) {
+    let c = s.charCodeAt(i);
+    if (c < 0x80) o[p++] = c;
+    else if (c < 0x800) {
+      o[p++] = 0xc0 | (c >>> 6);
+      o[p++] = 0x80 | (c & 0x3f);
+    } else if (c < 0xd800 || c > 0xdfff) {
+      o[p++] = 0xe0 | (c >>> 12);
+      o[p++] = 0x80 | ((c >>> 6) & 0x3f);
+      o[p++] = 0x80 | (c & 0x3f);
+    } else {
+      c = 0x10000 + ((c & 0x3ff) << 10) + (s.charCodeAt(++i) & 0x3ff);
+      o[p++] = 0xf0 | (c >>> 18);
+      o[p++] = 0x80 | ((c >>> 12) & 0x3f);
+      o[p++] = 0x80 | ((c >>> 6) & 0x3f);
+      o[p++] = 0x80 | (c & 0x3f);
+    }
   }
   return p;
 }
@@ -115,7 +174,8 @@ function putNatural(v: number, p: number): number {
 
 function putArray(a: unknown[], p: number, depth: number): number {
   const n = a.length;
-  if (n > 15 || p >= PLAIN_MAX_BYTES) return NO;
+  // An array subclass would arrive as a plain array (an item that is one is refused).
+  if (n > 15 || p >= PLAIN_MAX_BYTES || Object.getPrototypeOf(a) !== Array.prototype) return NO;
   out[p++] = 0x90 | n;
   for (let i = 0; i < n && p !== NO; i++) {
     const x = a[i];
@@ -129,19 +189,25 @@ function putMap(o: object, p: number, depth: number): number {
   // A class instance, a Date, a Map, a typed array: the general encoder's (extensions, bin, errors).
   const proto: unknown = Object.getPrototypeOf(o);
   if (proto !== Object.prototype && proto !== null) return NO;
+  // Symbol keys are not sent (an item with one is refused); a `__proto__` key is refused by decoders.
+  if (Object.getOwnPropertySymbols(o).length > 0) return NO;
   const r = o as Record<string, unknown>;
   const keys = Object.keys(r);
+  if (keys.length > 15 || p >= PLAIN_MAX_BYTES) return NO;
+  // One pass: the header, which counts the entries written (`undefined` values are left out), is
+  // filled in after them.
+  const head = p++;
   let n = 0;
-  for (let i = 0; i < keys.length; i++) if (r[keys[i]!] !== undefined) n++;
-  if (n > 15 || p >= PLAIN_MAX_BYTES) return NO;
-  out[p++] = 0x80 | n;
   for (let i = 0; i < keys.length && p !== NO; i++) {
     const k = keys[i]!;
     const x = r[k];
     if (x === undefined) continue;
+    if (k === '__proto__') return NO;
+    n++;
     p = putString(k, p);
     if (p !== NO) p = put(x, p, depth + 1);
   }
+  out[head] = 0x80 | n;
   return p;
 }
 
@@ -156,14 +222,15 @@ let end = 0;
 const cache: (string | undefined)[] = new Array<string | undefined>(CACHE_SLOTS).fill(undefined);
 
 /**
- * The value `bytes` holds, as the general decoder (`useBigInt64`) returns it, when it is in the
- * subset and fills `bytes` exactly; else {@link GIVE_UP}.
+ * The value `bytes[start, stop)` holds, as the general decoder returns it (with or without
+ * `useBigInt64`: the subset has no 64-bit integer), when it is in the subset and fills the range
+ * exactly; else {@link GIVE_UP}.
  */
-export function readPlain(bytes: Uint8Array): unknown {
-  if (bytes.byteLength > PLAIN_MAX_BYTES) return GIVE_UP;
+export function readPlain(bytes: Uint8Array, start = 0, stop = bytes.byteLength): unknown {
+  if (stop - start > PLAIN_MAX_BYTES) return GIVE_UP;
   src = bytes;
-  pos = 0;
-  end = bytes.byteLength;
+  pos = start;
+  end = stop;
   const v = take(0);
   src = NOTHING;
   return pos === end ? v : GIVE_UP;
@@ -224,10 +291,91 @@ function text(n: number): string | typeof GIVE_UP {
       if (i === n) return hit;
     }
   }
-  for (let i = a; i < z; i++) if (b[i]! >= 0x80) return GIVE_UP; // UTF-8 beyond ASCII: the general decoder's
-  const s = n === 0 ? '' : String.fromCharCode.apply(null, b.subarray(a, z) as unknown as number[]);
+  for (let i = a; i < z; i++) if (b[i]! >= 0x80) return utf8(b, a, z);
+  const s = ascii(b, a, z);
   if (slot >= 0) cache[slot] = s;
   return s;
+}
+
+/**
+ * The ASCII bytes `b[a, z)` as a string. `fromCharCode` with its arguments spelled out, eight at a
+ * time, is several times faster than `fromCharCode.apply` over a view for short strings (13 against
+ * 102 ns for four characters).
+ */
+function ascii(b: Uint8Array, a: number, z: number): string {
+  if (z - a > 64) return String.fromCharCode.apply(null, b.subarray(a, z) as unknown as number[]);
+  let s = '';
+  let i = a;
+  for (; i + 8 <= z; i += 8)
+    s += String.fromCharCode(b[i]!, b[i + 1]!, b[i + 2]!, b[i + 3]!, b[i + 4]!, b[i + 5]!, b[i + 6]!, b[i + 7]!);
+  switch (z - i) {
+    case 1:
+      return s + String.fromCharCode(b[i]!);
+    case 2:
+      return s + String.fromCharCode(b[i]!, b[i + 1]!);
+    case 3:
+      return s + String.fromCharCode(b[i]!, b[i + 1]!, b[i + 2]!);
+    case 4:
+      return s + String.fromCharCode(b[i]!, b[i + 1]!, b[i + 2]!, b[i + 3]!);
+    case 5:
+      return s + String.fromCharCode(b[i]!, b[i + 1]!, b[i + 2]!, b[i + 3]!, b[i + 4]!);
+    case 6:
+      return s + String.fromCharCode(b[i]!, b[i + 1]!, b[i + 2]!, b[i + 3]!, b[i + 4]!, b[i + 5]!);
+    case 7:
+      return s + String.fromCharCode(b[i]!, b[i + 1]!, b[i + 2]!, b[i + 3]!, b[i + 4]!, b[i + 5]!, b[i + 6]!);
+    default:
+      return s;
+  }
+}
+
+/** UTF-16 code units of the string being read (reused). */
+const units: number[] = [];
+
+/**
+ * Well-formed UTF-8 (no overlong form, surrogate or code point past U+10FFFF) as the string it
+ * spells, which is what either of the general decoder's paths makes of it; anything else is the
+ * general decoder's to read as it does.
+ */
+function utf8(b: Uint8Array, a: number, z: number): string | typeof GIVE_UP {
+  const u = units;
+  let k = 0;
+  let i = a;
+  while (i < z) {
+    const c = b[i]!;
+    if (c < 0x80) {
+      u[k++] = c;
+      i++;
+      continue;
+    }
+    let cp: number;
+    let more: number;
+    if (c >= 0xc2 && c <= 0xdf) {
+      cp = c & 0x1f;
+      more = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      cp = c & 0x0f;
+      more = 2;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      cp = c & 0x07;
+      more = 3;
+    } else return GIVE_UP;
+    if (i + more >= z) return GIVE_UP; // cut short
+    for (let j = 1; j <= more; j++) {
+      const d = b[i + j]!;
+      if ((d & 0xc0) !== 0x80) return GIVE_UP;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    i += more + 1;
+    if (more === 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) return GIVE_UP;
+    if (more === 3) {
+      if (cp < 0x10000 || cp > 0x10ffff) return GIVE_UP;
+      cp -= 0x10000;
+      u[k++] = 0xd800 | (cp >>> 10);
+      u[k++] = 0xdc00 | (cp & 0x3ff);
+    } else u[k++] = cp;
+  }
+  u.length = k;
+  return String.fromCharCode.apply(null, u);
 }
 
 function list(n: number, depth: number): unknown {
