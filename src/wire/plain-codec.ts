@@ -13,6 +13,8 @@
  * key's last value), or gives up ({@link GIVE_UP}). Giving up costs at most one pass over a body of at
  * most {@link PLAIN_MAX_BYTES}; the caller then takes the general path, so refusals and their messages
  * are unchanged (test/wire/plain-codec.test.ts compares both ways on random values and damaged bytes).
+ * One difference is kept on purpose: a map value behind a getter is read once (the general encoder reads
+ * it twice, to count the entries and to write them), so a getter with side effects is written as read.
  *
  * Pure: no timers, no I/O.
  */
@@ -36,6 +38,10 @@ const out = new Uint8Array(PLAIN_MAX_BYTES);
 const NO = -1;
 /** Calls of {@link writePlain} so far: a result is valid while this has not moved. */
 let writes = 0;
+/** A write is under way (see {@link writePlain}). */
+let writing = false;
+/** Arrays are read by their iterator by the general encoder: one with another is its to write. */
+const ARRAY_ITERATOR = Array.prototype[Symbol.iterator];
 
 /** {@link writePlain}'s calls so far (a result is still valid while this is unchanged). */
 export function plainWrites(): number {
@@ -48,14 +54,22 @@ export function plainWrites(): number {
  * (as the general encoder's shared result is).
  */
 export function writePlain(value: unknown, prefix?: Uint8Array): Uint8Array | undefined {
+  // A getter or proxy trap that writes again (a `send` on another stream, a unary call) would write
+  // over the body being written: the inner write takes the general path instead.
+  if (writing) return undefined;
   writes++;
-  let p = 0;
-  if (prefix !== undefined) {
-    out.set(prefix);
-    p = prefix.byteLength;
+  writing = true;
+  try {
+    let p = 0;
+    if (prefix !== undefined) {
+      out.set(prefix);
+      p = prefix.byteLength;
+    }
+    const n = put(value, p, 0);
+    return n === NO ? undefined : out.subarray(0, n);
+  } finally {
+    writing = false;
   }
-  const n = put(value, p, 0);
-  return n === NO ? undefined : out.subarray(0, n);
 }
 
 // Each writer takes the position to write at and returns the next one, or NO: the position stays in a
@@ -175,7 +189,13 @@ function putNatural(v: number, p: number): number {
 function putArray(a: unknown[], p: number, depth: number): number {
   const n = a.length;
   // An array subclass would arrive as a plain array (an item that is one is refused).
-  if (n > 15 || p >= PLAIN_MAX_BYTES || Object.getPrototypeOf(a) !== Array.prototype) return NO;
+  if (
+    n > 15 ||
+    p >= PLAIN_MAX_BYTES ||
+    Object.getPrototypeOf(a) !== Array.prototype ||
+    a[Symbol.iterator] !== ARRAY_ITERATOR
+  )
+    return NO;
   out[p++] = 0x90 | n;
   for (let i = 0; i < n && p !== NO; i++) {
     const x = a[i];
@@ -188,7 +208,8 @@ function putArray(a: unknown[], p: number, depth: number): number {
 function putMap(o: object, p: number, depth: number): number {
   // A class instance, a Date, a Map, a typed array: the general encoder's (extensions, bin, errors).
   const proto: unknown = Object.getPrototypeOf(o);
-  if (proto !== Object.prototype && proto !== null) return NO;
+  // A typed array or view over another prototype: the general encoder's (it writes bin, or refuses).
+  if ((proto !== Object.prototype && proto !== null) || ArrayBuffer.isView(o)) return NO;
   // Symbol keys are not sent (an item with one is refused); a `__proto__` key is refused by decoders.
   if (Object.getOwnPropertySymbols(o).length > 0) return NO;
   const r = o as Record<string, unknown>;
@@ -201,8 +222,8 @@ function putMap(o: object, p: number, depth: number): number {
   for (let i = 0; i < keys.length && p !== NO; i++) {
     const k = keys[i]!;
     const x = r[k];
-    if (x === undefined) continue;
     if (k === '__proto__') return NO;
+    if (x === undefined) continue;
     n++;
     p = putString(k, p);
     if (p !== NO) p = put(x, p, depth + 1);
@@ -291,6 +312,8 @@ function text(n: number): string | typeof GIVE_UP {
       if (i === n) return hit;
     }
   }
+  // Above 200 bytes the general decoder uses TextDecoder, which drops a leading byte order mark.
+  if (n > 200 && b[a] === 0xef && b[a + 1] === 0xbb && b[a + 2] === 0xbf) return GIVE_UP;
   for (let i = a; i < z; i++) if (b[i]! >= 0x80) return utf8(b, a, z);
   const s = ascii(b, a, z);
   if (slot >= 0) cache[slot] = s;

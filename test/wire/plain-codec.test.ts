@@ -236,4 +236,42 @@ describe('plain control-body codec', () => {
       same(decodeBody(bytes), theirs);
     }
   });
+  it('a write from inside a write (a getter sending again) leaves the outer body whole', () => {
+    const v = {
+      a: 'hello',
+      get b(): number {
+        // Another body written while this one is: it takes the general path, not the shared buffer.
+        expect(writePlain({ zzzzzzzzzzzzzzzz: 'yyyyyyyyyyyyyyyy' })).toBeUndefined();
+        encodeBody({ q: 'zzzzzzzzzzzz' });
+        return 1;
+      },
+    };
+    expect([...writePlain(v)!]).toEqual([...general.encode({ a: 'hello', b: 1 })]);
+    expect([...encodeBody(v)]).toEqual([...general.encode({ a: 'hello', b: 1 })]);
+  });
+
+  it('leaves to the general path what it would write or read differently', () => {
+    // A string over 200 bytes led by a byte order mark: the general decoder's TextDecoder drops the mark.
+    const bom = general.encode({ s: `\ufeff${'x'.repeat(250)}` });
+    expect(readPlain(bom)).toBe(GIVE_UP);
+    same(decodeBody(bom), generalDecode(bom));
+    const short = general.encode({ s: '\ufeffshort' });
+    same(readPlain(short), generalDecode(short));
+    // A typed array over another prototype, an array iterated differently: the general encoder's.
+    expect(writePlain(Object.setPrototypeOf(new Uint8Array([1, 2]), null))).toBeUndefined();
+    expect(writePlain(Object.setPrototypeOf(new DataView(new ArrayBuffer(2)), Object.prototype))).toBeUndefined();
+    const odd = [1, 2];
+    Object.defineProperty(odd, Symbol.iterator, {
+      value: function* () {
+        yield 7;
+        yield 8;
+      },
+    });
+    expect(writePlain(odd)).toBeUndefined();
+    expect([...encodeBody(odd)]).toEqual([...general.encode(odd)]);
+    // An own `__proto__` key is never written, whatever its value.
+    expect(
+      writePlain(Object.defineProperty({ a: 1 }, '__proto__', { value: undefined, enumerable: true })),
+    ).toBeUndefined();
+  });
 });

@@ -86,6 +86,17 @@ describe('object items by hand (node paths)', () => {
     }
   });
 
+  it('staging takes nothing itemRefusal refuses, even where the bytes would be the same', () => {
+    for (const v of [
+      Object.defineProperty({ a: 1 }, '__proto__', { value: undefined, enumerable: true }),
+      Object.setPrototypeOf(new Uint8Array([1, 2]), null),
+    ]) {
+      expect(itemRefusal(v)).toBeDefined();
+      expect(stageItem(v)).toBe(false);
+      dropStagedItem();
+    }
+  });
+
   it('a value whose getter throws is not staged: itemRefusal reports it', () => {
     const v = {
       type: 'text-delta',
