@@ -57,7 +57,8 @@ export function isReservedName(name: string): boolean {
 export const BATCH_HEAD: Uint8Array = Uint8Array.of(Kind.Batch);
 
 const utf8 = new TextEncoder();
-const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
+// `ignoreBOM`: a name that starts with U+FEFF is read as sent.
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** UTF-8 bytes of a handler name, or undefined if empty or longer than 255 bytes. */
 export function encodeName(name: string): Uint8Array | undefined {

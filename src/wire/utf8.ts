@@ -5,7 +5,9 @@
  */
 
 const encoder = /*@__PURE__*/ new TextEncoder();
-const decoder = /*@__PURE__*/ new TextDecoder('utf-8', { fatal: true });
+// `ignoreBOM`: a string that starts with U+FEFF arrives with it (the default decoder drops it, so such an
+// item lost its first character).
+const decoder = /*@__PURE__*/ new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const HAND_LIMIT = 64;
 
 /** Exact UTF-8 byte length of `str`. */

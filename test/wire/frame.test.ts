@@ -18,6 +18,7 @@ import {
   decodeFrameInto,
   encodeFrame,
   isHeartbeatFrame,
+  readTokenAt,
   isTerminalKind,
   isTerminalSentinel,
   itemBytesLength,
@@ -239,6 +240,14 @@ describe('isTerminalSentinel (docs/protocol.md §10.5)', () => {
 });
 
 describe('decodeFrame fast path: Item(string)', () => {
+  it('a string item that starts with U+FEFF arrives with it, short or long, on the frame and ingress paths', () => {
+    for (const s of ['\ufeff', '\ufeffab', `\ufeff${'x'.repeat(40)}`, `\ufeff${'x'.repeat(300)}`]) {
+      const body = encodeFrame({ kind: 'Item', value: s });
+      expect(decodeFrame(body)).toEqual({ kind: 'Item', value: s });
+      expect(readTokenAt(body, 0, body.byteLength, null)).toBe(s);
+    }
+  });
+
   it('decodes ASCII, non-ASCII, and 4-byte emoji strings', () => {
     for (const s of [
       '',

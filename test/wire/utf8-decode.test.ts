@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { HAND_DECODE_LIMIT, utf8DecodeAt } from '../../src/wire/utf8.ts';
 
-const platform = new TextDecoder('utf-8', { fatal: true });
+const platform = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** What each decoder makes of `bytes[start, end)`: the string, or that it threw. */
 function outcome(decode: () => string): { ok: true; text: string } | { ok: false } {
@@ -78,5 +78,12 @@ describe('utf8DecodeAt', () => {
     const long = `${'x'.repeat(HAND_DECODE_LIMIT)}€😀`;
     const bytes = new TextEncoder().encode(long);
     expect(utf8DecodeAt(bytes, 0, bytes.byteLength)).toBe(long);
+  });
+
+  it('keeps a leading byte order mark, short or long, as the item was sent', () => {
+    for (const text of ['\ufeff', '\ufeffab', `\ufeff${'x'.repeat(40)}`]) {
+      const bytes = new TextEncoder().encode(text);
+      expect(utf8DecodeAt(bytes, 0, bytes.byteLength)).toBe(text);
+    }
   });
 });
