@@ -17,9 +17,7 @@
  * trip, so every young collection meanwhile copied it (AI SDK chunks cost 1.6× the CPU, fresh 64-byte
  * tokens 1.4×). {@link appendStaged} notes where the body sits in the open batch, and {@link seal}
  * copies the batch's span of them into the log's chunks when it is written: one copy per batch, not
- * one per record (a copy per record cost more than the collections it saved). {@link append} (a
- * payload kept as given) and {@link appendCopy} (one body copied at once into the same chunks) are no
- * longer on the batcher's path; the log's own tests drive its budget and hand-outs through them. Chunks are sized to
+ * one per record (a copy per record cost more than the collections it saved). Chunks are sized to
  * what the log holds (1–64 KiB; a larger body gets one of its own) and let go, oldest first, once
  * their last entry is dropped, all of them when the log is empty. Beyond the bytes the budget counts
  * they hold at most as much again (a chunk's unused tail is smaller than the next body) plus two
@@ -143,33 +141,13 @@ export class ReplayLog {
   }
 
   /**
-   * Keep `owner`'s record (`size`: its payload's length, a string's or the bytes'). Over the budget,
-   * finished streams' rings go first, then the oldest entries (their streams can no longer resume
-   * from before them); a record is always kept, so the log passes its budget by one record at most.
+   * Room for one more entry of `bytes`: under the budget and in the array. Over the budget, finished
+   * streams' rings go first, then the oldest entries (their streams can no longer resume from before
+   * them); a record is always kept, so the log passes its budget by one record at most.
    */
-  append(owner: ReplayOwner, kind: number, payload: unknown, size: number): void {
-    const bytes = size + REPLAY_RECORD_OVERHEAD;
-    this.#reserve(bytes);
-    this.#put(owner, payload, -1, bytes * 4 + kind);
-  }
-
-  /** Room for one more entry of `bytes`: under the budget (see {@link append}) and in the array. */
   #reserve(bytes: number): void {
     if (this.#budget.used + bytes > this.#budget.max) this.#makeRoom(bytes);
     if (this.#length === this.#size) this.#grow();
-  }
-
-  /** {@link append} for a body lanemux encoded: its bytes are copied (see the file's comment). */
-  appendCopy(owner: ReplayOwner, kind: number, body: Uint8Array): void {
-    const n = body.byteLength;
-    const bytes = n + REPLAY_RECORD_OVERHEAD;
-    this.#reserve(bytes);
-    const chunk = this.#chunkFor(n);
-    const at = this.#chunkUsed;
-    chunk.set(body, at);
-    this.#chunkUsed = at + n;
-    this.#chunkLast[this.#chunkLast.length - 1] = this.#appended;
-    this.#put(owner, chunk, at, bytes * 4 + kind);
   }
 
   /** The chunk `n` more bytes go into, at `#chunkUsed`: the newest, or a new one when it is full. */
@@ -220,8 +198,8 @@ export class ReplayLog {
     this.#pendingFrom = -1;
     const base = this.#pendingStart;
     const n = this.#pendingEnd - base;
-    // Into the shared chunks, as appendCopy's bodies: a batch of 64 records (16 peers) taking a
-    // buffer of its own cost the sender 1.18x.
+    // Into the shared chunks: a batch of 64 records (16 peers) taking a buffer of its own cost the
+    // sender 1.18x.
     const chunk = this.#chunkFor(n);
     const at = this.#chunkUsed;
     chunk.set(batch.subarray(base, base + n), at);
@@ -395,10 +373,9 @@ export class ReplayLog {
   }
 }
 
-/** Entry `i`'s payload for its stream: itself, or a copy of its body out of its chunk (the chunk is recycled). */
-function payloadOf(e: unknown[], i: number): unknown {
+/** Entry `i`'s payload for its stream: a copy of its body out of its chunk (the chunk is recycled). */
+function payloadOf(e: unknown[], i: number): Uint8Array {
   const at = e[i + 2] as number;
-  if (at < 0) return e[i + 1];
   const n = Math.floor((e[i + 3] as number) / 4) - REPLAY_RECORD_OVERHEAD;
   return (e[i + 1] as Uint8Array).slice(at, at + n);
 }
