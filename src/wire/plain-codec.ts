@@ -2,9 +2,9 @@
  * MessagePack for small plain values, by hand: the attach request and its answer and the other unary
  * control bodies, and object items such as the AI SDK's chunks — plain objects and arrays of strings,
  * naturals below 2^32, booleans and nil. One attach runs four of them through the general encoder and decoder (request and answer,
- * each written once and read once), and those were a sixth of an attach's CPU and most of what it
- * allocated: the decoder builds each string from an array of char codes
- * (`node bench/lifecycle.mjs --mode attach --items 0` under `--cpu-prof`).
+ * each written once and read once), and those were a sixth of an attach's CPU
+ * (`node --cpu-prof bench/lifecycle.mjs --mode attach --items 0`): the decoder builds each string from
+ * an array of char codes.
  *
  * {@link writePlain} produces exactly the bytes `@msgpack/msgpack` makes of the same value (with
  * `ignoreUndefined`: a map entry whose value is `undefined` is left out), or gives up (undefined) on
@@ -18,6 +18,8 @@
  *
  * Pure: no timers, no I/O.
  */
+
+import { utf8DecodeAt, utf8Write } from './utf8.ts';
 
 /** {@link readPlain}'s answer for input outside the subset. */
 export const GIVE_UP: unique symbol = Symbol('plain-codec: give up');
@@ -139,29 +141,8 @@ function putString(s: string, p: number): number {
     o[p++] = bytes >>> 8;
     o[p++] = bytes & 0xff;
   }
-  if (bytes === n) {
-    for (let i = 0; i < n; i++) o[p++] = s.charCodeAt(i);
-    return p;
-  }
-  for (let i = 0; i < n; i++) {
-    let c = s.charCodeAt(i);
-    if (c < 0x80) o[p++] = c;
-    else if (c < 0x800) {
-      o[p++] = 0xc0 | (c >>> 6);
-      o[p++] = 0x80 | (c & 0x3f);
-    } else if (c < 0xd800 || c > 0xdfff) {
-      o[p++] = 0xe0 | (c >>> 12);
-      o[p++] = 0x80 | ((c >>> 6) & 0x3f);
-      o[p++] = 0x80 | (c & 0x3f);
-    } else {
-      c = 0x10000 + ((c & 0x3ff) << 10) + (s.charCodeAt(++i) & 0x3ff);
-      o[p++] = 0xf0 | (c >>> 18);
-      o[p++] = 0x80 | ((c >>> 12) & 0x3f);
-      o[p++] = 0x80 | ((c >>> 6) & 0x3f);
-      o[p++] = 0x80 | (c & 0x3f);
-    }
-  }
-  return p;
+  // No lone surrogate (checked above): the platform's UTF-8, which the general encoder's equals then.
+  return p + utf8Write(s, o, p);
 }
 
 function putNatural(v: number, p: number): number {
@@ -321,9 +302,22 @@ function text(n: number): string | typeof GIVE_UP {
 }
 
 /**
+ * Well-formed UTF-8 as the string it spells (utf8.ts, which keeps a leading byte order mark, as the
+ * general decoder does up to 200 bytes); anything else (an overlong form, a surrogate, a cut sequence)
+ * is the general decoder's to read.
+ */
+function utf8(b: Uint8Array, a: number, z: number): string | typeof GIVE_UP {
+  try {
+    return utf8DecodeAt(b, a, z);
+  } catch {
+    return GIVE_UP;
+  }
+}
+
+/**
  * The ASCII bytes `b[a, z)` as a string. `fromCharCode` with its arguments spelled out, eight at a
- * time, is several times faster than `fromCharCode.apply` over a view for short strings (13 against
- * 102 ns for four characters).
+ * time, is several times faster than `fromCharCode.apply` over a view for short strings, which are
+ * most keys and ids.
  */
 function ascii(b: Uint8Array, a: number, z: number): string {
   if (z - a > 64) return String.fromCharCode.apply(null, b.subarray(a, z) as unknown as number[]);
@@ -349,56 +343,6 @@ function ascii(b: Uint8Array, a: number, z: number): string {
     default:
       return s;
   }
-}
-
-/** UTF-16 code units of the string being read (reused). */
-const units: number[] = [];
-
-/**
- * Well-formed UTF-8 (no overlong form, surrogate or code point past U+10FFFF) as the string it
- * spells, which is what either of the general decoder's paths makes of it; anything else is the
- * general decoder's to read as it does.
- */
-function utf8(b: Uint8Array, a: number, z: number): string | typeof GIVE_UP {
-  const u = units;
-  let k = 0;
-  let i = a;
-  while (i < z) {
-    const c = b[i]!;
-    if (c < 0x80) {
-      u[k++] = c;
-      i++;
-      continue;
-    }
-    let cp: number;
-    let more: number;
-    if (c >= 0xc2 && c <= 0xdf) {
-      cp = c & 0x1f;
-      more = 1;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      cp = c & 0x0f;
-      more = 2;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      cp = c & 0x07;
-      more = 3;
-    } else return GIVE_UP;
-    if (i + more >= z) return GIVE_UP; // cut short
-    for (let j = 1; j <= more; j++) {
-      const d = b[i + j]!;
-      if ((d & 0xc0) !== 0x80) return GIVE_UP;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    i += more + 1;
-    if (more === 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) return GIVE_UP;
-    if (more === 3) {
-      if (cp < 0x10000 || cp > 0x10ffff) return GIVE_UP;
-      cp -= 0x10000;
-      u[k++] = 0xd800 | (cp >>> 10);
-      u[k++] = 0xdc00 | (cp & 0x3ff);
-    } else u[k++] = cp;
-  }
-  u.length = k;
-  return String.fromCharCode.apply(null, u);
 }
 
 function list(n: number, depth: number): unknown {
