@@ -1,21 +1,42 @@
 /**
  * Chunks replay logs copy encoded bodies into (replay-log.ts). A busy lane lets one go every
  * thousand records or so and needs another as often; a buffer fresh from the allocator costs its
- * zeroing and a page fault per 4 KiB on first touch, so the large ones are recycled here, shared by
- * every log of the process and bounded: at most {@link REPLAY_BUFFERS_KEPT} free buffers of 16, 32
- * or 64 KiB.
+ * zeroing and a page fault per 4 KiB on first touch, so the large ones (16, 32 or 64 KiB) are
+ * recycled here, shared by every log of the process.
+ *
+ * How many free buffers are kept follows how many the logs use: a node sending fast to many peers
+ * has a log per lane, each holding up to a PING's worth of chunks, freed a lane at a time as PINGs
+ * are answered; with a fixed 16 kept, 16 lanes in the decode shape took three chunks in five fresh
+ * from the allocator. So free and lent-out buffers together stay within the most ever lent out at
+ * once (the logs' working set), at least {@link REPLAY_BUFFERS_KEPT} and at most
+ * {@link REPLAY_BUFFERS_KEPT_MAX}; once every log has given its chunks back (the node is idle), the
+ * working set is forgotten and the floor applies again.
  */
 
-/** Free buffers kept for reuse. */
+/** Free buffers kept however few the logs use (what an idle process keeps: 1 MiB of 64 KiB buffers at most). */
 export const REPLAY_BUFFERS_KEPT = 16;
+/** Most buffers, free and lent out together, the free list keeps room for (16 MiB of 64 KiB buffers). */
+export const REPLAY_BUFFERS_KEPT_MAX = 256;
 /** Smallest buffer worth keeping. */
 const KEPT_MIN = 16_384;
 const KEPT_MAX = 65_536;
 
 const free: Uint8Array[] = [];
+/** Buffers of a kept size handed out and not given back yet. */
+let lent = 0;
+/** The most lent out at once since the logs last gave everything back (the ceiling at most). */
+let workingSet = REPLAY_BUFFERS_KEPT;
+
+/** Powers of two only: an odd size would rarely be asked for again, and would hold a slot. */
+function keptSize(n: number): boolean {
+  return n >= KEPT_MIN && n <= KEPT_MAX && (n & (n - 1)) === 0;
+}
 
 /** A buffer of exactly `size` bytes: a kept one if there is one of that size, else a new one. */
 export function takeBuffer(size: number): Uint8Array {
+  if (!keptSize(size)) return new Uint8Array(size);
+  lent++;
+  if (lent > workingSet) workingSet = Math.min(lent, REPLAY_BUFFERS_KEPT_MAX);
   for (let i = free.length - 1; i >= 0; i--) {
     const b = free[i]!;
     if (b.byteLength === size) {
@@ -29,11 +50,15 @@ export function takeBuffer(size: number): Uint8Array {
 
 /** Nothing refers to `buf` any more: keep it for reuse if it is of a kept size and there is room. */
 export function giveBuffer(buf: Uint8Array): void {
-  const n = buf.byteLength;
+  if (!keptSize(buf.byteLength)) return;
+  if (lent > 0) lent--;
+  if (lent === 0) {
+    // Every chunk is back: the burst is over, keep the floor only.
+    workingSet = REPLAY_BUFFERS_KEPT;
+    while (free.length > REPLAY_BUFFERS_KEPT) free.pop();
+  }
   // Kept once: a buffer kept twice would be handed to two writers.
-  // Powers of two only: an odd size would rarely be asked for again, and would hold a slot.
-  if (n >= KEPT_MIN && n <= KEPT_MAX && (n & (n - 1)) === 0 && free.length < REPLAY_BUFFERS_KEPT && !free.includes(buf))
-    free.push(buf);
+  if (free.length + lent < workingSet && !free.includes(buf)) free.push(buf);
 }
 
 /** Free buffers kept now (for tests). */
