@@ -13,6 +13,8 @@
  * working set is forgotten and the floor applies again.
  */
 
+import { WorkingSet } from '../runtime/working-set.ts';
+
 /** Free buffers kept however few the logs use (what an idle process keeps: 1 MiB of 64 KiB buffers at most). */
 export const REPLAY_BUFFERS_KEPT = 16;
 /** Most buffers, free and lent out together, the free list keeps room for (16 MiB of 64 KiB buffers). */
@@ -22,10 +24,7 @@ const KEPT_MIN = 16_384;
 const KEPT_MAX = 65_536;
 
 const free: Uint8Array[] = [];
-/** Buffers of a kept size handed out and not given back yet. */
-let lent = 0;
-/** The most lent out at once since the logs last gave everything back (the ceiling at most). */
-let workingSet = REPLAY_BUFFERS_KEPT;
+const kept = new WorkingSet(REPLAY_BUFFERS_KEPT, REPLAY_BUFFERS_KEPT_MAX);
 
 /** Powers of two only: an odd size would rarely be asked for again, and would hold a slot. */
 function keptSize(n: number): boolean {
@@ -35,8 +34,7 @@ function keptSize(n: number): boolean {
 /** A buffer of exactly `size` bytes: a kept one if there is one of that size, else a new one. */
 export function takeBuffer(size: number): Uint8Array {
   if (!keptSize(size)) return new Uint8Array(size);
-  lent++;
-  if (lent > workingSet) workingSet = Math.min(lent, REPLAY_BUFFERS_KEPT_MAX);
+  kept.took();
   for (let i = free.length - 1; i >= 0; i--) {
     const b = free[i]!;
     if (b.byteLength === size) {
@@ -51,14 +49,10 @@ export function takeBuffer(size: number): Uint8Array {
 /** Nothing refers to `buf` any more: keep it for reuse if it is of a kept size and there is room. */
 export function giveBuffer(buf: Uint8Array): void {
   if (!keptSize(buf.byteLength)) return;
-  if (lent > 0) lent--;
-  if (lent === 0) {
-    // Every chunk is back: the burst is over, keep the floor only.
-    workingSet = REPLAY_BUFFERS_KEPT;
-    while (free.length > REPLAY_BUFFERS_KEPT) free.pop();
-  }
+  const room = kept.gave();
+  while (free.length > room) free.pop();
   // Kept once: a buffer kept twice would be handed to two writers.
-  if (free.length + lent < workingSet && !free.includes(buf)) free.push(buf);
+  if (free.length < room && !free.includes(buf)) free.push(buf);
 }
 
 /** Free buffers kept now (for tests). */
