@@ -2,28 +2,19 @@
  * Frame memory a socket reuses once it has written it: a lane batch (tens of KiB, made for each
  * batch) would otherwise be a fresh allocation every time, cold in cache and left to the garbage
  * collector. Power-of-two size classes from {@link WRITE_POOL_MIN} to {@link WRITE_POOL_MAX}; a frame
- * takes the class that holds it, so it never wastes more than half of its memory. Smaller and larger
- * frames are not pooled.
- *
- * What is kept free follows what the socket held in flight at its busiest (runtime/working-set.ts):
- * admission bounds that to about the high-water mark, 17 default batches, and a fixed 8 let a fast
- * sender at 16,384 streams allocate more than half its frames afresh. At least
- * {@link WRITE_POOL_KEEP} and at most {@link WRITE_POOL_KEEP_MAX} free per size class, back to the floor
- * once every frame of the class is written (the connection went quiet).
+ * takes the class that holds it, so it never wastes more than half of its memory, and each class
+ * keeps at most {@link WRITE_POOL_KEEP} free buffers (what the socket holds in flight is bounded by
+ * admission; what is kept free is bounded here). Smaller and larger frames are not pooled.
  *
  * @packageDocumentation
  */
-
-import { WorkingSet } from '../runtime/working-set.ts';
 
 /** Smallest pooled frame (smaller ones come from the runtime's own small-buffer pool). */
 export const WRITE_POOL_MIN = 4096;
 /** Largest pooled frame: a default lane batch (60 KiB) and its framing. */
 export const WRITE_POOL_MAX = 65_536;
-/** Free buffers kept per size class however quiet the socket is. */
+/** Free buffers kept per size class. */
 export const WRITE_POOL_KEEP = 8;
-/** Most buffers of a class, in flight and free together, the pool keeps room for (4 MiB of 64 KiB frames). */
-export const WRITE_POOL_KEEP_MAX = 64;
 
 const MIN_SHIFT = 12;
 const CLASSES = 5; // 4, 8, 16, 32, 64 KiB
@@ -36,13 +27,12 @@ function classOf(bytes: number): number {
 
 export class WritePool {
   readonly #free: ArrayBuffer[][] = Array.from({ length: CLASSES }, () => []);
-  #freeCount = 0;
-  /** Per class: a batch's size sets its class, and a busy socket's batches keep to one or two. */
-  readonly #kept = Array.from({ length: CLASSES }, () => new WorkingSet(WRITE_POOL_KEEP, WRITE_POOL_KEEP_MAX));
 
   /** Free buffers held (for tests). */
   get freeCount(): number {
-    return this.#freeCount;
+    let n = 0;
+    for (const f of this.#free) n += f.length;
+    return n;
   }
 
   /** True if a frame of `bytes` is pooled. */
@@ -53,11 +43,7 @@ export class WritePool {
   /** Memory for a pooled frame of `bytes` (see {@link pooled}): a free buffer of its class, or a new one. */
   take(bytes: number): ArrayBuffer {
     const c = classOf(bytes);
-    this.#kept[c]!.took();
-    const ab = this.#free[c]!.pop();
-    if (ab === undefined) return new ArrayBuffer(1 << (c + MIN_SHIFT));
-    this.#freeCount--;
-    return ab;
+    return this.#free[c]!.pop() ?? new ArrayBuffer(1 << (c + MIN_SHIFT));
   }
 
   /**
@@ -73,20 +59,9 @@ export class WritePool {
     return ab;
   }
 
-  /** `ab` (from {@link take}) was written: keep it for a later frame, if the pool has room. */
+  /** `ab` was written: keep it for a later frame (unless its class holds enough). */
   give(ab: ArrayBuffer): void {
-    const c = classOf(ab.byteLength);
-    const f = this.#free[c];
-    if (f === undefined) return;
-    const room = this.#kept[c]!.gave();
-    // Fewer in flight than kept (the socket went quiet): let the surplus go.
-    while (f.length > room) {
-      f.pop();
-      this.#freeCount--;
-    }
-    if (f.length < room) {
-      f.push(ab);
-      this.#freeCount++;
-    }
+    const f = this.#free[classOf(ab.byteLength)];
+    if (f !== undefined && f.length < WRITE_POOL_KEEP) f.push(ab);
   }
 }

@@ -7,17 +7,16 @@
  * How many free buffers are kept follows how many the logs use: a node sending fast to many peers
  * has a log per lane, each holding up to a PING's worth of chunks, freed a lane at a time as PINGs
  * are answered; with a fixed 16 kept, 16 lanes in the decode shape took three chunks in five fresh
- * from the allocator. So free and lent-out buffers together stay within the most ever lent out at
- * once (the logs' working set), at least {@link REPLAY_BUFFERS_KEPT} and at most
- * {@link REPLAY_BUFFERS_KEPT_MAX}; once every log has given its chunks back (the node is idle), the
- * working set is forgotten and the floor applies again.
+ * from the allocator. So what is kept follows the logs' working set (runtime/working-set.ts): the
+ * most lent out at once lately, less those still out, at least {@link REPLAY_BUFFERS_KEPT} and at
+ * most {@link REPLAY_BUFFERS_KEPT_MAX}; it shrinks back as the logs go quiet.
  */
 
 import { WorkingSet } from '../runtime/working-set.ts';
 
 /** Free buffers kept however few the logs use (what an idle process keeps: 1 MiB of 64 KiB buffers at most). */
 export const REPLAY_BUFFERS_KEPT = 16;
-/** Most buffers, free and lent out together, the free list keeps room for (16 MiB of 64 KiB buffers). */
+/** Most free buffers kept however busy the logs (16 MiB of 64 KiB buffers). */
 export const REPLAY_BUFFERS_KEPT_MAX = 256;
 /** Smallest buffer worth keeping. */
 const KEPT_MIN = 16_384;
@@ -48,11 +47,11 @@ export function takeBuffer(size: number): Uint8Array {
 
 /** Nothing refers to `buf` any more: keep it for reuse if it is of a kept size and there is room. */
 export function giveBuffer(buf: Uint8Array): void {
-  if (!keptSize(buf.byteLength)) return;
+  // Kept once (a buffer kept twice would be handed to two writers), and counted back once.
+  if (!keptSize(buf.byteLength) || free.includes(buf)) return;
   const room = kept.gave();
   while (free.length > room) free.pop();
-  // Kept once: a buffer kept twice would be handed to two writers.
-  if (free.length < room && !free.includes(buf)) free.push(buf);
+  if (free.length < room) free.push(buf);
 }
 
 /** Free buffers kept now (for tests). */

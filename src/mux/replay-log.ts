@@ -86,6 +86,8 @@ class Span {
   /** Where the span starts in the chunk, less where it started in the batch. */
   shift = 0;
 }
+/** No span waits: a log keeps no sealed span itself, so an emptied log pins no chunk. */
+const NO_SPAN = new Span();
 /** Entries a log starts with. */
 const INITIAL_ENTRIES = 256;
 
@@ -116,7 +118,7 @@ export class ReplayLog {
   #pendingStart = 0;
   #pendingEnd = 0;
   /** The span the waiting entries belong to. */
-  #span = new Span();
+  #span = NO_SPAN;
   /** Bumped by every hand-out: a PING sent before it confirms nothing after it. */
   generation = 0;
 
@@ -219,6 +221,7 @@ export class ReplayLog {
     const span = this.#span;
     span.chunk = chunk;
     span.shift = at - base;
+    this.#span = NO_SPAN;
   }
 
   #put(owner: ReplayOwner, payload: unknown, at: number, meta: number): void {

@@ -1,20 +1,24 @@
 /**
  * How many free buffers a recycler (a pool that hands buffers out and takes them back once their
- * user is done) keeps: as many as its users held at once at their busiest, less those still held,
- * within a floor and a ceiling; back to the floor once every buffer has come back (the users went
- * idle). A fixed count either lets a busy moment's buffers go to the collector, to be allocated and
- * zeroed again a moment later, or keeps a quiet one's memory for good. Pure counting: the recycler
- * keeps the buffers.
+ * user is done) keeps: as many as its users held at once at their busiest lately, less those still
+ * held, within a floor and a ceiling. A fixed count either lets a busy moment's buffers go to the
+ * collector, to be allocated and zeroed again a moment later, or keeps a quiet one's memory for good.
+ * "Lately": the busiest count falls by one for each peak's worth of buffers given back while fewer
+ * than half of it are out, and to the floor once every buffer is back, so a recycler whose users
+ * went quiet (or hold a few buffers for good) lets the rest go as traffic comes and goes. Pure counting: the recycler keeps the
+ * buffers.
  */
 export class WorkingSet {
   /** Free buffers kept however few were held. */
   readonly floor: number;
-  /** Most buffers, held and free together, the recycler keeps room for. */
+  /** Most free buffers the recycler keeps, however many are held (the busiest count never passes it). */
   readonly ceiling: number;
   /** Buffers handed out and not yet back. */
   #lent = 0;
-  /** The most handed out at once since every buffer last came back (floor ≤ peak ≤ ceiling). */
+  /** The most handed out at once lately (floor ≤ peak ≤ ceiling). */
   #peak: number;
+  /** Buffers given back while fewer than half the peak were out, since the peak last fell. */
+  #quiet = 0;
 
   constructor(floor: number, ceiling: number) {
     this.floor = floor;
@@ -35,12 +39,19 @@ export class WorkingSet {
 
   /**
    * A buffer came back: how many free buffers the recycler may hold now, this one included: the
-   * floor, or the busiest moment's count less those still out if that is more. A buffer that was
-   * never handed out (given back twice) counts as back too, so the answer errs small.
+   * floor, or the busiest count less those still out if that is more. Every call counts one buffer
+   * back: the recycler must not call it twice for one buffer.
    */
   gave(): number {
     if (this.#lent > 0) this.#lent--;
-    if (this.#lent === 0) this.#peak = this.floor;
+    if (this.#lent === 0) {
+      this.#peak = this.floor;
+      this.#quiet = 0;
+    } else if (this.#peak > this.floor && this.#peak > 2 * this.#lent && ++this.#quiet >= this.#peak) {
+      // A busy cycle gives back about a peak's worth and takes it again: the peak holds through it.
+      this.#peak--;
+      this.#quiet = 0;
+    }
     const room = this.#peak - this.#lent;
     return room > this.floor ? room : this.floor;
   }

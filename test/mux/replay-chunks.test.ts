@@ -15,14 +15,14 @@ describe('replay chunks', () => {
   it('keeps what many busy logs give back while others still hold theirs, so their next chunks are not fresh allocations', () => {
     // 80 chunks lent out across lanes' logs; PINGs answered on some lanes free 40 while 40 stay lent.
     const lentOut = Array.from({ length: 80 }, () => m.takeBuffer(SIZE));
-    for (const b of lentOut.splice(0, 40)) m.giveBuffer(b);
+    const freed = lentOut.splice(0, 40);
+    for (const b of freed) m.giveBuffer(b);
     // A fixed 16 would have let 24 of the 40 go to the collector, to be allocated again.
     expect(m.keptBuffers()).toBe(40);
-    // The next chunks those logs take are the same buffers.
-    const given = new Set(lentOut);
+    // The next chunks the logs take are those very buffers.
     const again = Array.from({ length: 40 }, () => m.takeBuffer(SIZE));
     expect(m.keptBuffers()).toBe(0);
-    expect(again.some((b) => given.has(b))).toBe(false);
+    expect(again.every((b) => freed.includes(b))).toBe(true);
   });
 
   it('falls back to the floor once every chunk is given back (the node went idle)', () => {
@@ -34,8 +34,11 @@ describe('replay chunks', () => {
   it('never keeps more than the ceiling, however many are lent out', () => {
     const lentOut = Array.from({ length: m.REPLAY_BUFFERS_KEPT_MAX + 100 }, () => m.takeBuffer(SIZE));
     const held = lentOut.pop()!;
-    for (const b of lentOut) m.giveBuffer(b);
-    expect(m.keptBuffers()).toBe(m.REPLAY_BUFFERS_KEPT_MAX - 1);
+    for (const b of lentOut) {
+      m.giveBuffer(b);
+      expect(m.keptBuffers()).toBeLessThanOrEqual(m.REPLAY_BUFFERS_KEPT_MAX);
+    }
+    expect(m.keptBuffers()).toBeGreaterThan(m.REPLAY_BUFFERS_KEPT);
     m.giveBuffer(held);
     expect(m.keptBuffers()).toBe(m.REPLAY_BUFFERS_KEPT);
   });
@@ -50,7 +53,7 @@ describe('replay chunks', () => {
     expect(m.takeBuffer(SIZE)).not.toBe(b);
   });
 
-  it('neither keeps nor counts sizes it does not recycle', () => {
+  it('never keeps a size it does not recycle', () => {
     const held = m.takeBuffer(SIZE);
     m.giveBuffer(m.takeBuffer(20_000));
     m.giveBuffer(m.takeBuffer(4096));

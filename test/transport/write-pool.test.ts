@@ -1,13 +1,7 @@
 // The Node TCP adapter's write pool: batch-sized frames reuse memory the socket has written.
 import { afterEach, describe, expect, it } from 'vitest';
 import { tcpTransport } from '../../src/adapters/node-tcp.ts';
-import {
-  WRITE_POOL_KEEP,
-  WRITE_POOL_KEEP_MAX,
-  WRITE_POOL_MAX,
-  WRITE_POOL_MIN,
-  WritePool,
-} from '../../src/adapters/write-pool.ts';
+import { WRITE_POOL_KEEP, WRITE_POOL_MAX, WRITE_POOL_MIN, WritePool } from '../../src/adapters/write-pool.ts';
 import { createMessenger } from '../../src/messenger/messenger.ts';
 import type { Messenger } from '../../src/messenger/types.ts';
 import { waitFor } from '../support/wait-for.ts';
@@ -40,33 +34,10 @@ describe('WritePool', () => {
     expect(pool.owner(new Uint8Array(100))).toBeNull();
   });
 
-  it('keeps the floor of free buffers once every frame is written (the socket went quiet)', () => {
+  it('keeps a bounded number of free buffers per class', () => {
     const pool = new WritePool();
     const taken = Array.from({ length: WRITE_POOL_KEEP + 5 }, () => pool.take(10_000));
     for (const ab of taken) pool.give(ab);
-    expect(pool.freeCount).toBe(WRITE_POOL_KEEP);
-  });
-
-  it('keeps what a busy socket had in flight while frames are still out, so the next frames reuse it', () => {
-    const pool = new WritePool();
-    // 30 batch frames in flight; the OS takes 20 of them while 10 are still buffered.
-    const taken = Array.from({ length: 30 }, () => pool.take(60_000));
-    const written = taken.splice(0, 20);
-    for (const ab of written) pool.give(ab);
-    // A fixed 8 would have let 12 of the 20 go to the collector.
-    expect(pool.freeCount).toBe(20);
-    const next = Array.from({ length: 20 }, () => pool.take(60_000));
-    expect(new Set(next)).toEqual(new Set(written));
-    expect(pool.freeCount).toBe(0);
-  });
-
-  it('never keeps more than its ceiling, however much was in flight', () => {
-    const pool = new WritePool();
-    const taken = Array.from({ length: WRITE_POOL_KEEP_MAX + 40 }, () => pool.take(60_000));
-    const last = taken.pop() as ArrayBuffer;
-    for (const ab of taken) pool.give(ab);
-    expect(pool.freeCount).toBe(WRITE_POOL_KEEP_MAX - 1);
-    pool.give(last);
     expect(pool.freeCount).toBe(WRITE_POOL_KEEP);
   });
 });
