@@ -70,24 +70,13 @@ export interface ReplayHooks {
  * and in a stream's ring alike, since both charge one budget and a record moves from one to the other.
  */
 export const REPLAY_RECORD_OVERHEAD = 16;
-/** Array slots per entry: owner, its batch's {@link Span}, its body's offset in that batch, `bytes × 4 + kind`. */
+/** Array slots per entry: owner, payload (or its chunk), its offset in the chunk (−1: the payload itself), `bytes × 4 + kind`. */
 const STRIDE = 4;
 /** Smallest and largest chunk bodies are copied into (a larger body gets a chunk of its size). */
 const CHUNK_MIN = 1024;
 const CHUNK_MAX = 65_536;
-/**
- * The bodies one batch carried for the log, copied out of it together at {@link ReplayLog.seal}: its
- * entries keep their offsets in the batch, and the span where they went. One per written batch, so
- * a seal is a copy and two stores, not a visit to every entry of the batch.
- */
-class Span {
-  /** The chunk the span was copied into (null until the batch is sealed). */
-  chunk: Uint8Array | null = null;
-  /** Where the span starts in the chunk, less where it started in the batch. */
-  shift = 0;
-}
-/** No span waits: a log keeps no sealed span itself, so an emptied log pins no chunk. */
-const NO_SPAN = new Span();
+/** The payload of an entry whose body is still in the open batch (see {@link ReplayLog.seal}). */
+const PENDING: unique symbol = Symbol('staged');
 /** Entries a log starts with. */
 const INITIAL_ENTRIES = 256;
 
@@ -117,8 +106,6 @@ export class ReplayLog {
   #pendingFrom = -1;
   #pendingStart = 0;
   #pendingEnd = 0;
-  /** The span the waiting entries belong to. */
-  #span = NO_SPAN;
   /** Bumped by every hand-out: a PING sent before it confirms nothing after it. */
   generation = 0;
 
@@ -191,10 +178,9 @@ export class ReplayLog {
     if (this.#pendingFrom < 0) {
       this.#pendingFrom = this.#appended;
       this.#pendingStart = start;
-      this.#span = new Span();
     }
     this.#pendingEnd = end;
-    this.#put(owner, this.#span, start, bytes * 4 + kind);
+    this.#put(owner, PENDING, start, bytes * 4 + kind);
   }
 
   /** Entries of the open batch wait for {@link seal} (their bodies are still in the batch's buffer). */
@@ -204,10 +190,11 @@ export class ReplayLog {
 
   /**
    * The open batch, `batch`, is written (or lost): copy the span of it that the waiting entries'
-   * bodies sit in into the log's chunks (their {@link Span} says where).
+   * bodies sit in into the log's chunks, and point them at it.
    */
   seal(batch: Uint8Array): void {
-    if (this.#pendingFrom < 0) return;
+    const from = this.#pendingFrom;
+    if (from < 0) return;
     this.#pendingFrom = -1;
     const base = this.#pendingStart;
     const n = this.#pendingEnd - base;
@@ -218,10 +205,17 @@ export class ReplayLog {
     chunk.set(batch.subarray(base, base + n), at);
     this.#chunkUsed = at + n;
     this.#chunkLast[this.#chunkLast.length - 1] = this.#appended - 1;
-    const span = this.#span;
-    span.chunk = chunk;
-    span.shift = at - base;
-    this.#span = NO_SPAN;
+    const e = this.#entries;
+    const mask = this.#size - 1;
+    const first = this.first;
+    const shift = at - base;
+    for (let p = from > first ? from : first; p < this.#appended; p++) {
+      const i = ((this.#head + (p - first)) & mask) * STRIDE;
+      if (e[i + 1] === PENDING) {
+        e[i + 1] = chunk;
+        e[i + 2] = (e[i + 2] as number) + shift;
+      }
+    }
   }
 
   #put(owner: ReplayOwner, payload: unknown, at: number, meta: number): void {
@@ -381,8 +375,7 @@ export class ReplayLog {
 
 /** Entry `i`'s payload for its stream: a copy of its body out of its chunk (the chunk is recycled). */
 function payloadOf(e: unknown[], i: number): Uint8Array {
-  const span = e[i + 1] as Span;
-  const at = (e[i + 2] as number) + span.shift;
+  const at = e[i + 2] as number;
   const n = Math.floor((e[i + 3] as number) / 4) - REPLAY_RECORD_OVERHEAD;
-  return (span.chunk as Uint8Array).slice(at, at + n);
+  return (e[i + 1] as Uint8Array).slice(at, at + n);
 }
