@@ -9,6 +9,9 @@
 //   [--peers Y] (Y consumer nodes, stream s on node s % Y: the per-batch costs show at X / Y records a batch)
 //   [--token-bytes 64] (byte items above 64 B leave V8's on-heap typed arrays: the receiver's copy shows)
 //   [--resume on|off] [--fresh] [--item bytes|object|string] (object: an AI SDK text-delta chunk `{ type, id, delta }` with a `token-bytes`-long delta)
+//   [--virtual-clock] (both nodes on a clock that moves 0.1 ms a pass, and to the next timer when nothing
+//   else is left to run, with seeded randomness: a run does the same work however fast the machine
+//   is, as bench/instr.mjs needs to count its instructions)
 import { TOKEN, cpuUs, dist, parseArgs, round } from './harness.mjs';
 
 const args = parseArgs();
@@ -20,7 +23,9 @@ const warm = Number(args.warm ?? 1000);
 const tokenBytes = Number(args['token-bytes'] ?? TOKEN);
 const item = args.item ?? 'bytes';
 const resume = (args.resume ?? 'on') !== 'off';
-const opts = resume ? {} : { resume: false };
+const virtual = args['virtual-clock'] === 'true';
+const clock = virtual ? virtualClock() : null;
+const opts = { ...(resume ? {} : { resume: false }), ...(clock === null ? {} : { runtime: clock.runtime }) };
 // --fresh: a new item per token, as an engine makes them (the default reuses W + 1 sets, which
 // leaves the garbage collector nothing young to keep alive).
 const fresh = args.fresh === 'true';
@@ -59,13 +64,15 @@ const sets = Array.from({ length: window + 1 }, () => Array.from({ length: slots
 const readUpTo = (n) =>
   read >= n
     ? undefined
-    : new Promise((resolve) => {
-        waitFor = n;
-        wake = () => {
-          waitFor = Number.POSITIVE_INFINITY;
-          resolve();
-        };
-      });
+    : clock !== null
+      ? clock.until(() => read >= n)
+      : new Promise((resolve) => {
+          waitFor = n;
+          wake = () => {
+            waitFor = Number.POSITIVE_INFINITY;
+            resolve();
+          };
+        });
 let cpu0 = null;
 let t0 = 0;
 for (let p = 0; p < warm + passes; p++) {
@@ -74,6 +81,7 @@ for (let p = 0; p < warm + passes; p++) {
     cpu0 = process.cpuUsage();
     t0 = performance.now();
   }
+  if (clock !== null) clock.step(0.1);
   const set = sets[p % sets.length];
   if (fresh) for (let s = 0; s < slots; s++) senders[s].send(make(s));
   else for (let s = 0; s < slots; s++) senders[s].send(set[s]);
@@ -94,9 +102,76 @@ console.log(
     item,
     resume,
     fresh,
+    virtual_clock: virtual,
     token_bytes: tokenBytes,
     cpu_ns_per_token: round((cpu * 1000) / tokens, 1),
     tokens_per_s: Math.round((tokens / wall) * 1000),
   }),
 );
 process.exit(0);
+
+/**
+ * A Runtime whose clock moves only when told: `step(ms)` per pass, and `until(cond)` runs the nodes'
+ * macrotasks and, when none is left, jumps to the next timer (a reply's linger, a PING's spacing).
+ * Macrotasks are real `setImmediate`s, so the event loop's order is kept; randomness is seeded.
+ */
+function virtualClock() {
+  let now = 0;
+  let pending = 0;
+  let nextId = 1;
+  let seed = 0x2545f491;
+  const timers = new Map();
+  const fire = (upTo) => {
+    for (;;) {
+      let due = null;
+      for (const t of timers.values())
+        if (t.at <= upTo && (due === null || t.at < due.at || (t.at === due.at && t.id < due.id))) due = t;
+      if (due === null) return;
+      timers.delete(due.id);
+      if (due.at > now) now = due.at;
+      due.fn();
+    }
+  };
+  const runtime = {
+    now: () => now,
+    setTimer(fn, ms) {
+      const t = { id: nextId++, at: now + Math.max(0, ms), fn };
+      timers.set(t.id, t);
+      return t.id;
+    },
+    clearTimer: (id) => timers.delete(id),
+    macrotask(fn) {
+      pending++;
+      setImmediate(() => {
+        pending--;
+        fn();
+      });
+    },
+    randomBytes(out) {
+      for (let i = 0; i < out.length; i++) {
+        seed ^= seed << 13;
+        seed ^= seed >>> 17;
+        seed ^= seed << 5;
+        out[i] = seed & 0xff;
+      }
+    },
+    env: (name) => process.env[name],
+  };
+  return {
+    runtime,
+    step(ms) {
+      fire(now + ms);
+      now += ms;
+    },
+    async until(cond) {
+      for (let idle = 0; !cond(); ) {
+        await new Promise((r) => setImmediate(r));
+        if (pending > 0) continue;
+        let next = null;
+        for (const t of timers.values()) if (next === null || t.at < next) next = t.at;
+        if (next !== null) fire(next);
+        else if (++idle > 1000) throw new Error('virtual clock: nothing left to run and the bench still waits');
+      }
+    },
+  };
+}

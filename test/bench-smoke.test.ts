@@ -204,4 +204,24 @@ describe('npm run bench -- --quick', () => {
     expect(row.cpu_ns_per_token > 0 && Number.isFinite(row.cpu_ns_per_token)).toBe(true);
     expect(row.tokens_per_s > 0).toBe(true);
   });
+
+  it('bench/inproc.mjs on its virtual clock reads every token, timers firing when nothing else is left to run', {
+    timeout: 120_000,
+  }, () => {
+    // 0.1 ms a pass: the replies' 1 ms linger fires only as the clock jumps to it; without the jump
+    // credit would never come back and the run would stall.
+    const row = benchRow('inproc.mjs', [
+      '--slots',
+      '16',
+      '--window',
+      '2',
+      '--passes',
+      '100',
+      '--warm',
+      '20',
+      '--virtual-clock',
+    ]);
+    expect(row).toMatchObject({ bench: 'inproc', slots: 16, passes: 100, virtual_clock: true });
+    expect(row.cpu_ns_per_token > 0 && Number.isFinite(row.cpu_ns_per_token)).toBe(true);
+  });
 });
