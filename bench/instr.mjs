@@ -3,9 +3,9 @@
 // clock) under valgrind's callgrind, which counts the instructions both nodes execute, JIT code
 // included. A count does not move with the machine's speed as CPU time does (on a shared 2-vCPU
 // virtual machine the time A/B of bench/ab.mjs has a median of 1.11 for one build against itself),
-// so a change of a few percent shows in one run: one build against itself gave 1.004, and the same
-// build 4,206 and 4,252 instructions per token in two runs. It is not time: a cache miss costs one
-// instruction here.
+// so a change of a few percent shows in one run: one build against itself gave 1.004, and separate
+// runs of one build 4,206 to 4,320 instructions per token (trust differences above about 3 %). It is
+// not time: a cache miss costs one instruction here.
 //
 // Each build runs twice, at `--short` and `--long` timed passes after the same warm-up, and the
 // difference is divided by the tokens between them: start-up, module loading and the warm-up's

@@ -6,10 +6,8 @@
  * or 64 KiB (4 MiB).
  *
  * A node sending fast to many peers has a log per lane, each holding up to a PING's worth of chunks
- * (REPLAY_PING_BYTES), freed a lane at a time as the PINGs are answered: with 16 kept, 16 peers in
- * the decode shape took about three chunks in five fresh from the allocator; with 64, about one in
- * four. A free list that followed the logs' working set took fewer still but cost the browser entry
- * 0.1 kB.
+ * (REPLAY_PING_BYTES), freed a lane at a time as the PINGs are answered: the list must hold what
+ * several lanes give back at once, or their next chunks come fresh from the allocator again.
  */
 
 /** Free buffers kept for reuse. */
