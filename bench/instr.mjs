@@ -5,7 +5,11 @@
 // virtual machine the time A/B of bench/ab.mjs has a median of 1.11 for one build against itself),
 // so a change of a few percent shows in one run: one build against itself gave 1.004, and separate
 // runs of one build 4,206 to 4,320 instructions per token (trust differences above about 3 %). It is
-// not time: a cache miss costs one instruction here.
+// not time: a cache miss costs one instruction here, and under valgrind V8 runs fifty times slower,
+// so a change can count far better than it times (the replay log moved from one pointer array to a
+// typed array of numbers: 0.82 here, 0.96 and 0.99 in time A/Bs of bench/ab.mjs): confirm a count
+// with a time A/B before keeping a change. Run it on a quiet machine: with other benchmarks beside it
+// one build counted 8 % apart between runs.
 //
 // Each build runs twice, at `--short` and `--long` timed passes after the same warm-up, and the
 // difference is divided by the tokens between them: start-up, module loading and the warm-up's

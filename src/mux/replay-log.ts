@@ -9,8 +9,10 @@
  * {@link confirm} then drops it. At epoch death {@link handOut} gives each stream its records back,
  * oldest first, and the stream keeps them in its own replay ring until the resume.
  *
- * One array shared by every stream of the lane, appended in order and dropped from the front: with
- * thousands of streams a token touches the lane's hot tail, not a cold ring of its own stream.
+ * One ring shared by every stream of the lane, appended in order and dropped from the front: with
+ * thousands of streams a token touches the lane's hot tail, not a cold ring of its own stream. An
+ * entry is its owner and three numbers in a typed array; where its body went is known per sealed run
+ * (one per batch, mostly), so a seal and a confirmation touch no entry's pointers.
  *
  * The batcher keeps a record as its encoded body, never the item by reference: an item made for one
  * send (an engine's fresh token, an object item's body) kept by reference lived through the PING round
@@ -70,13 +72,9 @@ export interface ReplayHooks {
  * and in a stream's ring alike, since both charge one budget and a record moves from one to the other.
  */
 export const REPLAY_RECORD_OVERHEAD = 16;
-/** Array slots per entry: owner, payload (or its chunk), its offset in the chunk (−1: the payload itself), `bytes × 4 + kind`. */
-const STRIDE = 4;
 /** Smallest and largest chunk bodies are copied into (a larger body gets a chunk of its size). */
 const CHUNK_MIN = 1024;
 const CHUNK_MAX = 65_536;
-/** The payload of an entry whose body is still in the open batch (see {@link ReplayLog.seal}). */
-const PENDING: unique symbol = Symbol('staged');
 /** Entries a log starts with. */
 const INITIAL_ENTRIES = 256;
 
@@ -89,8 +87,15 @@ export function nextReplayRound(): number {
 
 export class ReplayLog {
   readonly #budget: ReplayBudgetLike;
-  #entries: unknown[] = [];
-  /** Entries the array has room for (0 until the first append, then a power of two). */
+  /** Each entry's stream, a ring of `#size` (null: the stream took its record back, handOutOne). */
+  #owners: (ReplayOwner | null | undefined)[] = [];
+  /**
+   * Three numbers per entry, beside its owner: where its body starts in the batch that carried it,
+   * the bytes it is charged (0 once taken back) and its kind. In a typed array, so that appending and
+   * dropping an entry store no pointer and leave the collector nothing to trace.
+   */
+  #ints: Int32Array = new Int32Array(0);
+  /** Entries the ring has room for (0 until the first append, then a power of two). */
   #size = 0;
   #head = 0;
   #length = 0;
@@ -102,6 +107,14 @@ export class ReplayLog {
   #chunkLast: number[] = [];
   /** Bytes used in the newest chunk. */
   #chunkUsed = 0;
+  /**
+   * The sealed runs of entries whose bodies were copied together (a batch's, mostly), oldest first:
+   * the position after a run's last entry, its chunk, and what turns a body's start in its batch into
+   * its offset in that chunk. A seal adds one run and touches no entry; only a hand-out looks bodies up.
+   */
+  #runEnd: number[] = [];
+  #runChunk: Uint8Array[] = [];
+  #runShift: number[] = [];
   /** Position of the first entry waiting for {@link seal} (−1: none), and the span of the batch theirs take. */
   #pendingFrom = -1;
   #pendingStart = 0;
@@ -140,16 +153,6 @@ export class ReplayLog {
     return this.#appended - this.#length;
   }
 
-  /**
-   * Room for one more entry of `bytes`: under the budget and in the array. Over the budget, finished
-   * streams' rings go first, then the oldest entries (their streams can no longer resume from before
-   * them); a record is always kept, so the log passes its budget by one record at most.
-   */
-  #reserve(bytes: number): void {
-    if (this.#budget.used + bytes > this.#budget.max) this.#makeRoom(bytes);
-    if (this.#length === this.#size) this.#grow();
-  }
-
   /** The chunk `n` more bytes go into, at `#chunkUsed`: the newest, or a new one when it is full. */
   #chunkFor(n: number): Uint8Array {
     const chunks = this.#chunks;
@@ -168,11 +171,16 @@ export class ReplayLog {
   /**
    * Keep `owner`'s record whose encoded body is `[start, end)` of the open batch, `batch`: the entry
    * waits for {@link seal}, which the batch's writer calls before the batch's buffer is used again.
+   * Over the budget, finished streams' rings go first, then the oldest entries (their streams can no
+   * longer resume from before them); a record is always kept, so the log passes its budget by one
+   * record at most.
    */
   appendStaged(owner: ReplayOwner, kind: number, batch: Uint8Array, start: number, end: number): void {
     const bytes = end - start + REPLAY_RECORD_OVERHEAD;
-    this.#reserve(bytes);
-    // A span holds kept bodies and the record headers between them, nothing else: a record the log does
+    const budget = this.#budget;
+    if (budget.used + bytes > budget.max) this.#makeRoom(bytes);
+    if (this.#length === this.#size) this.#grow();
+    // A run holds kept bodies and the record headers between them, nothing else: a record the log does
     // not keep (another stream's, a credit update) between two would be copied and held uncounted.
     if (this.#pendingFrom >= 0 && start !== this.#pendingEnd + RECORD_HEADER_LEN) this.seal(batch);
     if (this.#pendingFrom < 0) {
@@ -180,7 +188,17 @@ export class ReplayLog {
       this.#pendingStart = start;
     }
     this.#pendingEnd = end;
-    this.#put(owner, PENDING, start, bytes * 4 + kind);
+    const slot = (this.#head + this.#length) & (this.#size - 1);
+    this.#owners[slot] = owner;
+    const ints = this.#ints;
+    const i = slot * 3;
+    ints[i] = start;
+    ints[i + 1] = bytes;
+    ints[i + 2] = kind;
+    this.#length++;
+    this.#appended++;
+    this.#bytes += bytes;
+    budget.used += bytes;
   }
 
   /** Entries of the open batch wait for {@link seal} (their bodies are still in the batch's buffer). */
@@ -190,12 +208,13 @@ export class ReplayLog {
 
   /**
    * The open batch, `batch`, is written (or lost): copy the span of it that the waiting entries'
-   * bodies sit in into the log's chunks, and point them at it.
+   * bodies sit in into the log's chunks, as one run.
    */
   seal(batch: Uint8Array): void {
-    const from = this.#pendingFrom;
-    if (from < 0) return;
+    if (this.#pendingFrom < 0) return;
     this.#pendingFrom = -1;
+    // The budget dropped every entry (the waiting ones are the newest): nothing to copy.
+    if (this.#length === 0) return;
     const base = this.#pendingStart;
     const n = this.#pendingEnd - base;
     // Into the shared chunks: a batch of 64 records (16 peers) taking a buffer of its own cost the
@@ -205,31 +224,9 @@ export class ReplayLog {
     chunk.set(batch.subarray(base, base + n), at);
     this.#chunkUsed = at + n;
     this.#chunkLast[this.#chunkLast.length - 1] = this.#appended - 1;
-    const e = this.#entries;
-    const mask = this.#size - 1;
-    const first = this.first;
-    const shift = at - base;
-    for (let p = from > first ? from : first; p < this.#appended; p++) {
-      const i = ((this.#head + (p - first)) & mask) * STRIDE;
-      if (e[i + 1] === PENDING) {
-        e[i + 1] = chunk;
-        e[i + 2] = (e[i + 2] as number) + shift;
-      }
-    }
-  }
-
-  #put(owner: ReplayOwner, payload: unknown, at: number, meta: number): void {
-    const i = ((this.#head + this.#length) & (this.#size - 1)) * STRIDE;
-    const e = this.#entries;
-    e[i] = owner;
-    e[i + 1] = payload;
-    e[i + 2] = at;
-    e[i + 3] = meta;
-    const bytes = Math.floor(meta / 4);
-    this.#length++;
-    this.#appended++;
-    this.#bytes += bytes;
-    this.#budget.used += bytes;
+    this.#runEnd.push(this.#appended);
+    this.#runChunk.push(chunk);
+    this.#runShift.push(at - base);
   }
 
   /** The consumer has every entry before position `mark`: drop them. */
@@ -250,21 +247,22 @@ export class ReplayLog {
     // The budget is released first: the rings the records go to charge it again.
     this.#budget.used -= this.#bytes;
     this.#bytes = 0;
-    const e = this.#entries;
+    const owners = this.#owners;
     const mask = this.#size - 1;
+    const first = this.first;
+    let run = 0;
     for (let k = 0; k < n; k++) {
-      const i = ((this.#head + k) & mask) * STRIDE;
-      const owner = e[i] as ReplayOwner | null;
-      if (owner !== null) {
-        if (owner.replayRound !== round) {
-          owner.replayRound = round;
-          reached.push(owner);
-        }
-        owner.recover((e[i + 3] as number) & 3, payloadOf(e, i));
+      const slot = (this.#head + k) & mask;
+      const owner = owners[slot];
+      if (owner == null) continue;
+      while (this.#runEnd[run]! <= first + k) run++;
+      if (owner.replayRound !== round) {
+        owner.replayRound = round;
+        reached.push(owner);
       }
-      e[i] = e[i + 1] = undefined;
-      e[i + 2] = e[i + 3] = 0;
+      owner.recover(this.#ints[slot * 3 + 2]!, this.#body(slot, run));
     }
+    this.#clearOwners(this.#head, n);
     this.#head = 0;
     this.#length = 0;
     // Every body was copied out: the chunks are free (so `recover` must not append to this log).
@@ -277,22 +275,29 @@ export class ReplayLog {
    */
   handOutOne(owner: ReplayOwner): void {
     if (this.#pendingFrom >= 0) throw new Error('ReplayLog.handOutOne with entries not sealed');
-    const e = this.#entries;
+    const owners = this.#owners;
+    const ints = this.#ints;
     const mask = this.#size - 1;
+    const first = this.first;
+    let run = 0;
     let released = 0;
     for (let k = 0; k < this.#length; k++) {
-      const i = ((this.#head + k) & mask) * STRIDE;
-      if (e[i] !== owner) continue;
-      const meta = e[i + 3] as number;
-      released += Math.floor(meta / 4);
-      owner.recover(meta & 3, payloadOf(e, i));
-      e[i] = null;
-      e[i + 1] = undefined;
-      e[i + 2] = -1;
-      e[i + 3] = meta & 3;
+      const slot = (this.#head + k) & mask;
+      if (owners[slot] !== owner) continue;
+      while (this.#runEnd[run]! <= first + k) run++;
+      owner.recover(ints[slot * 3 + 2]!, this.#body(slot, run));
+      released += ints[slot * 3 + 1]!;
+      owners[slot] = null;
+      ints[slot * 3 + 1] = 0;
     }
     this.#bytes -= released;
     this.#budget.used -= released;
+  }
+
+  /** The body of the entry in ring slot `slot`, copied out of run `run`'s chunk (the chunk is recycled). */
+  #body(slot: number, run: number): Uint8Array {
+    const at = this.#ints[slot * 3]! + this.#runShift[run]!;
+    return this.#runChunk[run]!.slice(at, at + this.#ints[slot * 3 + 1]! - REPLAY_RECORD_OVERHEAD);
   }
 
   #makeRoom(bytes: number): void {
@@ -300,12 +305,12 @@ export class ReplayLog {
     while (budget.used + bytes > budget.max && budget.evict()) {}
     if (budget.used + bytes <= budget.max || this.#length === 0) return;
     // Drop the oldest entries, as many as the record needs, in one pass.
-    const e = this.#entries;
+    const ints = this.#ints;
     const mask = this.#size - 1;
     let n = 0;
     let freed = 0;
     while (n < this.#length && budget.used - freed + bytes > budget.max) {
-      freed += Math.floor((e[((this.#head + n) & mask) * STRIDE + 3] as number) / 4);
+      freed += ints[((this.#head + n) & mask) * 3 + 1]!;
       n++;
     }
     this.#drop(n);
@@ -313,17 +318,13 @@ export class ReplayLog {
 
   /** Drop the oldest `count` entries (1..length), the budget given back once. */
   #drop(count: number): void {
-    const e = this.#entries;
+    const ints = this.#ints;
     const mask = this.#size - 1;
-    let h = this.#head;
+    const head = this.#head;
     let b = 0;
-    for (let k = 0; k < count; k++) {
-      const i = h * STRIDE;
-      b += Math.floor((e[i + 3] as number) / 4);
-      e[i] = e[i + 1] = undefined;
-      h = (h + 1) & mask;
-    }
-    this.#head = h;
+    for (let k = 0; k < count; k++) b += ints[((head + k) & mask) * 3 + 1]!;
+    this.#clearOwners(head, count);
+    this.#head = (head + count) & mask;
     this.#length -= count;
     this.#bytes -= b;
     this.#budget.used -= b;
@@ -331,8 +332,15 @@ export class ReplayLog {
     // if no entry points into it any more, is filled again from its start (unless it is a large
     // body's own chunk).
     if (this.#length === 0) return this.#freeChunks();
-    const chunks = this.#chunks;
     const first = this.first;
+    let r = 0;
+    while (r < this.#runEnd.length && this.#runEnd[r]! <= first) r++;
+    if (r > 0) {
+      this.#runEnd.splice(0, r);
+      this.#runChunk.splice(0, r);
+      this.#runShift.splice(0, r);
+    }
+    const chunks = this.#chunks;
     let k = 0;
     while (k < chunks.length && this.#chunkLast[k]! < first) k++;
     if (k === 0) return;
@@ -345,37 +353,42 @@ export class ReplayLog {
     this.#chunkLast.splice(0, k);
   }
 
+  /** Let go of the owners of `count` entries from ring slot `from` (wrapping). */
+  #clearOwners(from: number, count: number): void {
+    const end = from + count;
+    if (end <= this.#size) this.#owners.fill(undefined, from, end);
+    else {
+      this.#owners.fill(undefined, from, this.#size);
+      this.#owners.fill(undefined, 0, end - this.#size);
+    }
+  }
+
   /** No entry points into any chunk: let them all go. */
   #freeChunks(): void {
     for (const c of this.#chunks) giveBuffer(c);
     this.#chunks = [];
     this.#chunkLast = [];
     this.#chunkUsed = 0;
+    this.#runEnd = [];
+    this.#runChunk = [];
+    this.#runShift = [];
   }
 
   #grow(): void {
-    const old = this.#entries;
     const size = this.#size;
     const next = size === 0 ? INITIAL_ENTRIES : size * 2;
     // Holes-free from the start (fill), so the array keeps one elements kind.
-    const e = new Array<unknown>(next * STRIDE).fill(undefined);
-    for (let k = 0; k < this.#length; k++) {
-      const from = ((this.#head + k) & (size - 1)) * STRIDE;
-      const to = k * STRIDE;
-      e[to] = old[from];
-      e[to + 1] = old[from + 1];
-      e[to + 2] = old[from + 2];
-      e[to + 3] = old[from + 3];
-    }
-    this.#entries = e;
+    const owners = new Array<ReplayOwner | null | undefined>(next).fill(undefined);
+    const ints = new Int32Array(next * 3);
+    // Full when it grows: the ring is [head, size) then [0, head).
+    const old = this.#owners;
+    const tail = size - this.#head;
+    for (let k = 0; k < size; k++) owners[k] = old[(this.#head + k) & (size - 1)];
+    ints.set(this.#ints.subarray(this.#head * 3), 0);
+    ints.set(this.#ints.subarray(0, this.#head * 3), tail * 3);
+    this.#owners = owners;
+    this.#ints = ints;
     this.#size = next;
     this.#head = 0;
   }
-}
-
-/** Entry `i`'s payload for its stream: a copy of its body out of its chunk (the chunk is recycled). */
-function payloadOf(e: unknown[], i: number): Uint8Array {
-  const at = e[i + 2] as number;
-  const n = Math.floor((e[i + 3] as number) / 4) - REPLAY_RECORD_OVERHEAD;
-  return (e[i + 1] as Uint8Array).slice(at, at + n);
 }

@@ -307,6 +307,54 @@ describe('replay log: bodies noted in the open batch and copied out when it is w
     expect(a.got.slice(0, 4)).toEqual(["0:b'a'", "0:b'A'", "0:b'b'", "0:b'B'"]);
   });
 
+  it('finds each body in the batch it came from across many batches, runs split by records it skips, growth while a batch is open, confirmations inside a batch and a stream leaving', () => {
+    const budget = new ReplayBudget(1 << 30);
+    const log = new ReplayLog(budget);
+    const a = owner();
+    const b = owner();
+    const c = owner();
+    const staged: Array<[ReplayOwner, string]> = [];
+    let n = 0;
+    // Batches of 1 to 300 bodies (the log starts with room for 256 entries, so one grows it while
+    // open); every fifth body is another stream's that the log does not keep, which splits the run.
+    for (const count of [1, 300, 7, 120, 64, 250, 3]) {
+      const buf = new Uint8Array(64 * 1024);
+      let at = 16;
+      for (let k = 0; k < count; k++) {
+        at += 13;
+        const body = bytesOf(`r${n}`);
+        buf.set(body, at);
+        const o = n % 3 === 0 ? a : n % 3 === 1 ? b : c;
+        if (n % 5 !== 4) {
+          log.appendStaged(o, n % 3, buf, at, at + body.byteLength);
+          staged.push([o, `${n % 3}:b'r${n}'`]);
+        }
+        at += body.byteLength;
+        n++;
+      }
+      log.seal(buf);
+      buf.fill(0x21);
+      // Confirm part of what is held, so confirmations land inside a batch's run.
+      if (count > 100) log.confirm(log.first + Math.floor(log.length / 3));
+    }
+    const confirmed = staged.length - log.length;
+    log.handOutOne(c);
+    const cExpected = staged.slice(confirmed).filter(([o]) => o === c);
+    expect(c.got).toEqual(cExpected.map(([, s]) => s));
+    const reached: ReplayOwner[] = [];
+    log.handOut(nextReplayRound(), reached);
+    expect(reached).toEqual([a, b]);
+    for (const o of [a, b])
+      expect((o as ReturnType<typeof owner>).got).toEqual(
+        staged
+          .slice(confirmed)
+          .filter(([x]) => x === o)
+          .map(([, s]) => s),
+      );
+    expect(budget.used).toBe(0);
+    expect(log.chunkBytes).toBe(0);
+  });
+
   it('refuses to hand out records whose bodies were never copied out of the batch (a seal must come first)', () => {
     const log = new ReplayLog(new ReplayBudget(1 << 30));
     const { buf, spans } = batchOf(['z']);
