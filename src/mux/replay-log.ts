@@ -108,13 +108,11 @@ export class ReplayLog {
   /** Bytes used in the newest chunk. */
   #chunkUsed = 0;
   /**
-   * The sealed runs of entries whose bodies were copied together (a batch's, mostly), oldest first:
-   * the position after a run's last entry, its chunk, and what turns a body's start in its batch into
-   * its offset in that chunk. A seal adds one run and touches no entry; only a hand-out looks bodies up.
+   * The sealed runs of entries whose bodies were copied together (a batch's, mostly), oldest first,
+   * three slots each: the position after the run's last entry, its chunk, and what turns a body's
+   * start in its batch into its offset in that chunk. A seal adds one run and touches no entry; only a hand-out looks bodies up.
    */
-  #runEnd: number[] = [];
-  #runChunk: Uint8Array[] = [];
-  #runShift: number[] = [];
+  #runs: (number | Uint8Array)[] = [];
   /** Position of the first entry waiting for {@link seal} (−1: none), and the span of the batch theirs take. */
   #pendingFrom = -1;
   #pendingStart = 0;
@@ -224,9 +222,7 @@ export class ReplayLog {
     chunk.set(batch.subarray(base, base + n), at);
     this.#chunkUsed = at + n;
     this.#chunkLast[this.#chunkLast.length - 1] = this.#appended - 1;
-    this.#runEnd.push(this.#appended);
-    this.#runChunk.push(chunk);
-    this.#runShift.push(at - base);
+    this.#runs.push(this.#appended, chunk, at - base);
   }
 
   /** The consumer has every entry before position `mark`: drop them. */
@@ -255,7 +251,7 @@ export class ReplayLog {
       const slot = (this.#head + k) & mask;
       const owner = owners[slot];
       if (owner == null) continue;
-      while (this.#runEnd[run]! <= first + k) run++;
+      while ((this.#runs[run]! as number) <= first + k) run += 3;
       if (owner.replayRound !== round) {
         owner.replayRound = round;
         reached.push(owner);
@@ -284,7 +280,7 @@ export class ReplayLog {
     for (let k = 0; k < this.#length; k++) {
       const slot = (this.#head + k) & mask;
       if (owners[slot] !== owner) continue;
-      while (this.#runEnd[run]! <= first + k) run++;
+      while ((this.#runs[run]! as number) <= first + k) run += 3;
       owner.recover(ints[slot * 3 + 2]!, this.#body(slot, run));
       released += ints[slot * 3 + 1]!;
       owners[slot] = null;
@@ -294,10 +290,10 @@ export class ReplayLog {
     this.#budget.used -= released;
   }
 
-  /** The body of the entry in ring slot `slot`, copied out of run `run`'s chunk (the chunk is recycled). */
+  /** The body of the entry in ring slot `slot`, copied out of the chunk of the run at `run` in `#runs` (the chunk is recycled). */
   #body(slot: number, run: number): Uint8Array {
-    const at = this.#ints[slot * 3]! + this.#runShift[run]!;
-    return this.#runChunk[run]!.slice(at, at + this.#ints[slot * 3 + 1]! - REPLAY_RECORD_OVERHEAD);
+    const at = this.#ints[slot * 3]! + (this.#runs[run + 2] as number);
+    return (this.#runs[run + 1] as Uint8Array).slice(at, at + this.#ints[slot * 3 + 1]! - REPLAY_RECORD_OVERHEAD);
   }
 
   #makeRoom(bytes: number): void {
@@ -334,12 +330,8 @@ export class ReplayLog {
     if (this.#length === 0) return this.#freeChunks();
     const first = this.first;
     let r = 0;
-    while (r < this.#runEnd.length && this.#runEnd[r]! <= first) r++;
-    if (r > 0) {
-      this.#runEnd.splice(0, r);
-      this.#runChunk.splice(0, r);
-      this.#runShift.splice(0, r);
-    }
+    while (r < this.#runs.length && (this.#runs[r] as number) <= first) r += 3;
+    if (r > 0) this.#runs.splice(0, r);
     const chunks = this.#chunks;
     let k = 0;
     while (k < chunks.length && this.#chunkLast[k]! < first) k++;
@@ -369,9 +361,7 @@ export class ReplayLog {
     this.#chunks = [];
     this.#chunkLast = [];
     this.#chunkUsed = 0;
-    this.#runEnd = [];
-    this.#runChunk = [];
-    this.#runShift = [];
+    this.#runs = [];
   }
 
   #grow(): void {
