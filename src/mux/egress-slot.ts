@@ -101,6 +101,24 @@ export class EgressSlot extends SenderLedger {
   /** The batcher of the slot's (peer, lane). */
   readonly batcher: SlotBatcher;
   id: number;
+  // Then the fields a record offered reads: V8 lays fields out as declared, so these share cache lines.
+  /** frame_seq of the next record (OpenSlot took 0). */
+  nextSeq = 1;
+  closed = false;
+  closeError: LanemuxError | null = null;
+  qHead = 0;
+  qTail = 0;
+  /** At most one singleton outstanding; later records wait behind it. */
+  fenced = false;
+  /** The OpenSlot has not been written yet (batcher parked at open). */
+  opening = true;
+  /** Data records staged in the open batch (for `onComplete`). */
+  stagedInBatch = false;
+  /**
+   * The resumable stream whose staged records the lane's replay log keeps (replay-log.ts), or null:
+   * a stream that is not resumable, or one that keeps its own ring.
+   */
+  replay: ReplayOwner | null = null;
   readonly index: number;
   readonly anchorId: bigint;
   readonly sessionId: bigint;
@@ -111,8 +129,6 @@ export class EgressSlot extends SenderLedger {
   readonly byteBudget: number;
   /** The withheld queue also pauses its producer past this many records (a live feed's 0; else no count bound). */
   withholdDepth = Number.POSITIVE_INFINITY;
-  /** frame_seq of the next record (OpenSlot took 0). */
-  nextSeq = 1;
   // Withheld FIFO: parallel arrays with a moving head and tail (no object per record), made on the
   // first record withheld (most short streams never withhold one; three arrays per open were
   // measurable). Entries live at [qHead, qTail); a drained FIFO keeps its arrays, so a slot that
@@ -120,15 +136,11 @@ export class EgressSlot extends SenderLedger {
   qKind: number[] = NO_KINDS;
   qValue: unknown[] = NO_VALUES;
   qBytes: number[] = NO_BYTES;
-  qHead = 0;
-  qTail = 0;
   withheldBytes = 0;
   /** The producer left without a terminal; a CloseSlot{PeerGone} is owed after the queue. */
   closeOwed = false;
   /** Inlet paused at the byte cap: the producer's `send` waits. */
   paused = false;
-  /** At most one singleton outstanding; later records wait behind it. */
-  fenced = false;
   /** The transfer (or open) whose resolution lifts the fence; 0 when not fenced. */
   fenceId = 0;
   /** asyncOpenAck: acked before its OpenSlot batch was admitted. */
@@ -137,25 +149,14 @@ export class EgressSlot extends SenderLedger {
   starved = false;
   /** Its head record waits for the peer's window (listed in the batcher's window FIFO). */
   windowBlocked = false;
-  /** The OpenSlot has not been written yet (batcher parked at open). */
-  opening = true;
   /** Listed in the batcher's ready set. */
   ready = false;
-  closed = false;
   /** The consumer cancelled this session (LifecycleSlot{cancel}): its UnknownSlot close is that cancel. */
   cancelled = false;
   /** A terminal is staged (the slot closes at once; kept for retirement). */
   terminalStaged = false;
   /** A record went by rendezvous (docs/protocol.md §8.1): its arrival is not ordered with the lane's. */
   rendezvous = false;
-  /**
-   * The resumable stream whose staged records the lane's replay log keeps (replay-log.ts), or null:
-   * a stream that is not resumable, or one that keeps its own ring.
-   */
-  replay: ReplayOwner | null = null;
-  closeError: LanemuxError | null = null;
-  /** Data records staged in the open batch (for `onComplete`). */
-  stagedInBatch = false;
   /** Settlers of the open's ack while it is outstanding (the batcher's; null otherwise). */
   openResolve: ((slot: EgressSlot) => void) | null = null;
   openReject: ((e: unknown) => void) | null = null;

@@ -29,51 +29,53 @@ export interface Held {
 
 /** One live ingress slot: its own {@link ReceiverAccount}. */
 export class IngressSlot extends ReceiverAccount implements BoundSlot {
+  // Fields in the order a record reads them: V8 lays them out as declared, so the ones every record
+  // touches share the object's first cache lines (the base class's credit counters come first).
   readonly id: number;
-  readonly table: IngressTable;
-  readonly bind: Bind;
+  nextSeq: number;
   /** The bind's C+1 slot buffer, held here so delivery reads one field. */
   readonly buffer: SlotBuffer;
-  readonly holdBudget: ByteBudget;
-  /** The tuned window (null: static credit C). */
-  readonly auto: AutoWindow | null;
-  /** {@link arrivals} at the last tuning: a change closes a round-trip probe. */
-  tunedArrivals = 0;
-  /** `auto.probing`, kept here so an arrival reads the tuning state only while a probe is open. */
-  probing = false;
-  /** Records (and their bytes) the consumer took since the window was last decided. */
-  untunedRecords = 0;
-  untunedBytes = 0;
-  /** `auto.epochLeft` when the window was last decided: that many more records taken end its epoch. */
-  epochLeft = 0;
-  /** `auto.recordBytes` when the window was last decided: larger records taken decide it again at once. */
-  tunedSize = 0;
+  /** Where this stream's byte items are copied out of their batches. */
+  readonly items = new ItemSlab();
   /** The peer window this slot's records are charged to (its link's; outlives the slot in its buffer). */
   readonly window: IngressWindow;
-  nextSeq: number;
   hold: Map<number, Held> | null = null;
-  pendingCloseSeq = -1;
-  pendingCloseReason = 0;
+  touched = false;
+  closed = false;
   /** Records delivered (watchdog liveness). */
   arrivals = 0;
-  /** Watchdog: arrivals seen at the last window, and dead windows in a row. */
-  lastArrivals = 0;
-  deadWindows = 0;
   /** Drain signal: records and bytes taken since the last reconcile. */
   drained = 0;
   drainedBytes = 0;
+  pendingCloseSeq = -1;
   listed = false;
-  touched = false;
+  /** The tuned window (null: static credit C). */
+  readonly auto: AutoWindow | null;
+  /** `auto.probing`, kept here so an arrival reads the tuning state only while a probe is open. */
+  probing = false;
+  /** `auto.recordBytes` when the window was last decided: larger records taken decide it again at once. */
+  tunedSize = 0;
+  /** Records (and their bytes) the consumer took since the window was last decided. */
+  untunedRecords = 0;
+  /** `auto.epochLeft` when the window was last decided: that many more records taken end its epoch. */
+  epochLeft = 0;
+  untunedBytes = 0;
+  /** {@link arrivals} at the last tuning: a change closes a round-trip probe. */
+  tunedArrivals = 0;
+  readonly table: IngressTable;
+  readonly bind: Bind;
+  readonly holdBudget: ByteBudget;
+  pendingCloseReason = 0;
+  /** Watchdog: arrivals seen at the last window, and dead windows in a row. */
+  lastArrivals = 0;
+  deadWindows = 0;
   terminalDelivered = false;
-  closed = false;
   /**
    * Rendezvous records announced for this slot and not yet delivered or refused. Behind one the
    * sender goes on within its credit alone, so its later records are bounded by credit (as in the
    * slot buffer), not by the hold's byte budgets.
    */
   stagedPending = 0;
-  /** Where this stream's byte items are copied out of their batches. */
-  readonly items = new ItemSlab();
 
   constructor(id: number, table: IngressTable, bind: Bind, nextSeq: number) {
     super(bind.limit, { watermark: bind.slotByteBudget });

@@ -36,6 +36,10 @@ const INITIAL_ENTRIES = 4;
 
 /** A bounded ring of decoded frames with one waiting reader. */
 export class SlotBuffer {
+  /** The push-mode reader of this buffer, if any (set by the anchor; ingress may hand it items directly). */
+  direct: DirectReader | null = null;
+  // Read with `direct` for every record ingress hands over (V8 lays fields out as declared).
+  #length = 0;
   /** Frames it holds at most (a tuned credit window raises it: {@link SlotBuffer.grow}). */
   capacity: number;
   // The ring starts small and doubles up to `capacity` (exactly, at the last step): most streams
@@ -46,7 +50,6 @@ export class SlotBuffer {
   #sizes: Uint32Array;
   #size: number;
   #head = 0;
-  #length = 0;
   #closed = false;
   /** The usual single reader's waker; further concurrent readers wait in `#more`. */
   #waker: (() => void) | null = null;
@@ -61,8 +64,6 @@ export class SlotBuffer {
   window: WindowSink | null = null;
   /** Bytes of charged records in the buffer. */
   windowBytes = 0;
-  /** The push-mode reader of this buffer, if any (set by the anchor; ingress may hand it items directly). */
-  direct: DirectReader | null = null;
   /** Frames of the current take (valid until the next take). */
   kind = 0;
   value: unknown = undefined;

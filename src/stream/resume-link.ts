@@ -123,6 +123,16 @@ function linkLost(error: LanemuxError): boolean {
 
 /** The producer's end of one resumable mux stream. */
 export class ResumeLink implements SenderPort {
+  // First the fields every record offered reads (V8 lays fields out as declared).
+  #state = LIVE;
+  #slot: EgressSlot;
+  /** Items handed over so far. */
+  #sent = 0;
+  /**
+   * The live slot's records are kept by its lane's replay log, not by the ring (empty meanwhile):
+   * never with history, nor after a record went by rendezvous.
+   */
+  #logMode = false;
   /** The consumer's peer (another after a re-attach). */
   peer: PeerId;
   /** The instance of the peer the stream was opened to: another one is a restart. */
@@ -133,25 +143,16 @@ export class ResumeLink implements SenderPort {
   token: string | null = null;
   /** History is kept: the ring is trimmed by its byte cap only, never to what the consumer has. */
   readonly #history: boolean;
-  /**
-   * The live slot's records are kept by its lane's replay log, not by the ring (empty meanwhile):
-   * never with history, nor after a record went by rendezvous.
-   */
-  #logMode = false;
   /** The slot generation whose records the log keeps. */
   #logGen = -1;
   /** A record went by rendezvous: the ring keeps the records from then on. */
   #ringOnly = false;
-  /** Items handed over so far. */
-  #sent = 0;
   /** The first slot's owner (its records go to the log). */
   #firstOwner: SlotOwner | null = null;
   /** The link epoch the stream's latest slot was opened on. */
   epoch: number | undefined;
   readonly #host: ResumeHost;
   readonly #sender: StreamSender<unknown>;
-  #state = LIVE;
-  #slot: EgressSlot;
   #gen = 0;
   #session: bigint;
   /** The stream's credit C: C+1 records may be sent while it is suspended. */

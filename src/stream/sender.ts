@@ -47,6 +47,8 @@ export class StreamSender<T = unknown> {
   #port: SenderPort | null = null;
   #error: LanemuxError | null = null;
   #terminal = false;
+  /** A live stream's queue (`overrun: 'drop-oldest' | 'fail'`); null for the default `'block'`. */
+  #feed: LiveFeed | null = null;
   #retirement: Retirement | null = null;
   /** Made on the first `retired()` call (most producers never ask). */
   #retiredWaiters: Array<(r: Retirement) => void> | null = null;
@@ -63,8 +65,6 @@ export class StreamSender<T = unknown> {
   #signal: AbortSignal | undefined;
   #finished = false;
   #watcher: SenderWatcher | null = null;
-  /** A live stream's queue (`overrun: 'drop-oldest' | 'fail'`); null for the default `'block'`. */
-  #feed: LiveFeed | null = null;
   /** A live stream's terminal queued behind its waiting records: settles when handed on. */
   #queuedEnd: Promise<void> | null = null;
 

@@ -9,7 +9,7 @@
 import { WireError } from './errors.ts';
 import { decodeBoundedItem } from './msgpack.ts';
 import { encodeItemValue } from './item.ts';
-import { type ItemSlab, copyBytes } from './item-slab.ts';
+import { type ItemSlab, ON_HEAP_BYTES, copyBytes } from './item-slab.ts';
 import { utf8Decode, utf8DecodeAt, utf8Length, utf8Write } from './utf8.ts';
 
 /** A frame on a stream: the user's items plus the sender's lifecycle signals. */
@@ -484,7 +484,11 @@ export function readTokenAt(
   const v = start + ITEM_PREFIX_LEN;
   // `scratch` takes numbers and a boolean only: no pointer to a young object.
   if (end <= v || !startsWithAt(buf, start, ITEM_PREFIX) || !readStrOrBin(buf, v, scratch, end)) return undefined;
-  if (!scratch.str) return slab === null ? copyBytes(buf, scratch.start, end) : slab.copy(buf, scratch.start, end);
+  // A token (at most ON_HEAP_BYTES) is copied without loading its stream's slab: a cache line fewer.
+  if (!scratch.str)
+    return slab === null || end - scratch.start <= ON_HEAP_BYTES
+      ? copyBytes(buf, scratch.start, end)
+      : slab.copy(buf, scratch.start, end);
   try {
     return utf8DecodeAt(buf, scratch.start, end);
   } catch {
