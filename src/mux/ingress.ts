@@ -359,8 +359,8 @@ export class IngressTable {
           this.fault(s, CloseReason.ProtocolError);
           return;
         }
-        this.#touch(s);
         if (seq !== s.nextSeq) {
+          this.#touch(s);
           const reserved = s.stagedPending === 0;
           if (reserved && reservePair(s.holdBudget, this.peerBudget, bytes) !== 'ok') {
             m.holdOverflow++;
@@ -383,6 +383,10 @@ export class IngressTable {
           if (!this.#push(s, kind, value, terminal, bytes, charged)) return;
         }
         this.#drainHold(s);
+        // Listed for the reconcile after the batch only when it would do more than count: judged now, while
+        // the slot is in cache (a later record of the slot in this batch judges again), not in a second
+        // pass over every slot the batch reached.
+        if (!s.touched && !s.closed && !this.#quiet(s)) this.#touch(s);
       }
     }
   }
