@@ -45,7 +45,6 @@ import { StagedKind } from './flush-gate.ts';
 import type { ReplayLog } from './replay-log.ts';
 import { ReplyLane } from './reply-lane.ts';
 import { ReadyList } from './ready-list.ts';
-import { ReusedList } from './reused-list.ts';
 import { SlotTable } from './slot-table.ts';
 import {
   appendRecord,
@@ -112,8 +111,12 @@ export class Batcher extends ReplyLane implements SlotBatcher {
   readonly onStageRoom = (): void => stageRoomReturned(this);
 
   // Only this file's.
-  /** Slots with Data records in the open batch. */
-  readonly #dataSlotList = new ReusedList<EgressSlot>();
+  /**
+   * Slots with Data records in the open batch: counted as a slot's first record marks it with the batch's
+   * mark, and forgotten by moving the mark on, not by a second pass over every slot the batch carried.
+   */
+  #dataSlots = 0;
+  #batchMark = 1;
 
   constructor(host: BatcherHost, peer: PeerId, lane: number, ended: EndedSlots = new EndedSlots()) {
     super(host, peer, lane);
@@ -255,9 +258,9 @@ export class Batcher extends ReplyLane implements SlotBatcher {
     }
     slot.nextSeq = (seq + 1) >>> 0 || 0xffff_ffff;
     this.typeCounts[RecordType.Data]! += 1;
-    if (!slot.stagedInBatch) {
-      slot.stagedInBatch = true;
-      this.#dataSlotList.push(slot);
+    if (slot.stagedBatch !== this.#batchMark) {
+      slot.stagedBatch = this.#batchMark;
+      this.#dataSlots++;
     }
     // The clock is read only when the gate needs it (first record of a batch, or a terminal).
     const gate = this.gate;
@@ -349,7 +352,7 @@ export class Batcher extends ReplyLane implements SlotBatcher {
   }
 
   protected override slotsWithData(): number {
-    return this.#dataSlotList.length;
+    return this.#dataSlots;
   }
 
   protected override applyOwned(d: InboxDrain): boolean {
@@ -434,9 +437,10 @@ export class Batcher extends ReplyLane implements SlotBatcher {
 
   /** Forget which slots the open batch carries Data for. */
   resetDataSlots(): void {
-    const list = this.#dataSlotList;
-    for (let i = 0; i < list.length; i++) list.at(i).stagedInBatch = false;
-    list.clear();
+    this.#dataSlots = 0;
+    // A Smi that wraps after 2^30 batches, past 0 (a new slot's): a slot last marked that long ago only
+    // miscounts the flush heuristic once.
+    this.#batchMark = (this.#batchMark + 1) & 0x3fff_ffff || 1;
   }
 
   // ───────────────────────── failure and retirement (batcher-retire.ts) ─────────────────────────

@@ -112,8 +112,8 @@ export class EgressSlot extends SenderLedger {
   fenced = false;
   /** The OpenSlot has not been written yet (batcher parked at open). */
   opening = true;
-  /** Data records staged in the open batch (for `onComplete`). */
-  stagedInBatch = false;
+  /** The mark of the last batch a Data record of the slot was staged in (the batcher counts slots with data by it, for `onComplete`). */
+  stagedBatch = 0;
   /**
    * The resumable stream whose staged records the lane's replay log keeps (replay-log.ts), or null:
    * a stream that is not resumable, or one that keeps its own ring.

@@ -231,4 +231,21 @@ describe('F. Flush policy (C = 4,096)', () => {
     expect(seqs).toEqual(Array.from({ length: 120 }, (_, i) => i + 1));
     expect(records(h, mark).map((r) => label(r))).toEqual(items.map((t, i) => `"${t}"@${i + 1}`));
   });
+
+  it('FLUSH-13 Auto with on_complete writes once every live slot has a record in the batch: a slot counts once however many it stages, and each batch counts afresh', async () => {
+    const h = egress({ flushPolicy: { kind: 'auto', onAdmission: false, maxLinger: 50, onComplete: true } });
+    const [a, b] = await openSlots(h, 2, C);
+    for (const batch of [1, 2]) {
+      // The linger since the last write has passed, so only the slots with data hold the batch back.
+      await h.runtime.advance(60);
+      const mark = h.sink.sent.length;
+      offerItems(h, a!.slot, [`A${batch}a`, `A${batch}b`]);
+      await h.runtime.runMacrotasks();
+      expect(wire(h, mark)).toEqual([]);
+      offerItems(h, b!.slot, [`B${batch}`]);
+      await h.runtime.runMacrotasks();
+      const s = 2 * batch - 1;
+      expect(wire(h, mark)).toEqual([[`"A${batch}a"@${s}`, `"A${batch}b"@${s + 1}`, `"B${batch}"@${batch}`]]);
+    }
+  });
 });
