@@ -55,10 +55,11 @@ export class IngressSlot extends ReceiverAccount implements BoundSlot {
   probing = false;
   /** `auto.recordBytes` when the window was last decided: larger records taken decide it again at once. */
   tunedSize = 0;
-  /** Records (and their bytes) the consumer took since the window was last decided. */
+  /** Records the consumer took since the window was last decided ({@link untunedBytes}: their bytes). */
   untunedRecords = 0;
   /** `auto.epochLeft` when the window was last decided: that many more records taken end its epoch. */
   epochLeft = 0;
+  /** The bytes of {@link untunedRecords}. */
   untunedBytes = 0;
   /** {@link arrivals} at the last tuning: a change closes a round-trip probe. */
   tunedArrivals = 0;

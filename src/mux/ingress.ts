@@ -436,8 +436,9 @@ export class IngressTable {
 
   /**
    * The next Item of `s`, handed to a reader waiting on its empty buffer, if there is one and it
-   * takes it. To the credit laws it was buffered and taken at once (the take is reconciled with
-   * this batch: the slot is touched). The caller settles the peer window; if the consumer
+   * takes it. To the credit laws it was buffered and taken at once (the take is counted on the
+   * slot; the record's caller lists the slot for the reconcile after the batch when a grant can fall
+   * due, else a later visit counts it). The caller settles the peer window; if the consumer
    * cancelled meanwhile, the slot is retired.
    */
   #direct(s: IngressSlot, value: unknown, bytes: number): boolean {

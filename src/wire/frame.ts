@@ -484,7 +484,7 @@ export function readTokenAt(
   const v = start + ITEM_PREFIX_LEN;
   // `scratch` takes numbers and a boolean only: no pointer to a young object.
   if (end <= v || !startsWithAt(buf, start, ITEM_PREFIX) || !readStrOrBin(buf, v, scratch, end)) return undefined;
-  // A token (at most ON_HEAP_BYTES) is copied without loading its stream's slab: a cache line fewer.
+  // A byte token of at most ON_HEAP_BYTES is copied without loading its stream's slab: a cache line fewer.
   if (!scratch.str)
     return slab === null || end - scratch.start <= ON_HEAP_BYTES
       ? copyBytes(buf, scratch.start, end)

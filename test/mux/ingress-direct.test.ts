@@ -118,6 +118,22 @@ describe('direct delivery to a waiting push-mode reader', () => {
     expect(a.remaining).toBe(4);
   });
 
+  it('records a later reader takes inside the same batch are granted with that batch', () => {
+    const { h, id, r } = setup(4);
+    const other = h.bind();
+    const otherId = sid(2, 0);
+    h.open(otherId, other);
+    // The other slot has no waiting reader: its two records are buffered, and judged when they arrive. Slot 1's
+    // reader takes them from inside its callback, after that judgement: the take lists the slot again.
+    const taken: string[] = [];
+    r.onItem = () => taken.push(...read(other));
+    h.send(rec.item(otherId, 1, 'x'), rec.item(otherId, 2, 'y'), rec.item(id, 1, 'a'));
+    expect(taken).toEqual(['x', 'y']);
+    // Their credit goes out with this batch, from the drained list, not at a later doorbell visit.
+    expect(h.host.replies).toEqual([{ kind: 'credit', slot: otherId, value: 2 }]);
+    expect(other.slot!.account.remaining).toBe(4);
+  });
+
   it('with auto-tuned credit, skipped visits lose no credit: over 64 records none is admitted beyond the grants, and each is granted, ungranted or waiting to be counted', () => {
     let t = 0;
     const h = new IngressHarness({ C: 8, autoCredit: () => t });
