@@ -132,8 +132,9 @@ export class EgressSlot extends SenderLedger {
   withholdDepth = Number.POSITIVE_INFINITY;
   // Withheld FIFO: parallel arrays with a moving head and tail (no object per record), made on the
   // first record withheld (most short streams never withhold one; three arrays per open were
-  // measurable). Entries live at [qHead, qTail) (declared above, with the fields a record reads); a drained FIFO keeps its arrays, so a slot that
-  // withholds a record every pass (a sender parked on a congested link) allocates nothing again.
+  // measurable). Entries live at [qHead, qTail) (declared above, with the fields a record reads); a
+  // drained FIFO keeps its arrays, so a slot that withholds a record every pass (a sender parked on a
+  // congested link) allocates nothing again.
   qKind: number[] = NO_KINDS;
   qValue: unknown[] = NO_VALUES;
   qBytes: number[] = NO_BYTES;

@@ -123,13 +123,14 @@ describe('direct delivery to a waiting push-mode reader', () => {
     const other = h.bind();
     const otherId = sid(2, 0);
     h.open(otherId, other);
-    // The other slot has no waiting reader: its two records are buffered, and judged when they arrive. Slot 1's
-    // reader takes them from inside its callback, after that judgement: the take lists the slot again.
+    // The other slot has no waiting reader: its two records are buffered (they bring what its sender may still send
+    // to C/2, so it is listed for the reconcile after the batch). Slot 1's reader takes them from inside its
+    // callback, before that reconcile, which must count the take.
     const taken: string[] = [];
     r.onItem = () => taken.push(...read(other));
     h.send(rec.item(otherId, 1, 'x'), rec.item(otherId, 2, 'y'), rec.item(id, 1, 'a'));
     expect(taken).toEqual(['x', 'y']);
-    // Their credit goes out with this batch, from the drained list, not at a later doorbell visit.
+    // Their credit goes out with this batch, not at a later doorbell visit.
     expect(h.host.replies).toEqual([{ kind: 'credit', slot: otherId, value: 2 }]);
     expect(other.slot!.account.remaining).toBe(4);
   });
